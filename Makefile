@@ -1,0 +1,59 @@
+# Thin wrapper over CMake: the two commands of the README (make run, make test)
+# plus deps, fuzz and clean.  Build trees: build/ (release, warnings as
+# errors), build-asan/ (ASan+UBSan), build-tsan/ (ThreadSanitizer).
+
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE ?= cmake
+FUZZ_SECONDS ?= 60
+# Debian packages needed to build and test; checked with dpkg-query.
+DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev
+
+.PHONY: all build deps test test-release test-asan test-tsan run fuzz clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: missing packages; run as root:"; echo "  apt-get install -y$$missing"; exit 1; fi
+
+build/Makefile: CMakeLists.txt
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFKV_WERROR=ON
+
+build: deps build/Makefile
+	$(CMAKE) --build build -j $(JOBS)
+
+test-release: build
+	cd build && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFKV_WERROR=ON -DFKV_SANITIZE=ON
+	$(CMAKE) --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  FKV_TEST_SCALE=0.25 ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer on the tests where threads meet.
+test-tsan: deps
+	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFKV_WERROR=ON -DFKV_TSAN=ON
+	$(CMAKE) --build build-tsan -j $(JOBS)
+	cd build-tsan && ctest --output-on-failure -R 'threads'
+
+test: test-release test-asan test-tsan
+	@echo "make test: release, ASan+UBSan and TSan suites passed"
+
+run: build
+	./build/fairkv run
+
+fuzz: deps
+	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFKV_FUZZ=ON -DFKV_SANITIZE=ON
+	$(CMAKE) --build build-fuzz -j $(JOBS)
+	@for f in build-fuzz/fuzz_*; do [ -x $$f ] || continue; \
+	  echo "fuzz: $$f for $(FUZZ_SECONDS)s"; mkdir -p build-fuzz/corpus/$$(basename $$f); \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 build-fuzz/corpus/$$(basename $$f) fuzz/corpus/$$(basename $$f) 2>&1 | tail -3 || exit 1; done
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

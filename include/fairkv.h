@@ -1,0 +1,316 @@
+/* fairkv — a KV cache manager for LLM inference engines.
+ *
+ * Pages for memory, chunks for policy: the cache owns a pool of fixed-size
+ * pages (default 16 tokens; page id p names token slots [p*page_tokens,
+ * (p+1)*page_tokens) in every layer's K and V arrays).  A sequence's tokens
+ * are grouped into chunks (default 64 tokens, whole pages), which carry the
+ * metadata that eviction, quotas and quantization act on.
+ *
+ * Thread safety: every fkv_cache_* and fkv_seq_* function may be called from
+ * several threads at once on the same cache when `thread_safe` is set in the
+ * config (the default): each call takes the cache's lock.  Pointers returned
+ * into the cache (chunk tables, chunk views, storage) stay valid only until
+ * the next call that changes that sequence or evicts; the caller keeps the
+ * batch pinned (fkv_seq_pin) while its kernels read them.  Functions marked
+ * "pure" touch no cache state and are always thread-safe.
+ */
+#ifndef FAIRKV_H
+#define FAIRKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FKV_VERSION_MAJOR 0
+#define FKV_VERSION_MINOR 1
+#define FKV_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum fkv_status {
+    FKV_OK = 0,
+    FKV_EINVAL = 1,      /* an argument is invalid (the detail says which) */
+    FKV_ENOMEM = 2,      /* host memory allocation failed */
+    FKV_EFULL = 3,       /* the cache has no evictable chunk left */
+    FKV_ENOENT = 4,      /* no such policy, preset, key, ... */
+    FKV_ESTATE = 5,      /* call not valid in the object's current state */
+    FKV_EIO = 6,         /* file could not be read or written */
+    FKV_EPARSE = 7,      /* malformed input (the detail names file and line) */
+    FKV_EUNSUPPORTED = 8 /* feature not built in or not supported here */
+} fkv_status;
+
+/* Pure.  Static string for a status code. */
+const char *fkv_strerror(fkv_status st);
+
+/* ---------------------------------------------------------------- types */
+
+typedef enum fkv_dtype {
+    FKV_F32 = 0,
+    FKV_F16 = 1,
+    FKV_INT8 = 2,
+    FKV_INT4 = 3
+} fkv_dtype;
+#define FKV_N_DTYPES 4
+
+/* Pure.  "f32", "f16", "int8", "int4". */
+const char *fkv_dtype_name(fkv_dtype t);
+/* Pure.  Bits per stored element: 32, 16, 8, 4. */
+unsigned fkv_dtype_bits(fkv_dtype t);
+
+typedef enum fkv_storage_kind {
+    FKV_STORAGE_PHANTOM = 0, /* accounts bytes, allocates no K/V memory */
+    FKV_STORAGE_CPU = 1      /* real host memory */
+} fkv_storage_kind;
+
+/* Request classes of the seed's evaluation (section 4.1). */
+typedef enum fkv_class {
+    FKV_CLASS_SHORT = 0,
+    FKV_CLASS_MEDIUM = 1,
+    FKV_CLASS_LONG = 2
+} fkv_class;
+#define FKV_N_CLASSES 3
+const char *fkv_class_name(fkv_class c); /* pure: "short" ... */
+
+/* Injectable clock, in nanoseconds.  NULL now_ns = monotonic clock. */
+typedef struct fkv_clock {
+    int64_t (*now_ns)(void *ctx);
+    void *ctx;
+} fkv_clock;
+
+/* A virtual clock for simulations: now_ns returns *ctx. */
+int64_t fkv_virtual_clock_now(void *ctx); /* ctx: int64_t* */
+int64_t fkv_monotonic_now_ns(void);       /* pure */
+
+typedef struct fkv_chunk_view fkv_chunk_view;
+
+/* Belady's MIN needs the future: the caller (a simulator) returns the time
+ * of the chunk's next access in ns, or INT64_MAX for never. */
+typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk);
+
+typedef struct fkv_config {
+    /* model geometry: bytes per token = 2 * n_layers * n_kv_heads * head_dim * sizeof(dtype) */
+    uint32_t n_layers;   /* 32 */
+    uint32_t n_kv_heads; /* 8 */
+    uint32_t head_dim;   /* 128 */
+    fkv_dtype dtype;     /* FKV_F16; FKV_F32 or FKV_F16 only */
+
+    uint32_t page_tokens;   /* 16: tokens per page */
+    uint64_t capacity_bytes; /* K+V bytes of all layers; used when capacity_pages == 0 */
+    uint32_t capacity_pages; /* if nonzero, overrides capacity_bytes */
+    fkv_storage_kind storage;
+
+    /* chunks */
+    uint32_t chunk_tokens;     /* 64: fixed size, or base size when dynamic */
+    int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: rule in docs/ARCHITECTURE.md */
+    uint32_t chunk_min_tokens; /* 32 */
+    uint32_t chunk_max_tokens; /* 256 */
+
+    /* eviction */
+    const char *policy;      /* "flru" (see fkv_policy_names) */
+    double alpha;            /* 0.7: F-LRU weight of 1/access_count */
+    double beta;             /* 0.3: F-LRU weight of age */
+    int64_t age_unit_ns;     /* 1e9: F-LRU age is measured in seconds */
+    int quotas;              /* 1: per-request quotas around the policy */
+    double temperature;      /* 2.0: quota share ~ weight * demand^(1/T) */
+    int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */
+    fkv_next_use_fn next_use; /* required by "belady" */
+    void *next_use_ctx;
+
+    /* prefix cache */
+    int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
+    uint32_t block_tokens;   /* 512: tokens per block id in hash-id mode */
+
+    /* request classes: short < class_short_max <= medium <= class_medium_max < long */
+    uint32_t class_short_max;  /* 128 */
+    uint32_t class_medium_max; /* 512 */
+
+    fkv_clock clock;
+    const char *device_label; /* "cpu0": label of kv_cache_chunk_size{device} */
+    int thread_safe;          /* 1: every call takes the cache lock */
+} fkv_config;
+
+/* Pure.  Fills the defaults above.  Then fkv_config_from_env() may override
+ * fields from FAIRKV_<NAME> environment variables (docs/OPERATIONS.md). */
+void fkv_config_default(fkv_config *cfg);
+fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen);
+
+/* Pure.  Bytes of one token's K and V over all layers at the config's dtype. */
+uint64_t fkv_config_token_bytes(const fkv_config *cfg);
+
+/* Names of the registered eviction policies, NULL-terminated.  Pure. */
+const char *const *fkv_policy_names(void);
+
+/* ---------------------------------------------------------------- cache */
+
+typedef struct fkv_cache fkv_cache;
+typedef struct fkv_seq fkv_seq;
+
+/* Creates a cache.  On error returns the status and, if err != NULL, a
+ * message naming the offending field. */
+fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, size_t errlen);
+/* Frees the cache and every sequence still open on it. */
+void fkv_cache_destroy(fkv_cache *c);
+
+/* Detail of the last error on this cache ("" if none).  The returned string
+ * is the calling thread's own copy. */
+const char *fkv_cache_last_error(fkv_cache *c);
+
+typedef struct fkv_cache_info {
+    uint32_t page_tokens;
+    uint32_t n_pages;
+    uint32_t free_pages;
+    uint64_t page_bytes;  /* K+V bytes of one page over all layers */
+    uint64_t token_bytes; /* K+V bytes of one token over all layers */
+    uint32_t n_chunks;    /* resident chunks */
+    uint32_t n_seqs;      /* open sequences */
+} fkv_cache_info;
+fkv_status fkv_cache_get_info(fkv_cache *c, fkv_cache_info *out);
+
+/* Real storage (FKV_STORAGE_CPU).  Layer l's K of page p, slot s, head h
+ * starts at k + p*page_stride + (s*n_kv_heads + h)*head_dim elements:
+ * K[l] and V[l] are [n_pages][page_tokens][n_kv_heads][head_dim] of dtype.
+ * page_stride is in bytes.  FKV_EUNSUPPORTED for phantom storage. */
+fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **k, void **v,
+                                   uint64_t *page_stride);
+
+/* Evicts chunks until `pages` pages are free; *freed gets the pages freed. */
+fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed);
+
+/* ---------------------------------------------------------------- chunks */
+
+/* What attention kernels and tools read of a chunk, in place.  A chunk is a
+ * run of tokens [start, start+n_tokens) of a sequence, held in whole pages.
+ * Token t of the chunk (0-based) lives in page pages[t / page_tokens],
+ * slot t % page_tokens, for fp32/fp16 chunks; quantized layouts are defined
+ * by src/quant.  `pages` is NULL when the chunk is evicted. */
+struct fkv_chunk_view {
+    uint32_t start;          /* first token position in the sequence */
+    uint32_t n_tokens;       /* tokens held (the last chunk may be partial) */
+    uint32_t cap_tokens;     /* target size (whole pages) */
+    uint32_t n_pages;        /* pages in use */
+    const uint32_t *pages;   /* [n_pages] page ids, NULL if evicted */
+    fkv_dtype dtype;         /* precision of the stored K/V */
+    int resident;            /* 0 once evicted: the range must be recomputed */
+    uint32_t refs;           /* sequences whose table holds the chunk */
+    uint32_t pins;           /* pins of running batches */
+    uint64_t access_count;   /* heat: touches since creation (>= 1) */
+    int64_t create_ns;
+    int64_t last_access_ns;
+    int64_t expected_ttl_ns; /* predicted remaining life; 0 = unknown */
+    uint64_t owner;          /* request id charged for it; 0 = none (cached) */
+    uint64_t first_hash;     /* prefix hash of its first full page; 0 = none */
+    const void *qmeta;       /* quantization scales, NULL for fp32/fp16 */
+};
+
+/* ---------------------------------------------------------------- sequences */
+
+typedef struct fkv_seq_params {
+    uint64_t request_id;      /* nonzero, unique among open sequences */
+    uint64_t client_id;       /* fairness client (informational in the cache) */
+    double weight;            /* 1.0: quota weight */
+    uint32_t expected_tokens; /* prompt + max output if known (class, TTL); 0 = unknown */
+    /* hash-id mode (traces such as Mooncake): block ids of the prompt, each
+     * naming `block_tokens` tokens; the prefix index then keys pages on
+     * these ids instead of token contents.  Copied by the call. */
+    const uint64_t *block_ids;
+    uint32_t n_block_ids;
+} fkv_seq_params;
+
+void fkv_seq_params_default(fkv_seq_params *p); /* pure */
+
+/* Where the caller writes K/V for one appended token. */
+typedef struct fkv_slot {
+    uint32_t page;
+    uint32_t slot;
+} fkv_slot;
+
+typedef struct fkv_range {
+    uint32_t start, end; /* token positions [start, end) */
+} fkv_range;
+
+fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out);
+
+/* Matches the start of `tokens` (or, in hash-id mode with tokens == NULL,
+ * the sequence's block ids) against the prefix cache and attaches the
+ * matching resident pages to the empty sequence by reference.  At most
+ * max_tokens are matched (pass n-1 to keep one token to compute).
+ * *matched gets the number of tokens now present; append the rest. */
+fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                         uint32_t *matched);
+
+/* Appends n tokens (token ids may be NULL when prefix caching is off or in
+ * hash-id mode).  slots (may be NULL) gets where each token's K/V goes.
+ * Evicts as needed; on FKV_EFULL nothing was appended or lost. */
+fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slot *slots);
+
+/* Creates a child that shares every chunk of s by reference; the first
+ * write into a shared page copies that page only. */
+fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child);
+
+/* Ends the sequence.  Its chunks stay cached (prefix cache on) until evicted. */
+void fkv_seq_free(fkv_seq *s);
+
+/* One engine step reads [0, len) of the sequence: counts hit and missing
+ * tokens for the sequence's class, heats the resident chunks.  *missing
+ * (may be NULL) gets the tokens that must be recomputed. */
+fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing);
+
+/* Pinned chunks (the running batch) are never evicted; pins nest. */
+fkv_status fkv_seq_pin(fkv_seq *s);
+fkv_status fkv_seq_unpin(fkv_seq *s);
+
+/* Token ranges whose chunks were evicted, in order; *n gets the count
+ * (may exceed cap: then only cap were written). */
+fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
+
+/* Gives the evicted chunks in [start, end) pages again (evicting others as
+ * needed) so the caller can recompute or reload them; slots (may be NULL)
+ * gets one entry per restored token, in position order; *n_restored the
+ * number of tokens restored.  FKV_EFULL: nothing changed. */
+fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
+                           uint32_t *n_restored);
+
+uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
+uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */
+fkv_class fkv_seq_class(const fkv_seq *s);
+
+/* The sequence's chunk table, zero-copy: (*chunks)[i] points at the live
+ * chunk metadata, in position order.  Valid until the next call that
+ * changes this sequence or evicts. */
+fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n);
+
+/* Pure.  Where token `pos` of a sequence with this chunk table lives. */
+fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens,
+                             uint32_t pos, fkv_slot *out);
+
+/* ---------------------------------------------------------------- metrics */
+
+/* Prometheus text exposition format 0.0.4 / a JSON object.  Writes at most
+ * cap bytes including the NUL; *len gets the full length (call again with a
+ * larger buffer if *len >= cap). */
+fkv_status fkv_cache_metrics_prometheus(fkv_cache *c, char *buf, size_t cap, size_t *len);
+fkv_status fkv_cache_metrics_json(fkv_cache *c, char *buf, size_t cap, size_t *len);
+
+/* Snapshot of a few counters for programs (the full list is in the text
+ * formats). */
+typedef struct fkv_counters {
+    uint64_t hit_tokens[FKV_N_CLASSES];
+    uint64_t miss_tokens[FKV_N_CLASSES];
+    uint64_t evicted_chunks[FKV_N_CLASSES];
+    uint64_t evicted_pages;
+    uint64_t prefix_query_tokens;
+    uint64_t prefix_hit_tokens;
+    uint64_t quota_overruns;
+    uint64_t cow_copies;
+    uint32_t pages_used;
+    uint32_t pages_free;
+} fkv_counters;
+fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FAIRKV_H */
