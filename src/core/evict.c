@@ -60,25 +60,46 @@ void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
     fkv__ttl_remove(c, ch);
 }
 
+static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
+{
+    return (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
+}
+
+static void ttl_sync(fkv_cache *c, fkv__chunk *ch)
+{
+    int want = c->cfg.quotas && !ch->owner && ch->v.expected_ttl_ns > 0 && ch->place == FKV__PLACE_POLICY;
+    if (want && !ch->ttl_idx) {
+        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
+        fkv__heap_push(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+    } else if (!want && ch->ttl_idx) {
+        fkv__ttl_remove(c, ch);
+    }
+}
+
 static void place_policy(fkv_cache *c, fkv__chunk *ch)
 {
-    fkv__policy_inst *in = (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
+    fkv__policy_inst *in = home(c, ch);
     if (in->ops->insert(in->state, ch) != FKV_OK) return; /* out of memory: stays unevictable */
     in->n++;
     ch->inst = in;
     ch->place = FKV__PLACE_POLICY;
-    if (c->cfg.quotas && !ch->owner && ch->v.expected_ttl_ns > 0) {
-        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
-        fkv__heap_push(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
-    }
+    ttl_sync(c, ch);
 }
 
+/* Puts the chunk where its state says it belongs.  A chunk already in the
+ * right place stays where it is, so list policies (SIEVE) keep its
+ * position when a request merely starts or stops holding it. */
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
 {
-    fkv__place_remove(c, ch);
-    if (!ch->v.resident || ch->v.pins > 0) return;
+    if (!ch->v.resident || ch->v.pins > 0) {
+        fkv__place_remove(c, ch);
+        return;
+    }
     int64_t ret = c->cfg.min_chunk_retention_ns;
-    if (ret > 0 && fkv__now(c) - ch->v.create_ns < ret) {
+    int young = ret > 0 && fkv__now(c) - ch->v.create_ns < ret;
+    if (young) {
+        if (ch->place == FKV__PLACE_YOUNG) return;
+        fkv__place_remove(c, ch);
         ch->yprev = c->young_tail;
         ch->ynext = NULL;
         if (c->young_tail) c->young_tail->ynext = ch;
@@ -87,6 +108,11 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
         ch->place = FKV__PLACE_YOUNG;
         return;
     }
+    if (ch->place == FKV__PLACE_POLICY && ch->inst == home(c, ch)) {
+        ttl_sync(c, ch);
+        return;
+    }
+    fkv__place_remove(c, ch);
     place_policy(c, ch);
 }
 

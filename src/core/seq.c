@@ -257,6 +257,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
         goto out;
     }
     plan p = make_plan(s, n);
+    uint32_t first_new;
     uint32_t new_chunks_max = n / c->cfg.chunk_min_tokens + 2;
     if ((st = fkv__seq_reserve(s, new_chunks_max + 1))) {
         fkv__set_error("out of memory");
@@ -276,6 +277,9 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
     if (st) goto out;
 
     const uint32_t *fresh = c->scratch;
+    /* New chunks are held pinned until they are filled, so a policy first
+     * sees them complete (Belady keys on their content). */
+    first_new = s->n_chunks;
     if (p.cow_chunk) {
         t = cow_tail(s, &fresh);
         if (!t) {
@@ -290,6 +294,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
     }
     if (!p.appendable) t = NULL;
     if (!tokens) s->hashing = s->hashing && s->block_ids;
+
     for (uint32_t i = 0; i < n; i++) {
         uint32_t pos = s->len;
         if (!t || t->v.n_tokens == t->v.cap_tokens) {
@@ -298,6 +303,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
                 st = fkv__fail(FKV_ENOMEM, "out of memory");
                 goto unused;
             }
+            t->v.pins++;
             fkv__seq_attach(s, t, s->n_chunks);
         }
         if (t->v.n_tokens % pt == 0) {
@@ -323,9 +329,14 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
             }
         }
     }
-    goto out;
+    goto release;
 unused: /* out of host memory half way: give back the pages not used */
     while (fresh < c->scratch + p.pages) fkv__page_unref(c, *fresh++);
+release:
+    for (uint32_t i = first_new; i < s->n_chunks; i++) {
+        s->table[i]->v.pins--;
+        fkv__place_update(c, s->table[i]);
+    }
 out:
     FKV__UNLOCK(c);
     return st;
