@@ -93,17 +93,22 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner)
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
     ch->owner = owner;
     ch->v.owner = owner ? owner->request_id : 0;
-    if (owner) {
-        fkv__owner_usage(c, owner, ch->v.n_pages);
-    } else if (ch->prefix_hits > 0) {
-        /* a cached chunk is expected to be wanted again after about the gap
-         * at which new requests have matched it so far (twice, for slack) */
-        ch->v.expected_ttl_ns = 2 * (ch->v.last_access_ns - ch->v.create_ns) / (int64_t)ch->prefix_hits;
-        if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
-    } else {
-        ch->v.expected_ttl_ns = 0; /* unknown: no TTL */
-    }
+    if (owner) fkv__owner_usage(c, owner, ch->v.n_pages);
+    else fkv__chunk_predict_ttl(ch);
     fkv__place_update(c, ch);
+}
+
+/* TTL of a cached chunk: it is expected to be wanted again within about
+ * the gap at which new requests have matched it so far (twice that, for
+ * slack); a chunk never matched has no prediction (0). */
+void fkv__chunk_predict_ttl(fkv__chunk *ch)
+{
+    if (!ch->prefix_hits) {
+        ch->v.expected_ttl_ns = 0;
+        return;
+    }
+    ch->v.expected_ttl_ns = 2 * (ch->v.last_access_ns - ch->v.create_ns) / (int64_t)ch->prefix_hits;
+    if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
 }
 
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)

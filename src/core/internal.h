@@ -142,6 +142,7 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
 void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
 void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch);
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
+void fkv__chunk_predict_ttl(fkv__chunk *ch);
 
 /* evict.c */
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */

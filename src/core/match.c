@@ -145,6 +145,8 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         if (ch) {
             fkv__seq_attach(s, ch, s->n_chunks);
             ch->prefix_hits++;
+            ch->v.last_access_ns = now;
+            if (!ch->owner) fkv__chunk_predict_ttl(ch);
             fkv__chunk_touch(c, ch, now);
             i += r;
             continue;
@@ -165,6 +167,8 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             own->phash[k] = keys[i];
             if (k == 0 || ent[i - 1].chunk != src) {
                 src->prefix_hits++;
+                src->v.last_access_ns = now;
+                if (!src->owner) fkv__chunk_predict_ttl(src);
                 fkv__chunk_touch(c, src, now);
             }
             k++;
