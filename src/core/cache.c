@@ -50,9 +50,9 @@ int64_t fkv_virtual_clock_now(void *ctx)
     return *(const int64_t *)ctx;
 }
 
-int64_t fkv__now(fkv_cache *c)
+void fkv__tick(fkv_cache *c)
 {
-    return c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
+    c->tnow = c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
 }
 
 /* ---------------------------------------------------------------- names */
@@ -261,6 +261,7 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     c->layer_page_stride = c->page_bytes / (2ull * cfg->n_layers);
     c->n_pages = cfg->capacity_pages ? cfg->capacity_pages : (uint32_t)(cfg->capacity_bytes / c->page_bytes);
     pthread_mutex_init(&c->lock, NULL);
+    fkv__tick(c);
 
     c->ops = fkv__policy_find(c->cfg.policy);
     c->pparams.alpha = cfg->alpha;

@@ -31,18 +31,15 @@ uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start)
 
 fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens)
 {
-    fkv__chunk *ch = calloc(1, sizeof *ch);
+    uint32_t pt = c->cfg.page_tokens, cap = (cap_tokens + pt - 1) / pt;
+    /* one allocation: the chunk, then phash[cap], then pages[cap] */
+    fkv__chunk *ch = malloc(sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t)));
     if (!ch) return NULL;
-    uint32_t pt = c->cfg.page_tokens;
-    ch->page_cap = (cap_tokens + pt - 1) / pt;
-    ch->pages = malloc((size_t)ch->page_cap * sizeof *ch->pages);
-    ch->phash = calloc(ch->page_cap, sizeof *ch->phash);
-    if (!ch->pages || !ch->phash) {
-        free(ch->pages);
-        free(ch->phash);
-        free(ch);
-        return NULL;
-    }
+    memset(ch, 0, sizeof *ch);
+    ch->page_cap = cap;
+    ch->phash = (uint64_t *)(ch + 1);
+    ch->pages = (uint32_t *)(ch->phash + cap);
+    memset(ch->phash, 0, (size_t)cap * sizeof *ch->phash);
     int64_t now = fkv__now(c);
     ch->id = ++c->next_chunk_id;
     ch->v.start = start;
@@ -74,8 +71,6 @@ void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
     if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
     else c->all_chunks = ch->all_next;
     if (ch->all_next) ch->all_next->all_prev = ch->all_prev;
-    free(ch->pages);
-    free(ch->phash);
     free(ch);
 }
 
@@ -118,7 +113,7 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
     if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
     if (ch->ttl_idx) {
         ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
-        fkv__heap_fix(&c->ttl_heap, ch, offsetof(fkv__chunk, ttl_idx), offsetof(fkv__chunk, ttl_key));
+        fkv__heap_fix(&c->ttl_heap, ch, ch->ttl_key, offsetof(fkv__chunk, ttl_idx));
     }
 }
 
@@ -130,6 +125,8 @@ void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
     if (ch->v.pins) c->pinned_evictions++;
     fkv__place_remove(c, ch);
     uint32_t free_before = c->n_free;
+    for (uint32_t j = 0; j < ch->v.n_pages; j++)
+        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
     for (uint32_t j = 0; j < ch->v.n_pages; j++) {
         if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
         fkv__page_unref(c, ch->pages[j]);

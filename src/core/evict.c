@@ -32,11 +32,10 @@
 #include "core/internal.h"
 
 #define TTL_IDX offsetof(fkv__chunk, ttl_idx)
-#define TTL_KEY offsetof(fkv__chunk, ttl_key)
 
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->ttl_idx) fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+    if (ch->ttl_idx) fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX);
 }
 
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
@@ -70,7 +69,7 @@ static void ttl_sync(fkv_cache *c, fkv__chunk *ch)
     int want = c->cfg.quotas && !ch->owner && ch->v.expected_ttl_ns > 0 && ch->place == FKV__PLACE_POLICY;
     if (want && !ch->ttl_idx) {
         ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
-        fkv__heap_push(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+        fkv__heap_push(&c->ttl_heap, ch, ch->ttl_key, TTL_IDX);
     } else if (!want && ch->ttl_idx) {
         fkv__ttl_remove(c, ch);
     }
@@ -162,12 +161,11 @@ void fkv__quota_refresh(fkv_cache *c)
 
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
-    int64_t now = fkv__now(c);
-    if (c->young_head) mature(c, now);
+    if (c->young_head) mature(c, fkv__now(c));
     if (c->cfg.quotas) {
-        if (c->ttl_heap.n && c->ttl_heap.a[1]->ttl_key <= (double)now) {
+        if (c->ttl_heap.n && c->ttl_heap.a[0].key <= (double)fkv__now(c)) {
             *tier = FKV__TIER_EXPIRED;
-            return c->ttl_heap.a[1];
+            return c->ttl_heap.a[0].ch;
         }
         if (c->shared_inst->n) {
             *tier = FKV__TIER_CACHED;

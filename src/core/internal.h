@@ -68,8 +68,14 @@ typedef struct fkv__pentry {
     uint32_t page; /* index of the page in chunk->pages */
 } fkv__pentry;
 
+typedef struct fkv__hent {
+    double key;
+    uint64_t id; /* tie-break: the chunk's creation order */
+    fkv__chunk *ch;
+} fkv__hent;
+
 typedef struct fkv__heap {
-    fkv__chunk **a; /* 1-based positions stored in each chunk */
+    fkv__hent *a; /* a[0] is the minimum; each chunk stores its position + 1 */
     uint32_t n, cap;
 } fkv__heap;
 
@@ -90,6 +96,7 @@ struct fkv_cache {
     uint64_t layer_page_stride; /* bytes of one page in one layer's K (or V) */
     uint8_t **k, **v;     /* [n_layers] storage (cpu), NULL (phantom) */
     uint32_t *scratch;    /* [n_pages] temporary page lists */
+    fkv__pentry *ins;     /* [n_pages] prefix inserts batched by an append */
 
     /* chunks */
     fkv__chunk *all_chunks;   /* list of every live chunk, resident or hole */
@@ -117,10 +124,22 @@ struct fkv_cache {
 
     /* metrics */
     fkv__stats stats;
+    int64_t tnow; /* the clock, read once per public call (fkv__tick) */
 };
 
+static inline int64_t fkv__now(const fkv_cache *c)
+{
+    return c->tnow;
+}
+
+static inline void fkv__prefix_prefetch(const fkv_cache *c, uint64_t key)
+{
+    __builtin_prefetch(&c->ptab[key & c->pmask], 1);
+}
+
 /* core helpers shared between files (all called with the lock held) */
-int64_t fkv__now(fkv_cache *c);
+void fkv__tick(fkv_cache *c);
+static inline int64_t fkv__now(const fkv_cache *c);
 void fkv__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -156,6 +175,7 @@ void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);
 fkv_status fkv__prefix_init(fkv_cache *c);
 void fkv__prefix_fini(fkv_cache *c);
 void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page);
+void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n);
 void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch);
 fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key);
 void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page);
@@ -167,19 +187,23 @@ fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);
 
-/* heap.c: indexed binary min-heap on (key, id); `idx` is a member offset */
-fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
-void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
-void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
+/* heap.c: indexed 4-ary min-heap on (key, chunk id); idx_off is the
+ * offset of the chunk's uint32_t position field */
+fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off);
+void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off);
+void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off);
 void fkv__heap_free(fkv__heap *h);
 
 /* check.c: full invariant check (tests, fuzzing); returns 0 when sound and
  * writes the first broken invariant into msg. */
 int fkv__cache_check(fkv_cache *c, char *msg, size_t len);
 
+/* Every public call takes the lock (if thread_safe) and reads the clock
+ * once: all times within one call are the same instant. */
 #define FKV__LOCK(c)                                     \
     do {                                                 \
         if ((c)->cfg.thread_safe) pthread_mutex_lock(&(c)->lock); \
+        fkv__tick(c);                                    \
     } while (0)
 #define FKV__UNLOCK(c)                                   \
     do {                                                 \

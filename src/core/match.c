@@ -104,20 +104,26 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         st = fkv__fail(FKV_ENOMEM, "out of memory");
         goto out;
     }
+    /* keys first (a chain: each needs the previous), then every probe's
+     * cache miss is started before the first probe waits on one */
     uint64_t h = 0;
-    for (; m < want; m++) {
-        uint32_t pos = m * pt + pt - 1;
+    uint32_t nk = 0;
+    for (; nk < want; nk++) {
+        uint32_t start = nk * pt;
         if (s->block_ids && !tokens) {
-            uint32_t b = (pos + 1 - pt) / c->cfg.block_tokens;
+            uint32_t b = start / c->cfg.block_tokens;
             if (b >= s->n_block_ids) break;
-            h = fkv__hash_block(h, s->block_ids[b], ((pos + 1 - pt) % c->cfg.block_tokens) / pt);
+            h = fkv__hash_block(h, s->block_ids[b], (start % c->cfg.block_tokens) / pt);
         } else {
-            h = fkv__hash_tokens(h, tokens + (size_t)m * pt, pt);
+            h = fkv__hash_tokens(h, tokens + start, pt);
         }
-        fkv__pentry *e = fkv__prefix_find(c, h);
+        keys[nk] = h;
+        fkv__prefix_prefetch(c, h);
+    }
+    for (; m < nk; m++) {
+        fkv__pentry *e = fkv__prefix_find(c, keys[m]);
         if (!e || !e->chunk->v.resident) break;
         ent[m] = *e;
-        keys[m] = h;
     }
     /* room for the worst case: one chunk per page */
     if (m && fkv__seq_reserve(s, m)) {

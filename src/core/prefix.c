@@ -76,6 +76,14 @@ void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t pag
     }
 }
 
+/* Inserts a batch, prefetching every home slot first so that the cache
+ * misses of a whole append overlap instead of following one another. */
+void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) fkv__prefix_prefetch(c, e[i].key);
+    for (uint32_t i = 0; i < n; i++) fkv__prefix_insert(c, e[i].key, e[i].chunk, e[i].page);
+}
+
 /* Removes key if `ch` is the chunk indexed under it (backward-shift
  * deletion keeps probe chains intact without tombstones). */
 void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch)
