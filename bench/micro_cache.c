@@ -122,6 +122,18 @@ static void round_ops(const opt *o, double *ns)
  * pages enter the prefix index, free (pages stay cached). */
 static double round_lifecycle(const opt *o, uint64_t *counter)
 {
+    /* prompts are made before timing: 64 shared prefixes and TAILS unique
+     * tails; request r takes prefix r % 64 and tail r % TAILS, a pair that
+     * repeats only after 64 * TAILS requests (TAILS is prime) */
+    enum { TAILS = 4099 };
+    static int32_t *prefix, *tails;
+    if (!prefix) {
+        prefix = malloc(64 * 256 * sizeof *prefix);
+        tails = malloc((size_t)TAILS * 256 * sizeof *tails);
+        if (!prefix || !tails) exit(1);
+        for (int i = 0; i < 64; i++) fill_tokens(prefix + i * 256, 256, (uint64_t)i);
+        for (int i = 0; i < TAILS; i++) fill_tokens(tails + (size_t)i * 256, 256, (uint64_t)i + 1000000);
+    }
     fkv_cache *c = make(o, 1);
     int32_t tok[512];
     uint64_t r = *counter;
@@ -130,8 +142,8 @@ static double round_lifecycle(const opt *o, uint64_t *counter)
     double t0 = 0;
     for (int i = 0; i < warm + timed; i++, r++) {
         if (i == warm) t0 = now_ns();
-        fill_tokens(tok, 256, r % 64);     /* shared prefix */
-        fill_tokens(tok + 256, 256, r + 1000000); /* unique rest */
+        memcpy(tok, prefix + (r % 64) * 256, 256 * sizeof *tok);
+        memcpy(tok + 256, tails + (r % TAILS) * 256, 256 * sizeof *tok);
         fkv_seq *s = mkseq(c, r + 1);
         uint32_t m = 0;
         fkv_seq_match(s, tok, 512, 511, &m);
@@ -146,6 +158,8 @@ static double round_lifecycle(const opt *o, uint64_t *counter)
     fkv_counters cn;
     fkv_cache_counters(c, &cn);
     if (cn.pages_free > 0 || cn.evicted_pages == 0) fprintf(stderr, "warning: the pool was not under pressure\n");
+    if (cn.prefix_hit_tokens < (uint64_t)(warm + timed - 64) * 256)
+        fprintf(stderr, "warning: shared prefixes were not all hits\n");
     *counter = r;
     fkv_cache_destroy(c);
     return ns;

@@ -293,6 +293,12 @@ void fkv_cache_destroy(fkv_cache *c)
     while (c->n_resident) {
         if (fkv__evict_one(c) != FKV_OK) break;
     }
+    for (int i = 0; i < FKV__CHUNK_LISTS; i++)
+        while (c->chunk_free[i]) {
+            fkv__chunk *n = c->chunk_free[i]->all_next;
+            free(c->chunk_free[i]);
+            c->chunk_free[i] = n;
+        }
     fkv__policy_inst_free(c->shared_inst);
     fkv__heap_free(&c->ttl_heap);
     free(c->owners);

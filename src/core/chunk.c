@@ -32,8 +32,15 @@ uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start)
 fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens)
 {
     uint32_t pt = c->cfg.page_tokens, cap = (cap_tokens + pt - 1) / pt;
-    /* one allocation: the chunk, then phash[cap], then pages[cap] */
-    fkv__chunk *ch = malloc(sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t)));
+    /* one allocation: the chunk, then phash[cap], then pages[cap]; sizes
+     * recur, so freed chunks wait in a free list per page count */
+    fkv__chunk *ch = NULL;
+    if (cap < FKV__CHUNK_LISTS && c->chunk_free[cap]) {
+        ch = c->chunk_free[cap];
+        c->chunk_free[cap] = ch->all_next;
+    } else {
+        ch = malloc(sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t)));
+    }
     if (!ch) return NULL;
     memset(ch, 0, sizeof *ch);
     ch->page_cap = cap;
@@ -71,7 +78,12 @@ void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
     if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
     else c->all_chunks = ch->all_next;
     if (ch->all_next) ch->all_next->all_prev = ch->all_prev;
-    free(ch);
+    if (ch->page_cap < FKV__CHUNK_LISTS) {
+        ch->all_next = c->chunk_free[ch->page_cap];
+        c->chunk_free[ch->page_cap] = ch;
+    } else {
+        free(ch);
+    }
 }
 
 /* Accounts n_new pages just written at ch->pages[v.n_pages ...]. */
@@ -111,10 +123,7 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
     ch->v.access_count++;
     if (now > ch->v.last_access_ns) ch->v.last_access_ns = now;
     if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
-    if (ch->ttl_idx) {
-        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
-        fkv__heap_fix(&c->ttl_heap, ch, ch->ttl_key, offsetof(fkv__chunk, ttl_idx));
-    }
+    (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (evict.c) */
 }
 
 /* Frees the chunk's pages.  A chunk still in some sequence's table stays as

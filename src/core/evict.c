@@ -163,9 +163,17 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
     if (c->young_head) mature(c, fkv__now(c));
     if (c->cfg.quotas) {
-        if (c->ttl_heap.n && c->ttl_heap.a[0].key <= (double)fkv__now(c)) {
-            *tier = FKV__TIER_EXPIRED;
-            return c->ttl_heap.a[0].ch;
+        /* keys are refreshed lazily: a top that was read since it was keyed
+         * gets its real expiry and goes back in */
+        while (c->ttl_heap.n && c->ttl_heap.a[0].key <= (double)fkv__now(c)) {
+            fkv__chunk *top = c->ttl_heap.a[0].ch;
+            double real = (double)top->v.last_access_ns + (double)top->v.expected_ttl_ns;
+            if (real <= (double)fkv__now(c)) {
+                *tier = FKV__TIER_EXPIRED;
+                return top;
+            }
+            top->ttl_key = real;
+            fkv__heap_fix(&c->ttl_heap, top, real, TTL_IDX);
         }
         if (c->shared_inst->n) {
             *tier = FKV__TIER_CACHED;

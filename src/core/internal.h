@@ -55,7 +55,7 @@ struct fkv_seq {
     /* prefix hash chain */
     uint64_t chain_hash;       /* hash of the last full page, 0 before the first */
     int hashing;               /* 0 once the chain stopped (no tokens/ids given) */
-    int32_t *pending;          /* [page_tokens] tokens of the partial last page */
+    int32_t *pending;          /* [page_tokens] tokens of the partial last page (after the struct) */
     uint64_t *block_ids;       /* hash-id mode: [n_block_ids] */
     uint32_t n_block_ids;
     int64_t create_ns;
@@ -96,9 +96,12 @@ struct fkv_cache {
     uint64_t layer_page_stride; /* bytes of one page in one layer's K (or V) */
     uint8_t **k, **v;     /* [n_layers] storage (cpu), NULL (phantom) */
     uint32_t *scratch;    /* [n_pages] temporary page lists */
-    fkv__pentry *ins;     /* [n_pages] prefix inserts batched by an append */
+    fkv__pentry *ins;     /* [n_pages] prefix inserts batched by an append; match entries */
+    uint64_t *keys;       /* [n_pages] a prompt's page keys (match) */
 
     /* chunks */
+#define FKV__CHUNK_LISTS 65
+    fkv__chunk *chunk_free[FKV__CHUNK_LISTS]; /* freed chunks by page_cap, linked by all_next */
     fkv__chunk *all_chunks;   /* list of every live chunk, resident or hole */
     uint64_t pinned_evictions; /* must stay 0: checked by fkv__cache_check */
     uint64_t next_chunk_id;

@@ -96,14 +96,9 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     if (!c->cfg.prefix_cache) goto out;
     uint32_t pt = PT(c), limit = n < max_tokens ? n : max_tokens;
     uint32_t want = limit / pt, m = 0;
-    fkv__pentry *ent = want ? malloc((size_t)want * sizeof *ent) : NULL;
-    uint64_t *keys = want ? malloc((size_t)want * sizeof *keys) : NULL;
-    if (want && (!ent || !keys)) {
-        free(ent);
-        free(keys);
-        st = fkv__fail(FKV_ENOMEM, "out of memory");
-        goto out;
-    }
+    if (want > c->n_pages) want = c->n_pages; /* cannot match more pages than exist */
+    fkv__pentry *ent = c->ins; /* scratch, [n_pages] each */
+    uint64_t *keys = c->keys;
     /* keys first (a chain: each needs the previous), then every probe's
      * cache miss is started before the first probe waits on one */
     uint64_t h = 0;
@@ -127,8 +122,6 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     }
     /* room for the worst case: one chunk per page */
     if (m && fkv__seq_reserve(s, m)) {
-        free(ent);
-        free(keys);
         st = fkv__fail(FKV_ENOMEM, "out of memory");
         goto out;
     }
@@ -190,8 +183,6 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     s->chain_hash = i ? keys[i - 1] : 0;
     c->stats.fairkv_prefix_hits_tokens_total[0] += s->len;
     *matched = s->len;
-    free(ent);
-    free(keys);
 out:
     FKV__UNLOCK(c);
     return st;

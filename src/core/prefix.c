@@ -20,8 +20,9 @@
 
 fkv_status fkv__prefix_init(fkv_cache *c)
 {
+    /* load factor <= 1/4: short probe runs, cheap backward-shift deletes */
     uint64_t cap = 16;
-    while (cap < 2ull * c->n_pages) cap *= 2;
+    while (cap < 4ull * c->n_pages) cap *= 2;
     c->ptab = calloc(cap, sizeof *c->ptab);
     if (!c->ptab) return FKV_ENOMEM;
     c->pmask = cap - 1;
@@ -62,7 +63,7 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
  * indexed (and is freed when its own sequence lets go of it). */
 void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page)
 {
-    if (c->pcount + 1 > (c->pmask + 1) / 2) return; /* cannot happen: sized 2x pages */
+    if (c->pcount + 1 > (c->pmask + 1) / 2) return; /* cannot happen: sized 4x pages */
     for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
         fkv__pentry *e = &c->ptab[i];
         if (e->key == key) return;

@@ -99,8 +99,9 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
         c->owners = o;
         c->cap_owners = ncap;
     }
-    fkv_seq *s = calloc(1, sizeof *s);
+    fkv_seq *s = calloc(1, sizeof *s + PT(c) * sizeof(int32_t));
     if (!s) return fkv__fail(FKV_ENOMEM, "out of memory");
+    s->pending = (int32_t *)(s + 1);
     s->cache = c;
     s->request_id = p->request_id;
     s->client_id = p->client_id;
@@ -108,16 +109,14 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
     s->expected_tokens = p->expected_tokens;
     s->hashing = c->cfg.prefix_cache;
     s->create_ns = fkv__now(c);
-    s->pending = calloc(PT(c), sizeof *s->pending);
     if (p->n_block_ids) {
         s->block_ids = malloc((size_t)p->n_block_ids * sizeof *s->block_ids);
         if (s->block_ids) memcpy(s->block_ids, p->block_ids, (size_t)p->n_block_ids * sizeof *s->block_ids);
         s->n_block_ids = p->n_block_ids;
     }
     if (c->cfg.quotas) s->inst = fkv__policy_inst_new(c->ops, &c->pparams);
-    if (!s->pending || (p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
+    if ((p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
         fkv__policy_inst_free(s->inst);
-        free(s->pending);
         free(s->block_ids);
         free(s);
         return fkv__fail(FKV_ENOMEM, "out of memory");
@@ -151,7 +150,6 @@ void fkv_seq_free(fkv_seq *s)
     c->quota_dirty = 1;
     fkv__policy_inst_free(s->inst);
     free(s->table);
-    free(s->pending);
     free(s->block_ids);
     free(s);
     FKV__UNLOCK(c);
