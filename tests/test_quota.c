@@ -153,38 +153,52 @@ static void retention(void)
     fkv_cache_destroy(c);
 }
 
-/* A cached chunk's predicted TTL: twice its observed reuse gap; once past
- * it, it goes before other cached chunks the policy would pick first. */
+/* A cached chunk's predicted TTL: four times its observed reuse gap,
+ * counted in requests; once past it, it goes before other cached chunks
+ * that the policy would pick first.  Idle time does not age it. */
 static void ttl_tier(void)
 {
     fkv_cache *c = open_cache(6, 1, 2.0, 0);
     int32_t p[4] = {1, 2, 3, 4}, q[4] = {5, 6, 7, 8};
     now = 0;
-    fkv_seq *a = seq(c, 1, 0, 1);
+    fkv_seq *a = seq(c, 1, 0, 1); /* request clock 1 */
     REQUIRE(fkv_seq_append(a, p, 4, NULL) == FKV_OK);
     fkv_seq_free(a);
     now = 50;
-    fkv_seq *b = seq(c, 2, 0, 1);
+    fkv_seq *b = seq(c, 2, 0, 1); /* 2 */
     REQUIRE(fkv_seq_append(b, q, 4, NULL) == FKV_OK);
     fkv_seq_free(b);
     now = 100;
-    fkv_seq *r = seq(c, 3, 0, 1);
+    fkv_seq *r = seq(c, 3, 0, 1); /* 3: p reused after a gap of 2 requests */
     uint32_t m;
-    REQUIRE(fkv_seq_match(r, p, 4, 4, &m) == FKV_OK && m == 4); /* reuse after 100 */
+    REQUIRE(fkv_seq_match(r, p, 4, 4, &m) == FKV_OK && m == 4);
     fkv_seq_free(r);
-    const fkv_chunk_view *v = NULL;
+    fkv__chunk *pc = NULL;
     for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-        if (ch->v.first_hash && ch->prefix_hits) v = &ch->v;
-    REQUIRE(v);
-    CHECK(v->expected_ttl_ns == 200 && v->owner == 0);
-    /* before expiry LRU picks q (last read 50); after it, p (expired) */
-    now = 400;
-    fkv_seq *nw = seq(c, 4, 0, 1);
-    fkv_seq_pin(nw);
-    REQUIRE(fkv_seq_append(nw, NULL, 20, NULL) == FKV_OK); /* 5 pages: 4 free + 1 evicted */
-    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 1);
+        if (ch->prefix_hits) pc = ch;
+    REQUIRE(pc);
+    CHECK(pc->ttl_req == 8 && pc->v.owner == 0); /* 4 x 2 requests */
+    CHECK(pc->v.expected_ttl_ns == 8 * 50); /* at the mean arrival gap, 50 ns */
+    /* a long idle period changes nothing: still within 8 requests */
+    now = 1000000;
+    fkv_seq *w = seq(c, 4, 0, 1);
+    fkv_seq_pin(w);
+    REQUIRE(fkv_seq_append(w, NULL, 20, NULL) == FKV_OK); /* 5 pages: 4 free + 1 evicted */
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 0);
     fkv_seq *probe = seq(c, 5, 0, 1);
-    CHECK(fkv_seq_match(probe, q, 4, 4, &m) == FKV_OK && m == 4);
+    CHECK(fkv_seq_match(probe, p, 4, 4, &m) == FKV_OK && m == 4); /* LRU took q */
+    fkv_seq_free(probe);
+    fkv_seq_unpin(w);
+    fkv_seq_free(w);
+    /* p was matched again at request 5: gap (5-1)/2 = 2, TTL 8, expiry 13;
+     * eight requests later, p (expired) goes before the younger w chunks */
+    for (uint64_t id = 6; id <= 14; id++) fkv_seq_free(seq(c, id, 0, 1));
+    fkv_seq *x = seq(c, 15, 0, 1);
+    fkv_seq_pin(x);
+    REQUIRE(fkv_seq_append(x, NULL, 8, NULL) == FKV_OK);
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 1);
+    fkv_seq *probe2 = seq(c, 16, 0, 1);
+    CHECK(fkv_seq_match(probe2, p, 4, 4, &m) == FKV_OK && m == 0);
     fkv_cache_destroy(c);
 }
 

@@ -49,6 +49,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     memset(ch->phash, 0, (size_t)cap * sizeof *ch->phash);
     int64_t now = fkv__now(c);
     ch->id = ++c->next_chunk_id;
+    ch->create_req = ch->last_req = c->n_requests;
     ch->v.start = start;
     ch->v.cap_tokens = cap_tokens;
     ch->v.pages = ch->pages;
@@ -101,20 +102,25 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner)
     ch->owner = owner;
     ch->v.owner = owner ? owner->request_id : 0;
     if (owner) fkv__owner_usage(c, owner, ch->v.n_pages);
-    else fkv__chunk_predict_ttl(ch);
+    else fkv__chunk_predict_ttl(c, ch);
     fkv__place_update(c, ch);
 }
 
 /* TTL of a cached chunk: it is expected to be wanted again within about
- * the gap at which new requests have matched it so far (twice that, for
- * slack); a chunk never matched has no prediction (0). */
-void fkv__chunk_predict_ttl(fkv__chunk *ch)
+ * the mean gap at which new requests have matched it so far; reuse is
+ * bursty, so the prediction allows four such gaps.  Gaps are counted in
+ * requests, not nanoseconds, so an idle period (no traffic) does not make
+ * every shared prefix look dead.  A chunk never matched has no prediction. */
+void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch)
 {
     if (!ch->prefix_hits) {
+        ch->ttl_req = 0;
         ch->v.expected_ttl_ns = 0;
         return;
     }
-    ch->v.expected_ttl_ns = 2 * (ch->v.last_access_ns - ch->v.create_ns) / (int64_t)ch->prefix_hits;
+    ch->ttl_req = 4.0 * (double)(ch->last_req - ch->create_req) / (double)ch->prefix_hits;
+    if (ch->ttl_req < 1) ch->ttl_req = 1;
+    ch->v.expected_ttl_ns = (int64_t)(ch->ttl_req * c->ns_per_request);
     if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
 }
 

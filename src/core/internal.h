@@ -31,7 +31,8 @@ struct fkv__chunk {
     fkv__policy_node pn;    /* policy-private links and key */
     fkv__chunk *yprev, *ynext; /* young FIFO links */
     uint32_t ttl_idx;       /* index in the TTL heap + 1; 0 = not there */
-    double ttl_key;         /* expiry time of a cached chunk, ns */
+    uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
+    double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
     uint64_t prefix_hits;   /* times a new request matched it */
     fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
 };
@@ -114,7 +115,10 @@ struct fkv_cache {
     fkv__policy_params pparams;
     fkv__policy_inst *shared_inst; /* unowned chunks; every chunk when quotas are off */
     fkv__chunk *young_head, *young_tail;
-    fkv__heap ttl_heap;       /* cached chunks by expiry (quotas on) */
+    fkv__heap ttl_heap;       /* cached chunks by expiry on the request clock (quotas on) */
+    uint64_t n_requests;      /* request clock: sequences created so far */
+    int64_t last_create_ns;
+    double ns_per_request;    /* mean gap between request arrivals (EMA), ns */
     fkv_seq **owners;         /* open sequences */
     uint32_t n_owners, cap_owners;
     int quota_dirty;
@@ -164,7 +168,7 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
 void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
 void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch);
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
-void fkv__chunk_predict_ttl(fkv__chunk *ch);
+void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
 
 /* evict.c */
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */

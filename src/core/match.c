@@ -51,6 +51,9 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     t->v.create_ns = ch->v.create_ns;
     t->v.last_access_ns = ch->v.last_access_ns;
     t->v.expected_ttl_ns = ch->v.expected_ttl_ns;
+    t->create_req = ch->create_req;
+    t->last_req = ch->last_req;
+    t->ttl_req = ch->ttl_req;
     t->prefix_hits = ch->prefix_hits;
     /* move the page accounting from ch to t */
     fkv__place_remove(c, ch);
@@ -145,7 +148,8 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             fkv__seq_attach(s, ch, s->n_chunks);
             ch->prefix_hits++;
             ch->v.last_access_ns = now;
-            if (!ch->owner) fkv__chunk_predict_ttl(ch);
+            ch->last_req = c->n_requests;
+            if (!ch->owner) fkv__chunk_predict_ttl(c, ch);
             fkv__chunk_touch(c, ch, now);
             i += r;
             continue;
@@ -167,7 +171,8 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             if (k == 0 || ent[i - 1].chunk != src) {
                 src->prefix_hits++;
                 src->v.last_access_ns = now;
-                if (!src->owner) fkv__chunk_predict_ttl(src);
+                src->last_req = c->n_requests;
+                if (!src->owner) fkv__chunk_predict_ttl(c, src);
                 fkv__chunk_touch(c, src, now);
             }
             k++;

@@ -109,6 +109,12 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
     s->expected_tokens = p->expected_tokens;
     s->hashing = c->cfg.prefix_cache;
     s->create_ns = fkv__now(c);
+    /* the request clock, and the mean arrival gap that converts it to ns */
+    if (c->n_requests++) {
+        double dt = (double)(s->create_ns - c->last_create_ns);
+        c->ns_per_request = c->n_requests == 2 ? dt : 0.95 * c->ns_per_request + 0.05 * dt;
+    }
+    c->last_create_ns = s->create_ns;
     if (p->n_block_ids) {
         s->block_ids = malloc((size_t)p->n_block_ids * sizeof *s->block_ids);
         if (s->block_ids) memcpy(s->block_ids, p->block_ids, (size_t)p->n_block_ids * sizeof *s->block_ids);
