@@ -1,0 +1,56 @@
+/* Shared pieces of the attention kernels: reading a run of tokens of one
+ * chunk as an fp32 tile, the online-softmax step over such a run, and the
+ * argument checks. */
+#ifndef FKV_ATTN_INTERNAL_H
+#define FKV_ATTN_INTERNAL_H
+
+#include "fairkv_attn.h"
+#include "quant/layout.h"
+#include "quant/simd.h"
+
+/* Tokens per tile: a run never crosses a page or key-group boundary and is
+ * at most this long, so a decoded tile [FKV__TMAX][head_dim] fp32 (32 KiB at
+ * head_dim 128) stays in L1/L2. */
+#define FKV__TMAX 64u
+
+typedef struct fkv__kvctx {
+    const fkv_kv_geom *g;
+    uint32_t layer;
+    const char *k, *v;
+    uint64_t stride;           /* bytes between pages */
+    const fkv__simd_ops *ops;
+} fkv__kvctx;
+
+/* Per-thread scratch of one kernel call. */
+typedef struct fkv__tscratch {
+    float *ktile, *vtile; /* [FKV__TMAX][head_dim] */
+    float *sz;            /* [2][head_dim]: key scales, zeros of the tile */
+    float *logits;        /* [M][FKV__TMAX] */
+} fkv__tscratch;
+
+static inline size_t fkv__tscratch_floats(size_t M, size_t D)
+{
+    return 2 * FKV__TMAX * D + 2 * D + M * FKV__TMAX;
+}
+void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t D);
+
+/* Tokens from t0 that are contiguous in one page (and one key group) of chunk c. */
+uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0);
+
+/* One run of chunk c (tokens [t0, t0+T), kv head h) folded into the online
+ * softmax state of M query rows q[M][D]: running max m[M], sum l[M],
+ * unnormalized output acc[M][D], and (if csum != NULL) the chunk's own sum of
+ * exp(logit - m) kept relative to the current m.  lim[M] (may be NULL = T)
+ * gives the valid tokens of each row (causal mask: a prefix of the run). */
+void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, uint32_t t0,
+                     uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
+                     float *m, float *l, float *acc, float *csum, fkv__tscratch *s);
+
+/* Checks the layer and one sequence's chunk table (every kept chunk must be
+ * resident, of a readable dtype, with enough in-range pages). */
+fkv_status fkv__check_kv(const char *fn, const fkv_attn_kv *kv, uint32_t n_heads, char *err,
+                         size_t errlen);
+fkv_status fkv__check_seq(const char *fn, const fkv_attn_kv *kv, const fkv_attn_seq *s,
+                          size_t idx, char *err, size_t errlen);
+
+#endif

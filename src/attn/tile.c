@@ -1,0 +1,179 @@
+/* Reading K/V in place: a run of tokens contiguous in one page becomes an
+ * fp32 tile.  fp32 chunks are read where they lie (the tile is a pointer
+ * into the page); fp16 and quantized chunks are decoded into a per-thread
+ * tile, which the query heads of the group then reuse from cache. */
+#include <math.h>
+#include <string.h>
+
+#include "attn/internal.h"
+#include "quant/fp16.h"
+
+void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t D)
+{
+    s->ktile = mem;
+    s->vtile = s->ktile + FKV__TMAX * D;
+    s->sz = s->vtile + FKV__TMAX * D;
+    s->logits = s->sz + 2 * D;
+}
+
+uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0)
+{
+    uint32_t tpp = fkv_quant_tokens_per_page(g, c->dtype);
+    uint32_t n = tpp - t0 % tpp;
+    if (c->dtype != g->base && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n) n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
+    if (c->n_tokens - t0 < n) n = c->n_tokens - t0;
+    return n < FKV__TMAX ? n : FKV__TMAX;
+}
+
+/* rows [t0, t0+T) of head h as fp32; *ld gets the row stride in floats */
+static const float *tile(const fkv__kvctx *x, const fkv_chunk_view *c, int is_v, uint32_t h,
+                         uint32_t t0, uint32_t T, float *out, float *sz, size_t *ld)
+{
+    const fkv_kv_geom *g = x->g;
+    const size_t D = g->head_dim, E = (size_t)g->n_kv_heads * D;
+    const uint32_t tpp = fkv_quant_tokens_per_page(g, c->dtype);
+    const uint64_t rb = fkv__row_bytes(g, c->dtype);
+    const char *row0 = (is_v ? x->v : x->k) + (uint64_t)c->pages[t0 / tpp] * x->stride + (t0 % tpp) * rb;
+    if (c->dtype == FKV_F32) {
+        *ld = E;
+        return (const float *)row0 + h * D;
+    }
+    *ld = D;
+    if (c->dtype == FKV_F16) {
+        for (uint32_t t = 0; t < T; t++) x->ops->h2f((const uint16_t *)(row0 + t * rb) + h * D, out + t * D, D);
+        return out;
+    }
+    const int q4 = c->dtype == FKV_INT4;
+    const size_t hoff = q4 ? h * D / 2 : h * D;
+    const uint16_t *lm = (const uint16_t *)c->qmeta + x->layer * fkv__layer_meta_elems(g, c->dtype, c->n_tokens);
+    if (!is_v) { /* one key group for the whole run: expand its scales once */
+        const uint16_t *km = fkv__kmeta(lm, g, c->n_tokens, h, t0 / FKV_QK_GROUP);
+        x->ops->h2f(km, sz, 2 * D);
+        for (uint32_t t = 0; t < T; t++) {
+            const uint8_t *qr = (const uint8_t *)(row0 + t * rb) + hoff;
+            if (q4) x->ops->deq4_v(qr, sz, sz + D, out + t * D, D);
+            else x->ops->deq8_v(qr, sz, sz + D, out + t * D, D);
+        }
+        return out;
+    }
+    const uint32_t G = fkv__vgroup(c->dtype), nvg = fkv__vgroups(g, c->dtype);
+    for (uint32_t t = 0; t < T; t++) {
+        const uint8_t *qr = (const uint8_t *)(row0 + t * rb) + hoff;
+        const uint16_t *vm = fkv__vmeta(lm, g, c->dtype, c->n_tokens, t0 + t, h);
+        for (uint32_t j = 0; j < nvg; j++) {
+            size_t a = (size_t)j * G, n = D - a < G ? D - a : G;
+            float sc = fkv__h2f(vm[2 * j]), z = fkv__h2f(vm[2 * j + 1]);
+            if (q4) x->ops->deq4_s(qr + a / 2, sc, z, out + t * D + a, n);
+            else x->ops->deq8_s(qr + a, sc, z, out + t * D + a, n);
+        }
+    }
+    return out;
+}
+
+void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, uint32_t t0,
+                     uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
+                     float *m, float *l, float *acc, float *csum, fkv__tscratch *s)
+{
+    const size_t D = x->g->head_dim;
+    size_t ld;
+    const float *kt = tile(x, c, 0, h, t0, T, s->ktile, s->sz, &ld);
+    x->ops->qk(M, q, T, kt, ld, D, scale, s->logits, FKV__TMAX);
+    int any = 0;
+    for (size_t r = 0; r < M; r++) {
+        float *lg = s->logits + r * FKV__TMAX;
+        uint32_t n = lim ? lim[r] : T;
+        if (n == 0) {
+            memset(lg, 0, T * sizeof *lg);
+            continue;
+        }
+        any = 1;
+        float mx = lg[0];
+        for (uint32_t t = 1; t < n; t++) mx = lg[t] > mx ? lg[t] : mx;
+        if (mx > m[r]) { /* new running max: rescale what was summed so far */
+            float alpha = expf(m[r] - mx);
+            l[r] *= alpha;
+            if (csum) csum[r] *= alpha;
+            for (size_t j = 0; j < D; j++) acc[r * D + j] *= alpha;
+            m[r] = mx;
+        }
+        float sum = x->ops->expsum(lg, n, m[r]);
+        if (n < T) memset(lg + n, 0, (T - n) * sizeof *lg);
+        l[r] += sum;
+        if (csum) csum[r] += sum;
+    }
+    if (!any) return;
+    const float *vt = tile(x, c, 1, h, t0, T, s->vtile, s->sz, &ld);
+    x->ops->pv(M, s->logits, FKV__TMAX, T, vt, ld, D, acc);
+}
+
+fkv_status fkv__check_kv(const char *fn, const fkv_attn_kv *kv, uint32_t n_heads, char *err, size_t errlen)
+{
+    if (!kv || !kv->geom || !kv->k || !kv->v) {
+        fkv__err(err, errlen, "%s: kv, kv->geom, kv->k and kv->v must be non-NULL", fn);
+        return FKV_EINVAL;
+    }
+    fkv_status st = fkv_kv_geom_check(kv->geom, err, errlen);
+    if (st) return st;
+    if (kv->layer >= kv->geom->n_layers) {
+        fkv__err(err, errlen, "%s: kv->layer %u >= n_layers %u", fn, kv->layer, kv->geom->n_layers);
+        return FKV_EINVAL;
+    }
+    if (!n_heads || n_heads % kv->geom->n_kv_heads) {
+        fkv__err(err, errlen, "%s: n_heads %u is not a positive multiple of n_kv_heads %u", fn, n_heads,
+                 kv->geom->n_kv_heads);
+        return FKV_EINVAL;
+    }
+    return FKV_OK;
+}
+
+fkv_status fkv__check_seq(const char *fn, const fkv_attn_kv *kv, const fkv_attn_seq *s, size_t idx,
+                          char *err, size_t errlen)
+{
+    const fkv_kv_geom *g = kv->geom;
+    if (s->n_chunks && !s->chunks) {
+        fkv__err(err, errlen, "%s: seqs[%zu].chunks is NULL", fn, idx);
+        return FKV_EINVAL;
+    }
+    uint64_t end = 0;
+    for (size_t i = 0; i < s->n_chunks; i++) {
+        const fkv_chunk_view *c = s->chunks[i];
+        if (!c) {
+            fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu] is NULL", fn, idx, i);
+            return FKV_EINVAL;
+        }
+        if (c->start < end) {
+            fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu].start %u overlaps the previous chunk (ends at %llu)",
+                     fn, idx, i, c->start, (unsigned long long)end);
+            return FKV_EINVAL;
+        }
+        end = (uint64_t)c->start + c->n_tokens;
+        if (s->keep && !s->keep[i]) continue;
+        if (!c->resident || !c->pages) {
+            fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu] is evicted but kept (recompute it or drop it)",
+                     fn, idx, i);
+            return FKV_ESTATE;
+        }
+        if (c->dtype != g->base && c->dtype != FKV_INT8 && c->dtype != FKV_INT4) {
+            fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu].dtype %d is neither the base dtype nor int8/int4",
+                     fn, idx, i, (int)c->dtype);
+            return FKV_EINVAL;
+        }
+        uint32_t need = fkv_quant_pages_needed(g, c->dtype, c->n_tokens);
+        if ((!need && c->n_tokens) || c->n_pages < need) {
+            fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu]: %u tokens of dtype %d need %u pages, n_pages is %u",
+                     fn, idx, i, c->n_tokens, (int)c->dtype, need, c->n_pages);
+            return FKV_EINVAL;
+        }
+        if (c->dtype != g->base && !c->qmeta) {
+            fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu] is quantized but qmeta is NULL", fn, idx, i);
+            return FKV_EINVAL;
+        }
+        for (uint32_t p = 0; p < need; p++)
+            if (c->pages[p] >= g->n_pages) {
+                fkv__err(err, errlen, "%s: seqs[%zu].chunks[%zu].pages[%u] = %u >= n_pages %u", fn, idx, i, p,
+                         c->pages[p], g->n_pages);
+                return FKV_EINVAL;
+            }
+    }
+    return FKV_OK;
+}
