@@ -46,6 +46,11 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
                      uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
                      float *m, float *l, float *acc, float *csum, fkv__tscratch *s);
 
+/* Software prefetch of the run of chunk c at t0 (K and V rows of all
+ * heads), issued one run ahead: pages are scattered, so the hardware
+ * prefetcher cannot see past a page. */
+void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0);
+
 /* Checks the layer and one sequence's chunk table (every kept chunk must be
  * resident, of a readable dtype, with enough in-range pages). */
 fkv_status fkv__check_kv(const char *fn, const fkv_attn_kv *kv, uint32_t n_heads, char *err,

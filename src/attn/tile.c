@@ -70,6 +70,17 @@ static const float *tile(const fkv__kvctx *x, const fkv_chunk_view *c, int is_v,
     return out;
 }
 
+void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0)
+{
+    const fkv_kv_geom *g = x->g;
+    uint32_t T = fkv__run_len(g, c, t0), tpp = fkv_quant_tokens_per_page(g, c->dtype);
+    uint64_t rb = fkv__row_bytes(g, c->dtype), off = (uint64_t)c->pages[t0 / tpp] * x->stride + (t0 % tpp) * rb;
+    for (uint64_t b = 0; b < T * rb; b += 64) {
+        __builtin_prefetch(x->k + off + b, 0, 3);
+        __builtin_prefetch(x->v + off + b, 0, 3);
+    }
+}
+
 void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, uint32_t t0,
                      uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
                      float *m, float *l, float *acc, float *csum, fkv__tscratch *s)

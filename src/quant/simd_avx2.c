@@ -150,17 +150,24 @@ TGT_INLINE void qk_blk(int NM, int NT, const float *q, size_t d, const float *k,
                        float scale, float *out, size_t ldo)
 {
     __m256 acc[4][2];
+    _Pragma("GCC unroll 8")
     for (int m = 0; m < NM; m++)
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) acc[m][t] = _mm256_setzero_ps();
     for (size_t j = 0; j < d; j += 8) {
         __m256 kv[2];
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) kv[t] = _mm256_loadu_ps(k + (size_t)t * ks + j);
+        _Pragma("GCC unroll 8")
         for (int m = 0; m < NM; m++) {
             __m256 qv = _mm256_loadu_ps(q + (size_t)m * d + j);
+            _Pragma("GCC unroll 8")
             for (int t = 0; t < NT; t++) acc[m][t] = _mm256_fmadd_ps(qv, kv[t], acc[m][t]);
         }
     }
+    _Pragma("GCC unroll 8")
     for (int m = 0; m < NM; m++)
+        _Pragma("GCC unroll 8")
         for (int t = 0; t < NT; t++) out[(size_t)m * ldo + (size_t)t] = hsum8(acc[m][t]) * scale;
 }
 
@@ -189,17 +196,24 @@ TGT_INLINE void pv_blk(int NM, int NJ, const float *p, size_t ldp, size_t T, con
                        size_t vs, size_t d, float *acc)
 {
     __m256 a[4][2];
+    _Pragma("GCC unroll 8")
     for (int m = 0; m < NM; m++)
+        _Pragma("GCC unroll 8")
         for (int j = 0; j < NJ; j++) a[m][j] = _mm256_loadu_ps(acc + (size_t)m * d + (size_t)j * 8);
     for (size_t t = 0; t < T; t++) {
         __m256 vv[2];
+        _Pragma("GCC unroll 8")
         for (int j = 0; j < NJ; j++) vv[j] = _mm256_loadu_ps(v + t * vs + (size_t)j * 8);
+        _Pragma("GCC unroll 8")
         for (int m = 0; m < NM; m++) {
             __m256 w = _mm256_broadcast_ss(p + (size_t)m * ldp + t);
+            _Pragma("GCC unroll 8")
             for (int j = 0; j < NJ; j++) a[m][j] = _mm256_fmadd_ps(w, vv[j], a[m][j]);
         }
     }
+    _Pragma("GCC unroll 8")
     for (int m = 0; m < NM; m++)
+        _Pragma("GCC unroll 8")
         for (int j = 0; j < NJ; j++) _mm256_storeu_ps(acc + (size_t)m * d + (size_t)j * 8, a[m][j]);
 }
 
