@@ -86,8 +86,12 @@ static void masked_attention(rng *r, fkv_attn_pool *pool, fkv_sparse_mode mode, 
     REQUIRE(fkv_sparse_select(&cfg, s.tab, s.n_chunks, mass0, keep, &kept) == FKV_OK);
     CHECK(kept <= 600 || mode == FKV_SPARSE_DENSE);
     /* dropped chunks can be evicted: the kernels must not touch them */
-    for (size_t i = 0; i < s.n_chunks; i++)
+    const uint32_t **saved = malloc(s.n_chunks * sizeof *saved);
+    REQUIRE(saved);
+    for (size_t i = 0; i < s.n_chunks; i++) {
+        saved[i] = s.views[i].pages;
         if (!keep[i]) s.views[i].resident = 0, s.views[i].pages = NULL;
+    }
     float q[8 * 64], out[8 * 64];
     double ref[8 * 64];
     for (int i = 0; i < 8 * 64; i++) q[i] = (float)rng_gauss(r);
@@ -129,6 +133,8 @@ static void masked_attention(rng *r, fkv_attn_pool *pool, fkv_sparse_mode mode, 
             CHECK(fkv_attn_decode(pool, &kv, n_heads, &as, 1, q, out, scale, err, sizeof err) == FKV_ESTATE);
             break;
         }
+    for (size_t i = 0; i < s.n_chunks; i++) s.views[i].pages = saved[i];
+    free(saved);
     free(pq), free(po), free(pr), free(keep), free(mass), free(mass0), free(pm);
     fx_seq_free(&s);
     fx_free(&f);
