@@ -23,7 +23,7 @@
  *  - qmeta, one buffer per chunk covering all layers, fp16 (uint16 bits):
  *        for layer l in [0, n_layers):
  *          kmeta[n_kv_heads][n_kgroups][2][head_dim]   (scale row, zero row)
- *          vmeta[n_tokens][n_kv_heads][n_vgroups][2]    (scale, zero)
+ *          vmeta[n_kv_heads][n_vgroups][2][n_tokens]    (scale row, zero row)
  *    with n_kgroups = ceil(n_tokens / FKV_QK_GROUP) and
  *    n_vgroups = ceil(head_dim / value group).  Size: fkv_quant_meta_bytes().
  *

@@ -137,7 +137,7 @@ static void round_trip(rng *r, fkv_dtype base, fkv_dtype dt, int outliers)
                                 lo = z < lo ? z : lo, hi = z > hi ? z : hi;
                             }
                         } else {
-                            sc = fkv_f16_to_f32(fkv__vmeta(lm, &g, dt, len, t, h)[2 * (d / G)]);
+                            sc = fkv_f16_to_f32(fkv__vmeta(lm, &g, dt, len, h, d / G)[t]);
                             for (uint32_t u = d / G * G; u < D && u < d / G * G + G; u++) {
                                 float z0 = s.v[((size_t)l * n + t) * E + h * D + u];
                                 double z = base == FKV_F16 ? fkv_f16_to_f32(fkv_f32_to_f16(z0)) : z0;

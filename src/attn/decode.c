@@ -74,8 +74,8 @@ static void run_item(void *arg, size_t i, unsigned thread)
     const size_t D = c->x.g->head_dim, r = c->r, NH = c->n_heads, H = c->x.g->n_kv_heads;
     float *mem = tbuf(c, thread);
     fkv__tscratch ts;
-    fkv__tscratch_init(&ts, mem, D);
-    float *csum = ts.logits + r * FKV__TMAX; /* [n_heads] */
+    fkv__tscratch_init(&ts, mem, r, D);
+    float *csum = mem + fkv__tscratch_floats(r, D); /* [n_heads] */
     float *acc = c->partial + i * NH * (D + 2), *m = acc + NH * D, *l = m + NH;
     const float *q = c->q + (size_t)it->seq * NH * D;
     memset(acc, 0, NH * D * sizeof *acc);

@@ -8,9 +8,8 @@
 #include "quant/layout.h"
 #include "quant/simd.h"
 
-/* Tokens per tile: a run never crosses a page or key-group boundary and is
- * at most this long, so a decoded tile [FKV__TMAX][head_dim] fp32 (32 KiB at
- * head_dim 128) stays in L1/L2. */
+/* Tokens per run at most: a run never crosses a page or key-group boundary;
+ * its scores [M][FKV__TMAX] stay in L1. */
 #define FKV__TMAX 64u
 
 typedef struct fkv__kvctx {
@@ -21,18 +20,22 @@ typedef struct fkv__kvctx {
     const fkv__simd_ops *ops;
 } fkv__kvctx;
 
-/* Per-thread scratch of one kernel call. */
+/* Per-thread scratch of one kernel call (M = query rows per run). */
 typedef struct fkv__tscratch {
-    float *ktile, *vtile; /* [FKV__TMAX][head_dim] */
-    float *sz;            /* [2][head_dim]: key scales, zeros of the tile */
-    float *logits;        /* [M][FKV__TMAX] */
+    float *sz;     /* [2][max(head_dim, FKV__TMAX)]: key scales and zeros of the
+                      run's group, or the tokens' value scales and zeros */
+    float *logits; /* [M][FKV__TMAX] scores, then probabilities */
+    float *w;      /* [M][FKV__TMAX] probabilities times a value scale */
+    float *qp;     /* [M][head_dim] queries times key scales */
+    float *c;      /* [M] q.zero of keys, or p.zero of values */
+    size_t M;
 } fkv__tscratch;
 
 static inline size_t fkv__tscratch_floats(size_t M, size_t D)
 {
-    return 2 * FKV__TMAX * D + 2 * D + M * FKV__TMAX;
+    return 2 * (D > FKV__TMAX ? D : FKV__TMAX) + 2 * M * FKV__TMAX + M * D + M;
 }
-void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t D);
+void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D);
 
 /* Tokens from t0 that are contiguous in one page (and one key group) of chunk c. */
 uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0);

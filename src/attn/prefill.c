@@ -32,8 +32,8 @@ static void run_block(void *arg, size_t i, unsigned thread)
     const size_t rows = nq * r;
     float *mem = fkv__pool_buf(c->pool, 1 + thread, c->tfloats * sizeof(float));
     fkv__tscratch ts;
-    fkv__tscratch_init(&ts, mem, D);
-    float *qt = ts.logits + M * FKV__TMAX, *acc = qt + M * D, *m = acc + M * D, *l = m + M;
+    fkv__tscratch_init(&ts, mem, M, D);
+    float *qt = mem + fkv__tscratch_floats(M, D), *acc = qt + M * D, *m = acc + M * D, *l = m + M;
     uint32_t *lim = (uint32_t *)(l + M);
     for (uint32_t a = 0; a < nq; a++)
         for (size_t j = 0; j < r; j++)

@@ -1,19 +1,23 @@
-/* Reading K/V in place: a run of tokens contiguous in one page becomes an
- * fp32 tile.  fp32 chunks are read where they lie (the tile is a pointer
- * into the page); fp16 and quantized chunks are decoded into a per-thread
- * tile, which the query heads of the group then reuse from cache. */
+/* Reading K/V in place: a run of tokens contiguous in one page is read
+ * where it lies by the micro-kernel of its stored format (fp32, fp16, int8
+ * or int4 codes), each K/V element once for all the query heads of its kv
+ * head.  Quantized runs fold their scales into the queries (keys: per
+ * channel) or into the probabilities (values: per token), so codes are
+ * never written out as fp32. */
 #include <math.h>
 #include <string.h>
 
 #include "attn/internal.h"
 #include "quant/fp16.h"
 
-void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t D)
+void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D)
 {
-    s->ktile = mem;
-    s->vtile = s->ktile + FKV__TMAX * D;
-    s->sz = s->vtile + FKV__TMAX * D;
-    s->logits = s->sz + 2 * D;
+    s->sz = mem;
+    s->logits = s->sz + 2 * (D > FKV__TMAX ? D : FKV__TMAX);
+    s->w = s->logits + M * FKV__TMAX;
+    s->qp = s->w + M * FKV__TMAX;
+    s->c = s->qp + M * D;
+    s->M = M;
 }
 
 uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0)
@@ -23,51 +27,6 @@ uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0
     if (c->dtype != g->base && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n) n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
     if (c->n_tokens - t0 < n) n = c->n_tokens - t0;
     return n < FKV__TMAX ? n : FKV__TMAX;
-}
-
-/* rows [t0, t0+T) of head h as fp32; *ld gets the row stride in floats */
-static const float *tile(const fkv__kvctx *x, const fkv_chunk_view *c, int is_v, uint32_t h,
-                         uint32_t t0, uint32_t T, float *out, float *sz, size_t *ld)
-{
-    const fkv_kv_geom *g = x->g;
-    const size_t D = g->head_dim, E = (size_t)g->n_kv_heads * D;
-    const uint32_t tpp = fkv_quant_tokens_per_page(g, c->dtype);
-    const uint64_t rb = fkv__row_bytes(g, c->dtype);
-    const char *row0 = (is_v ? x->v : x->k) + (uint64_t)c->pages[t0 / tpp] * x->stride + (t0 % tpp) * rb;
-    if (c->dtype == FKV_F32) {
-        *ld = E;
-        return (const float *)row0 + h * D;
-    }
-    *ld = D;
-    if (c->dtype == FKV_F16) {
-        for (uint32_t t = 0; t < T; t++) x->ops->h2f((const uint16_t *)(row0 + t * rb) + h * D, out + t * D, D);
-        return out;
-    }
-    const int q4 = c->dtype == FKV_INT4;
-    const size_t hoff = q4 ? h * D / 2 : h * D;
-    const uint16_t *lm = (const uint16_t *)c->qmeta + x->layer * fkv__layer_meta_elems(g, c->dtype, c->n_tokens);
-    if (!is_v) { /* one key group for the whole run: expand its scales once */
-        const uint16_t *km = fkv__kmeta(lm, g, c->n_tokens, h, t0 / FKV_QK_GROUP);
-        x->ops->h2f(km, sz, 2 * D);
-        for (uint32_t t = 0; t < T; t++) {
-            const uint8_t *qr = (const uint8_t *)(row0 + t * rb) + hoff;
-            if (q4) x->ops->deq4_v(qr, sz, sz + D, out + t * D, D);
-            else x->ops->deq8_v(qr, sz, sz + D, out + t * D, D);
-        }
-        return out;
-    }
-    const uint32_t G = fkv__vgroup(c->dtype), nvg = fkv__vgroups(g, c->dtype);
-    for (uint32_t t = 0; t < T; t++) {
-        const uint8_t *qr = (const uint8_t *)(row0 + t * rb) + hoff;
-        const uint16_t *vm = fkv__vmeta(lm, g, c->dtype, c->n_tokens, t0 + t, h);
-        for (uint32_t j = 0; j < nvg; j++) {
-            size_t a = (size_t)j * G, n = D - a < G ? D - a : G;
-            float sc = fkv__h2f(vm[2 * j]), z = fkv__h2f(vm[2 * j + 1]);
-            if (q4) x->ops->deq4_s(qr + a / 2, sc, z, out + t * D + a, n);
-            else x->ops->deq8_s(qr + a, sc, z, out + t * D + a, n);
-        }
-    }
-    return out;
 }
 
 void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0)
@@ -81,14 +40,40 @@ void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0
     }
 }
 
+static int fmt_of(fkv_dtype t)
+{
+    return t == FKV_F32 ? FKV__FMT_F32 : t == FKV_F16 ? FKV__FMT_F16 : t == FKV_INT8 ? FKV__FMT_U8 : FKV__FMT_U4;
+}
+
 void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, uint32_t t0,
                      uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
                      float *m, float *l, float *acc, float *csum, fkv__tscratch *s)
 {
-    const size_t D = x->g->head_dim;
-    size_t ld;
-    const float *kt = tile(x, c, 0, h, t0, T, s->ktile, s->sz, &ld);
-    x->ops->qk(M, q, T, kt, ld, D, scale, s->logits, FKV__TMAX);
+    const fkv_kv_geom *g = x->g;
+    const size_t D = g->head_dim;
+    const uint32_t tpp = fkv_quant_tokens_per_page(g, c->dtype);
+    const uint64_t rb = fkv__row_bytes(g, c->dtype);
+    const uint64_t off = (uint64_t)c->pages[t0 / tpp] * x->stride + (t0 % tpp) * rb;
+    const int fmt = fmt_of(c->dtype), quant = c->dtype == FKV_INT8 || c->dtype == FKV_INT4;
+    /* byte offset of head h inside a row */
+    const size_t hoff = c->dtype == FKV_INT4 ? h * D / 2 : h * D * (rb / ((size_t)g->n_kv_heads * D));
+    const char *krow = x->k + off + hoff, *vrow = x->v + off + hoff;
+    const uint16_t *lm = quant ? (const uint16_t *)c->qmeta + x->layer * fkv__layer_meta_elems(g, c->dtype, c->n_tokens) : NULL;
+
+    /* scores */
+    if (!quant) {
+        x->ops->qk[fmt](M, q, T, krow, rb, D, scale, s->logits, FKV__TMAX);
+    } else {
+        /* k = code*s + z per channel: q.k = (q*s).code + q.z */
+        const uint16_t *km = fkv__kmeta(lm, g, c->n_tokens, h, t0 / FKV_QK_GROUP);
+        x->ops->h2f(km, s->sz, 2 * D);
+        x->ops->scale_q(M, q, D, s->sz, s->sz + D, D, scale, s->qp, s->c);
+        x->ops->qk[fmt](M, s->qp, T, krow, rb, D, scale, s->logits, FKV__TMAX);
+        for (size_t r = 0; r < M; r++)
+            for (uint32_t t = 0; t < T; t++) s->logits[r * FKV__TMAX + t] += s->c[r];
+    }
+
+    /* online softmax */
     int any = 0;
     for (size_t r = 0; r < M; r++) {
         float *lg = s->logits + r * FKV__TMAX;
@@ -104,7 +89,7 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
             float alpha = expf(m[r] - mx);
             l[r] *= alpha;
             if (csum) csum[r] *= alpha;
-            for (size_t j = 0; j < D; j++) acc[r * D + j] *= alpha;
+            for (size_t j = 0; j < D; j++) acc[r * D + j] *= alpha; /* rare: O(log n) times per row */
             m[r] = mx;
         }
         float sum = x->ops->expsum(lg, n, m[r]);
@@ -113,8 +98,26 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
         if (csum) csum[r] += sum;
     }
     if (!any) return;
-    const float *vt = tile(x, c, 1, h, t0, T, s->vtile, s->sz, &ld);
-    x->ops->pv(M, s->logits, FKV__TMAX, T, vt, ld, D, acc);
+
+    /* values */
+    if (!quant) {
+        x->ops->pv[fmt](M, s->logits, FKV__TMAX, T, vrow, rb, D, acc, D);
+        return;
+    }
+    /* v = code*s_t + z_t per (token, channel group):
+     * p.v = (p*s_t).code + sum_t p*z_t over the group's channels */
+    const uint32_t G = fkv__vgroup(c->dtype), nvg = fkv__vgroups(g, c->dtype);
+    for (uint32_t gi = 0; gi < nvg; gi++) {
+        size_t a = (size_t)gi * G, n = D - a < G ? D - a : G;
+        /* this group's scale and zero of each token of the run */
+        const uint16_t *vm = fkv__vmeta(lm, g, c->dtype, c->n_tokens, h, gi) + t0;
+        x->ops->h2f(vm, s->sz, T);
+        x->ops->h2f(vm + c->n_tokens, s->sz + FKV__TMAX, T);
+        x->ops->scale_q(M, s->logits, FKV__TMAX, s->sz, s->sz + FKV__TMAX, T, 1.0f, s->w, s->c);
+        const char *vg = vrow + (c->dtype == FKV_INT4 ? a / 2 : a);
+        x->ops->pv[fmt](M, s->w, FKV__TMAX, T, vg, rb, n, acc + a, D);
+        x->ops->add_rows(M, s->c, n, acc + a, D);
+    }
 }
 
 fkv_status fkv__check_kv(const char *fn, const fkv_attn_kv *kv, uint32_t n_heads, char *err, size_t errlen)

@@ -42,12 +42,13 @@ static inline const uint16_t *fkv__kmeta(const uint16_t *layer_meta, const fkv_k
 {
     return layer_meta + ((size_t)h * fkv__kgroups(n_tokens) + gi) * 2u * g->head_dim;
 }
-/* (scale, zero) pairs of token t, head h: [n_vgroups][2] */
+/* value scales of (head h, channel group gi), one per token of the chunk;
+ * the zeros follow at + n_tokens */
 static inline const uint16_t *fkv__vmeta(const uint16_t *layer_meta, const fkv_kv_geom *g,
-                                         fkv_dtype t, uint32_t n_tokens, uint32_t tok, uint32_t h)
+                                         fkv_dtype t, uint32_t n_tokens, uint32_t h, uint32_t gi)
 {
     return layer_meta + fkv__kmeta_elems(g, n_tokens) +
-           ((size_t)tok * g->n_kv_heads + h) * fkv__vgroups(g, t) * 2u;
+           ((size_t)h * fkv__vgroups(g, t) + gi) * 2u * n_tokens;
 }
 
 static inline void fkv__err(char *err, size_t len, const char *fmt, ...)

@@ -277,7 +277,6 @@ fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uin
                     for (uint32_t t = 0; t < T && !st; t++) {
                         const float *x = rows + t * E;
                         for (size_t h = 0; h < H && !st; h++) {
-                            uint16_t *vm = (uint16_t *)fkv__vmeta(lm, g, dtype, n_tokens, t0 + t, (uint32_t)h);
                             for (uint32_t j = 0; j < nvg; j++) {
                                 size_t a = h * D + (size_t)j * G, n = D - (size_t)j * G < G ? D - (size_t)j * G : G;
                                 float lo = x[a], hi = x[a];
@@ -286,14 +285,15 @@ fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uin
                                     hi = x[a + i] > hi ? x[a + i] : hi;
                                     if (x[a + i] != x[a + i]) lo = NAN;
                                 }
-                                if (!group_params(lo, hi, qmax, &vm[2 * j], &vm[2 * j + 1])) {
+                                uint16_t *vm = (uint16_t *)fkv__vmeta(lm, g, dtype, n_tokens, (uint32_t)h, j) + t0 + t;
+                                if (!group_params(lo, hi, qmax, &vm[0], &vm[n_tokens])) {
                                     fkv__err(err, errlen, "fkv_quant_chunk: layer %u value token %u head %zu: "
                                              "non-finite or beyond fp16 range", l, t0 + t, h);
                                     st = FKV_EINVAL;
                                     break;
                                 }
-                                float s = fkv__h2f(vm[2 * j]);
-                                ops->quant_s(x + a, fkv__h2f(vm[2 * j + 1]), s > 0.0f ? 1.0f / s : 0.0f, qmax,
+                                float s = fkv__h2f(vm[0]);
+                                ops->quant_s(x + a, fkv__h2f(vm[n_tokens]), s > 0.0f ? 1.0f / s : 0.0f, qmax,
                                              codes + a, n);
                             }
                         }
@@ -357,10 +357,10 @@ fkv_status fkv_dequant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, u
                     }
                 } else {
                     for (size_t h = 0; h < H; h++) {
-                        const uint16_t *vm = fkv__vmeta(lm, g, dtype, n_tokens, t, (uint32_t)h);
                         for (uint32_t j = 0; j < nvg; j++) {
                             size_t a = h * D + (size_t)j * G, n = D - (size_t)j * G < G ? D - (size_t)j * G : G;
-                            float s = fkv__h2f(vm[2 * j]), z = fkv__h2f(vm[2 * j + 1]);
+                            const uint16_t *vm = fkv__vmeta(lm, g, dtype, n_tokens, (uint32_t)h, j) + t;
+                            float s = fkv__h2f(vm[0]), z = fkv__h2f(vm[n_tokens]);
                             if (q4) ops->deq4_s(codes + a / 2, s, z, out + a, n);
                             else ops->deq8_s(codes + a, s, z, out + a, n);
                         }

@@ -10,6 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* index of qk[] / pv[]: the stored format of a row */
+enum { FKV__FMT_F32 = 0, FKV__FMT_F16 = 1, FKV__FMT_U8 = 2, FKV__FMT_U4 = 3 };
+
 typedef struct fkv__simd_ops {
     const char *name;
     /* fp16 <-> fp32, n elements */
@@ -26,14 +29,25 @@ typedef struct fkv__simd_ops {
     void (*deq8_s)(const uint8_t *q, float s, float z, float *x, size_t n);
     void (*deq4_v)(const uint8_t *q, const float *s, const float *z, float *x, size_t n);
     void (*deq4_s)(const uint8_t *q, float s, float z, float *x, size_t n);
-    /* attention micro-kernels over an fp32 tile.
-     * qk:  out[m*ldo + t] = scale * dot(q[m*d .. +d], k[t*ks .. +d]), m < M, t < T
-     * pv:  acc[m*d + j] += sum_t p[m*ldp + t] * v[t*vs + j]
-     * expsum: x[i] = exp(x[i] - mx) for i < n; returns the sum */
-    void (*qk)(size_t M, const float *q, size_t T, const float *k, size_t ks, size_t d,
-               float scale, float *out, size_t ldo);
-    void (*pv)(size_t M, const float *p, size_t ldp, size_t T, const float *v, size_t vs,
-               size_t d, float *acc);
+    /* Attention micro-kernels, reading K/V rows where they lie in their
+     * stored format (fp32, fp16, int8 codes, int4 codes: suffix f, h, b, n).
+     * Rows are `rs` bytes apart; element j of row t is at byte t*rs plus j
+     * elements of the format.  For codes the caller folds the scales in:
+     * keys by scaling q per channel (and adding q.zero), values by scaling
+     * p per token (and adding p.zero per channel group).
+     * qk: out[m*ldo + t] = scale * dot(q[m*d .. +d], row t), m < M, t < T
+     * pv: acc[m*lda + j] += sum_t p[m*ldp + t] * row_t[j], j < n */
+    void (*qk[4])(size_t M, const float *q, size_t T, const void *k, size_t rs, size_t d,
+                  float scale, float *out, size_t ldo);
+    void (*pv[4])(size_t M, const float *p, size_t ldp, size_t T, const void *v, size_t rs,
+                  size_t n, float *acc, size_t lda);
+    /* qp[m*ld + j] = q[m*ld + j] * s[j], c[m] = scale * dot(q[m*ld ..], z), j < d:
+     * folds quantization scales into queries (keys) or probabilities (values) */
+    void (*scale_q)(size_t M, const float *q, size_t ld, const float *s, const float *z, size_t d,
+                    float scale, float *qp, float *c);
+    /* acc[m*lda + j] += c[m], j < n */
+    void (*add_rows)(size_t M, const float *c, size_t n, float *acc, size_t lda);
+    /* x[i] = exp(x[i] - mx) for i < n; returns the sum */
     float (*expsum)(float *x, size_t n, float mx);
 } fkv__simd_ops;
 

@@ -144,98 +144,116 @@ TGT_INLINE float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* NM query rows x NT key rows of dot products; NM, NT are constants at
- * each call so the accumulators stay in registers (8 of 16 ymm at 4x2). */
-TGT_INLINE void qk_blk(int NM, int NT, const float *q, size_t d, const float *k, size_t ks,
-                       float scale, float *out, size_t ldo)
+/* Loaders: 8 consecutive elements j..j+7 of a row, as fp32, in each stored
+ * format (f: fp32, h: fp16, b: uint8 codes, n: packed uint4 codes). */
+TGT_INLINE __m256 ld_f(const char *r, size_t j) { return _mm256_loadu_ps((const float *)r + j); }
+TGT_INLINE __m256 ld_h(const char *r, size_t j)
 {
-    __m256 acc[4][2];
-    _Pragma("GCC unroll 8")
-    for (int m = 0; m < NM; m++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) acc[m][t] = _mm256_setzero_ps();
-    for (size_t j = 0; j < d; j += 8) {
-        __m256 kv[2];
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) kv[t] = _mm256_loadu_ps(k + (size_t)t * ks + j);
-        _Pragma("GCC unroll 8")
-        for (int m = 0; m < NM; m++) {
-            __m256 qv = _mm256_loadu_ps(q + (size_t)m * d + j);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) acc[m][t] = _mm256_fmadd_ps(qv, kv[t], acc[m][t]);
-        }
-    }
-    _Pragma("GCC unroll 8")
-    for (int m = 0; m < NM; m++)
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) out[(size_t)m * ldo + (size_t)t] = hsum8(acc[m][t]) * scale;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 2 * j)));
+}
+TGT_INLINE __m256 ld_b(const char *r, size_t j)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(r + j))));
+}
+TGT_INLINE __m256 ld_n(const char *r, size_t j)
+{
+    int32_t w;
+    memcpy(&w, r + j / 2, 4); /* element i of the 8 is nibble i of w */
+    __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15)));
 }
 
-TGT static void a_qk(size_t M, const float *q, size_t T, const float *k, size_t ks, size_t d,
-                     float scale, float *out, size_t ldo)
-{
-    if (d % 8) {
-        fkv__simd_scalar.qk(M, q, T, k, ks, d, scale, out, ldo);
-        return;
+/* NM query rows x NT key rows of dot products (qk) and NM rows x NJ*8
+ * channels of p.V (pv); NM, NT, NJ are constants at each call, so with the
+ * unrolling the accumulators stay in registers (8 of 16 ymm at 4x2). */
+#define A_KERNELS(SUF, LD)                                                                          \
+    TGT_INLINE void qk_blk_##SUF(int NM, int NT, const float *q, size_t d, const char *k, size_t rs, \
+                                 float scale, float *out, size_t ldo)                                \
+    {                                                                                               \
+        __m256 acc[4][2];                                                                           \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                        \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[m][t] = _mm256_setzero_ps();   \
+        for (size_t j = 0; j < d; j += 8) {                                                         \
+            __m256 kv[2];                                                                           \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) kv[t] = LD(k + (size_t)t * rs, j); \
+            _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                    \
+            {                                                                                       \
+                __m256 qv = _mm256_loadu_ps(q + (size_t)m * d + j);                                 \
+                _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[m][t] =                    \
+                    _mm256_fmadd_ps(qv, kv[t], acc[m][t]);                                          \
+            }                                                                                       \
+        }                                                                                           \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                        \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) out[(size_t)m * ldo + (size_t)t] = \
+                hsum8(acc[m][t]) * scale;                                                           \
+    }                                                                                               \
+    TGT static void a_qk_##SUF(size_t M, const float *q, size_t T, const void *kp, size_t rs,       \
+                               size_t d, float scale, float *out, size_t ldo)                       \
+    {                                                                                               \
+        if (d % 8) {                                                                                \
+            fkv__simd_scalar.qk[FMT_##SUF](M, q, T, kp, rs, d, scale, out, ldo);                    \
+            return;                                                                                 \
+        }                                                                                           \
+        const char *k = kp;                                                                         \
+        size_t t = 0;                                                                               \
+        for (; t + 2 <= T; t += 2) {                                                                \
+            size_t m = 0;                                                                           \
+            for (; m + 4 <= M; m += 4) qk_blk_##SUF(4, 2, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) qk_blk_##SUF(1, 2, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
+        }                                                                                           \
+        if (t < T) {                                                                                \
+            size_t m = 0;                                                                           \
+            for (; m + 4 <= M; m += 4) qk_blk_##SUF(4, 1, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) qk_blk_##SUF(1, 1, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
+        }                                                                                           \
+    }                                                                                               \
+    TGT_INLINE void pv_blk_##SUF(int NM, int NJ, const float *p, size_t ldp, size_t T, const char *v, \
+                                 size_t rs, size_t j0, float *acc, size_t lda)                      \
+    {                                                                                               \
+        __m256 a[4][2];                                                                             \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                        \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) a[m][j] =                          \
+                _mm256_loadu_ps(acc + (size_t)m * lda + (size_t)j * 8);                             \
+        for (size_t t = 0; t < T; t++) {                                                            \
+            __m256 vv[2];                                                                           \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) vv[j] = LD(v + t * rs, j0 + (size_t)j * 8); \
+            _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                    \
+            {                                                                                       \
+                __m256 w = _mm256_broadcast_ss(p + (size_t)m * ldp + t);                            \
+                _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) a[m][j] =                      \
+                    _mm256_fmadd_ps(w, vv[j], a[m][j]);                                             \
+            }                                                                                       \
+        }                                                                                           \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                        \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++)                                    \
+                _mm256_storeu_ps(acc + (size_t)m * lda + (size_t)j * 8, a[m][j]);                   \
+    }                                                                                               \
+    TGT static void a_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T, const void *vp,      \
+                               size_t rs, size_t n, float *acc, size_t lda)                         \
+    {                                                                                               \
+        if (n % 8) {                                                                                \
+            fkv__simd_scalar.pv[FMT_##SUF](M, p, ldp, T, vp, rs, n, acc, lda);                      \
+            return;                                                                                 \
+        }                                                                                           \
+        const char *v = vp;                                                                         \
+        size_t m = 0;                                                                               \
+        for (; m + 4 <= M; m += 4) {                                                                \
+            size_t j = 0;                                                                           \
+            for (; j + 16 <= n; j += 16) pv_blk_##SUF(4, 2, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
+            for (; j < n; j += 8) pv_blk_##SUF(4, 1, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
+        }                                                                                           \
+        for (; m < M; m++) {                                                                        \
+            size_t j = 0;                                                                           \
+            for (; j + 16 <= n; j += 16) pv_blk_##SUF(1, 2, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
+            for (; j < n; j += 8) pv_blk_##SUF(1, 1, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
+        }                                                                                           \
     }
-    size_t t = 0;
-    for (; t + 2 <= T; t += 2) {
-        size_t m = 0;
-        for (; m + 4 <= M; m += 4) qk_blk(4, 2, q + m * d, d, k + t * ks, ks, scale, out + m * ldo + t, ldo);
-        for (; m < M; m++) qk_blk(1, 2, q + m * d, d, k + t * ks, ks, scale, out + m * ldo + t, ldo);
-    }
-    if (t < T) {
-        size_t m = 0;
-        for (; m + 4 <= M; m += 4) qk_blk(4, 1, q + m * d, d, k + t * ks, ks, scale, out + m * ldo + t, ldo);
-        for (; m < M; m++) qk_blk(1, 1, q + m * d, d, k + t * ks, ks, scale, out + m * ldo + t, ldo);
-    }
-}
 
-/* NM output rows x NJ*8 channels of acc += p v, over T tokens */
-TGT_INLINE void pv_blk(int NM, int NJ, const float *p, size_t ldp, size_t T, const float *v,
-                       size_t vs, size_t d, float *acc)
-{
-    __m256 a[4][2];
-    _Pragma("GCC unroll 8")
-    for (int m = 0; m < NM; m++)
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NJ; j++) a[m][j] = _mm256_loadu_ps(acc + (size_t)m * d + (size_t)j * 8);
-    for (size_t t = 0; t < T; t++) {
-        __m256 vv[2];
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NJ; j++) vv[j] = _mm256_loadu_ps(v + t * vs + (size_t)j * 8);
-        _Pragma("GCC unroll 8")
-        for (int m = 0; m < NM; m++) {
-            __m256 w = _mm256_broadcast_ss(p + (size_t)m * ldp + t);
-            _Pragma("GCC unroll 8")
-            for (int j = 0; j < NJ; j++) a[m][j] = _mm256_fmadd_ps(w, vv[j], a[m][j]);
-        }
-    }
-    _Pragma("GCC unroll 8")
-    for (int m = 0; m < NM; m++)
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NJ; j++) _mm256_storeu_ps(acc + (size_t)m * d + (size_t)j * 8, a[m][j]);
-}
-
-TGT static void a_pv(size_t M, const float *p, size_t ldp, size_t T, const float *v, size_t vs,
-                     size_t d, float *acc)
-{
-    if (d % 8) {
-        fkv__simd_scalar.pv(M, p, ldp, T, v, vs, d, acc);
-        return;
-    }
-    size_t m = 0;
-    for (; m + 4 <= M; m += 4) {
-        size_t j = 0;
-        for (; j + 16 <= d; j += 16) pv_blk(4, 2, p + m * ldp, ldp, T, v + j, vs, d, acc + m * d + j);
-        for (; j < d; j += 8) pv_blk(4, 1, p + m * ldp, ldp, T, v + j, vs, d, acc + m * d + j);
-    }
-    for (; m < M; m++) {
-        size_t j = 0;
-        for (; j + 16 <= d; j += 16) pv_blk(1, 2, p + m * ldp, ldp, T, v + j, vs, d, acc + m * d + j);
-        for (; j < d; j += 8) pv_blk(1, 1, p + m * ldp, ldp, T, v + j, vs, d, acc + m * d + j);
-    }
-}
+enum { FMT_f = FKV__FMT_F32, FMT_h = FKV__FMT_F16, FMT_b = FKV__FMT_U8, FMT_n = FKV__FMT_U4 };
+A_KERNELS(f, ld_f)
+A_KERNELS(h, ld_h)
+A_KERNELS(b, ld_b)
+A_KERNELS(n, ld_n)
 
 /* exp(x) for x <= 0: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, and
  * the degree-7 Taylor/minimax polynomial of the Cephes expf (relative error
@@ -258,6 +276,34 @@ TGT_INLINE __m256 exp8(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+TGT static void a_scale_q(size_t M, const float *q, size_t ld, const float *s, const float *z, size_t d,
+                          float scale, float *qp, float *c)
+{
+    if (d % 8) {
+        fkv__simd_scalar.scale_q(M, q, ld, s, z, d, scale, qp, c);
+        return;
+    }
+    for (size_t m = 0; m < M; m++) {
+        __m256 cz = _mm256_setzero_ps();
+        for (size_t j = 0; j < d; j += 8) {
+            __m256 qv = _mm256_loadu_ps(q + m * ld + j);
+            _mm256_storeu_ps(qp + m * ld + j, _mm256_mul_ps(qv, _mm256_loadu_ps(s + j)));
+            cz = _mm256_fmadd_ps(qv, _mm256_loadu_ps(z + j), cz);
+        }
+        c[m] = hsum8(cz) * scale;
+    }
+}
+
+TGT static void a_add_rows(size_t M, const float *c, size_t n, float *acc, size_t lda)
+{
+    for (size_t m = 0; m < M; m++) {
+        __m256 cv = _mm256_set1_ps(c[m]);
+        size_t j = 0;
+        for (; j + 8 <= n; j += 8) _mm256_storeu_ps(acc + m * lda + j, _mm256_add_ps(_mm256_loadu_ps(acc + m * lda + j), cv));
+        for (; j < n; j++) acc[m * lda + j] += c[m];
+    }
+}
+
 TGT static float a_expsum(float *x, size_t n, float mx)
 {
     size_t i = 0;
@@ -277,7 +323,7 @@ TGT static float a_expsum(float *x, size_t n, float mx)
 
 static const fkv__simd_ops avx2_ops = {
     "avx2", a_h2f, a_f2h, a_quant_v, a_quant_s, a_deq8_v, a_deq8_s, a_deq4_v, a_deq4_s,
-    a_qk, a_pv, a_expsum,
+    {a_qk_f, a_qk_h, a_qk_b, a_qk_n}, {a_pv_f, a_pv_h, a_pv_b, a_pv_n}, a_scale_q, a_add_rows, a_expsum,
 };
 
 const fkv__simd_ops *fkv__simd_avx2_ops(void) { return &avx2_ops; }

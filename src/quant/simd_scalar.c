@@ -61,29 +61,58 @@ static void s_deq4_s(const uint8_t *q, float s, float z, float *x, size_t n)
     }
 }
 
-static void s_qk(size_t M, const float *q, size_t T, const float *k, size_t ks, size_t d,
-                 float scale, float *out, size_t ldo)
+/* element j of a row in each stored format */
+static inline float el_f(const char *r, size_t j) { float x; memcpy(&x, r + 4 * j, 4); return x; }
+static inline float el_h(const char *r, size_t j) { uint16_t h; memcpy(&h, r + 2 * j, 2); return fkv__h2f(h); }
+static inline float el_b(const char *r, size_t j) { return (float)(uint8_t)r[j]; }
+static inline float el_n(const char *r, size_t j) { return (float)(((uint8_t)r[j / 2] >> (4 * (j & 1))) & 15u); }
+
+#define S_KERNELS(SUF, EL)                                                                        \
+    static void s_qk_##SUF(size_t M, const float *q, size_t T, const void *k, size_t rs, size_t d, \
+                           float scale, float *out, size_t ldo)                                   \
+    {                                                                                             \
+        for (size_t m = 0; m < M; m++)                                                            \
+            for (size_t t = 0; t < T; t++) {                                                      \
+                const char *row = (const char *)k + t * rs;                                       \
+                float acc = 0.0f;                                                                 \
+                for (size_t j = 0; j < d; j++) acc += q[m * d + j] * EL(row, j);                  \
+                out[m * ldo + t] = acc * scale;                                                   \
+            }                                                                                     \
+    }                                                                                             \
+    static void s_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T, const void *v,         \
+                           size_t rs, size_t n, float *acc, size_t lda)                           \
+    {                                                                                             \
+        for (size_t m = 0; m < M; m++)                                                            \
+            for (size_t t = 0; t < T; t++) {                                                      \
+                float w = p[m * ldp + t];                                                         \
+                if (w == 0.0f) continue;                                                          \
+                const char *row = (const char *)v + t * rs;                                       \
+                for (size_t j = 0; j < n; j++) acc[m * lda + j] += w * EL(row, j);                \
+            }                                                                                     \
+    }
+
+S_KERNELS(f, el_f)
+S_KERNELS(h, el_h)
+S_KERNELS(b, el_b)
+S_KERNELS(n, el_n)
+
+static void s_scale_q(size_t M, const float *q, size_t ld, const float *s, const float *z, size_t d,
+                      float scale, float *qp, float *c)
 {
-    for (size_t m = 0; m < M; m++)
-        for (size_t t = 0; t < T; t++) {
-            const float *a = q + m * d, *b = k + t * ks;
-            float acc = 0.0f;
-            for (size_t j = 0; j < d; j++) acc += a[j] * b[j];
-            out[m * ldo + t] = acc * scale;
+    for (size_t m = 0; m < M; m++) {
+        float cz = 0.0f;
+        for (size_t j = 0; j < d; j++) {
+            qp[m * ld + j] = q[m * ld + j] * s[j];
+            cz += q[m * ld + j] * z[j];
         }
+        c[m] = cz * scale;
+    }
 }
 
-static void s_pv(size_t M, const float *p, size_t ldp, size_t T, const float *v, size_t vs,
-                 size_t d, float *acc)
+static void s_add_rows(size_t M, const float *c, size_t n, float *acc, size_t lda)
 {
     for (size_t m = 0; m < M; m++)
-        for (size_t t = 0; t < T; t++) {
-            float w = p[m * ldp + t];
-            if (w == 0.0f) continue;
-            const float *b = v + t * vs;
-            float *a = acc + m * d;
-            for (size_t j = 0; j < d; j++) a[j] += w * b[j];
-        }
+        for (size_t j = 0; j < n; j++) acc[m * lda + j] += c[m];
 }
 
 static float s_expsum(float *x, size_t n, float mx)
@@ -98,5 +127,5 @@ static float s_expsum(float *x, size_t n, float mx)
 
 const fkv__simd_ops fkv__simd_scalar = {
     "scalar", s_h2f, s_f2h, s_quant_v, s_quant_s, s_deq8_v, s_deq8_s, s_deq4_v, s_deq4_s,
-    s_qk, s_pv, s_expsum,
+    {s_qk_f, s_qk_h, s_qk_b, s_qk_n}, {s_pv_f, s_pv_h, s_pv_b, s_pv_n}, s_scale_q, s_add_rows, s_expsum,
 };
