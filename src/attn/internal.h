@@ -8,8 +8,9 @@
 #include "quant/layout.h"
 #include "quant/simd.h"
 
-/* Tokens per run at most: a run never crosses a page or key-group boundary;
- * its scores [M][FKV__TMAX] stay in L1. */
+/* Tokens per run at most: a run is a piece of one chunk (within one key
+ * group when quantized), its rows may lie in several pages; its scores
+ * [M][FKV__TMAX] stay in L1. */
 #define FKV__TMAX 64u
 
 typedef struct fkv__kvctx {
@@ -29,6 +30,9 @@ typedef struct fkv__tscratch {
     float *qp;     /* [M][head_dim] queries times key scales */
     float *c;      /* [M] q.zero of keys, or p.zero of values */
     size_t M;
+    const char *krows[FKV__TMAX], *vrows[FKV__TMAX]; /* the run's rows, all heads */
+    const fkv_chunk_view *rc;                        /* run the rows belong to */
+    uint32_t rt0, rT;
 } fkv__tscratch;
 
 static inline size_t fkv__tscratch_floats(size_t M, size_t D)
@@ -37,7 +41,7 @@ static inline size_t fkv__tscratch_floats(size_t M, size_t D)
 }
 void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D);
 
-/* Tokens from t0 that are contiguous in one page (and one key group) of chunk c. */
+/* Tokens of the run of chunk c that starts at t0. */
 uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0);
 
 /* One run of chunk c (tokens [t0, t0+T), kv head h) folded into the online

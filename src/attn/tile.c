@@ -18,25 +18,35 @@ void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D)
     s->qp = s->w + M * FKV__TMAX;
     s->c = s->qp + M * D;
     s->M = M;
+    s->rc = NULL;
 }
 
 uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0)
 {
-    uint32_t tpp = fkv_quant_tokens_per_page(g, c->dtype);
-    uint32_t n = tpp - t0 % tpp;
-    if (c->dtype != g->base && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n) n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
-    if (c->n_tokens - t0 < n) n = c->n_tokens - t0;
-    return n < FKV__TMAX ? n : FKV__TMAX;
+    (void)g;
+    uint32_t n = FKV__TMAX;
+    if ((c->dtype == FKV_INT8 || c->dtype == FKV_INT4) && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n)
+        n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
+    return c->n_tokens - t0 < n ? c->n_tokens - t0 : n;
+}
+
+/* byte offset of token t's row of chunk c in the layer arrays */
+static inline uint64_t row_off(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t tpp, uint64_t rb, uint32_t t)
+{
+    return (uint64_t)c->pages[t / tpp] * x->stride + (t % tpp) * rb;
 }
 
 void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0)
 {
     const fkv_kv_geom *g = x->g;
     uint32_t T = fkv__run_len(g, c, t0), tpp = fkv_quant_tokens_per_page(g, c->dtype);
-    uint64_t rb = fkv__row_bytes(g, c->dtype), off = (uint64_t)c->pages[t0 / tpp] * x->stride + (t0 % tpp) * rb;
-    for (uint64_t b = 0; b < T * rb; b += 64) {
-        __builtin_prefetch(x->k + off + b, 0, 3);
-        __builtin_prefetch(x->v + off + b, 0, 3);
+    uint64_t rb = fkv__row_bytes(g, c->dtype);
+    for (uint32_t t = t0; t < t0 + T; t++) {
+        uint64_t off = row_off(x, c, tpp, rb, t);
+        for (uint64_t b = 0; b < rb; b += 64) {
+            __builtin_prefetch(x->k + off + b, 0, 3);
+            __builtin_prefetch(x->v + off + b, 0, 3);
+        }
     }
 }
 
@@ -53,22 +63,28 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
     const size_t D = g->head_dim;
     const uint32_t tpp = fkv_quant_tokens_per_page(g, c->dtype);
     const uint64_t rb = fkv__row_bytes(g, c->dtype);
-    const uint64_t off = (uint64_t)c->pages[t0 / tpp] * x->stride + (t0 % tpp) * rb;
     const int fmt = fmt_of(c->dtype), quant = c->dtype == FKV_INT8 || c->dtype == FKV_INT4;
     /* byte offset of head h inside a row */
     const size_t hoff = c->dtype == FKV_INT4 ? h * D / 2 : h * D * (rb / ((size_t)g->n_kv_heads * D));
-    const char *krow = x->k + off + hoff, *vrow = x->v + off + hoff;
     const uint16_t *lm = quant ? (const uint16_t *)c->qmeta + x->layer * fkv__layer_meta_elems(g, c->dtype, c->n_tokens) : NULL;
+    if (s->rc != c || s->rt0 != t0 || s->rT != T) { /* rows once per run, for all heads */
+        s->rc = c, s->rt0 = t0, s->rT = T;
+        for (uint32_t t = 0; t < T; t++) {
+            uint64_t o = row_off(x, c, tpp, rb, t0 + t);
+            s->krows[t] = x->k + o;
+            s->vrows[t] = x->v + o;
+        }
+    }
 
     /* scores */
     if (!quant) {
-        x->ops->qk[fmt](M, q, T, krow, rb, D, scale, s->logits, FKV__TMAX);
+        x->ops->qk[fmt](M, q, T, s->krows, hoff, D, scale, s->logits, FKV__TMAX);
     } else {
         /* k = code*s + z per channel: q.k = (q*s).code + q.z */
         const uint16_t *km = fkv__kmeta(lm, g, c->n_tokens, h, t0 / FKV_QK_GROUP);
         x->ops->h2f(km, s->sz, 2 * D);
         x->ops->scale_q(M, q, D, s->sz, s->sz + D, D, scale, s->qp, s->c);
-        x->ops->qk[fmt](M, s->qp, T, krow, rb, D, scale, s->logits, FKV__TMAX);
+        x->ops->qk[fmt](M, s->qp, T, s->krows, hoff, D, scale, s->logits, FKV__TMAX);
         for (size_t r = 0; r < M; r++)
             for (uint32_t t = 0; t < T; t++) s->logits[r * FKV__TMAX + t] += s->c[r];
     }
@@ -101,7 +117,7 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
 
     /* values */
     if (!quant) {
-        x->ops->pv[fmt](M, s->logits, FKV__TMAX, T, vrow, rb, D, acc, D);
+        x->ops->pv[fmt](M, s->logits, FKV__TMAX, T, s->vrows, hoff, D, acc, D);
         return;
     }
     /* v = code*s_t + z_t per (token, channel group):
@@ -114,8 +130,7 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
         x->ops->h2f(vm, s->sz, T);
         x->ops->h2f(vm + c->n_tokens, s->sz + FKV__TMAX, T);
         x->ops->scale_q(M, s->logits, FKV__TMAX, s->sz, s->sz + FKV__TMAX, T, 1.0f, s->w, s->c);
-        const char *vg = vrow + (c->dtype == FKV_INT4 ? a / 2 : a);
-        x->ops->pv[fmt](M, s->w, FKV__TMAX, T, vg, rb, n, acc + a, D);
+        x->ops->pv[fmt](M, s->w, FKV__TMAX, T, s->vrows, hoff + (c->dtype == FKV_INT4 ? a / 2 : a), n, acc + a, D);
         x->ops->add_rows(M, s->c, n, acc + a, D);
     }
 }

@@ -31,15 +31,15 @@ typedef struct fkv__simd_ops {
     void (*deq4_s)(const uint8_t *q, float s, float z, float *x, size_t n);
     /* Attention micro-kernels, reading K/V rows where they lie in their
      * stored format (fp32, fp16, int8 codes, int4 codes: suffix f, h, b, n).
-     * Rows are `rs` bytes apart; element j of row t is at byte t*rs plus j
-     * elements of the format.  For codes the caller folds the scales in:
-     * keys by scaling q per channel (and adding q.zero), values by scaling
-     * p per token (and adding p.zero per channel group).
+     * Row t starts at rows[t] + off (rows of one run may sit in different
+     * pages); element j is j elements of the format further.  For codes the
+     * caller folds the scales in: keys by scaling q per channel (and adding
+     * q.zero), values by scaling p per token (and adding p.zero per group).
      * qk: out[m*ldo + t] = scale * dot(q[m*d .. +d], row t), m < M, t < T
      * pv: acc[m*lda + j] += sum_t p[m*ldp + t] * row_t[j], j < n */
-    void (*qk[4])(size_t M, const float *q, size_t T, const void *k, size_t rs, size_t d,
+    void (*qk[4])(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
                   float scale, float *out, size_t ldo);
-    void (*pv[4])(size_t M, const float *p, size_t ldp, size_t T, const void *v, size_t rs,
+    void (*pv[4])(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
                   size_t n, float *acc, size_t lda);
     /* qp[m*ld + j] = q[m*ld + j] * s[j], c[m] = scale * dot(q[m*ld ..], z), j < d:
      * folds quantization scales into queries (keys) or probabilities (values) */

@@ -167,15 +167,15 @@ TGT_INLINE __m256 ld_n(const char *r, size_t j)
  * channels of p.V (pv); NM, NT, NJ are constants at each call, so with the
  * unrolling the accumulators stay in registers (8 of 16 ymm at 4x2). */
 #define A_KERNELS(SUF, LD)                                                                          \
-    TGT_INLINE void qk_blk_##SUF(int NM, int NT, const float *q, size_t d, const char *k, size_t rs, \
-                                 float scale, float *out, size_t ldo)                                \
+    TGT_INLINE void qk_blk_##SUF(int NM, int NT, const float *q, size_t d, const char *const *rows,  \
+                                 size_t off, float scale, float *out, size_t ldo)                    \
     {                                                                                               \
         __m256 acc[4][2];                                                                           \
         _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                        \
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[m][t] = _mm256_setzero_ps();   \
         for (size_t j = 0; j < d; j += 8) {                                                         \
             __m256 kv[2];                                                                           \
-            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) kv[t] = LD(k + (size_t)t * rs, j); \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) kv[t] = LD(rows[t] + off, j);    \
             _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                    \
             {                                                                                       \
                 __m256 qv = _mm256_loadu_ps(q + (size_t)m * d + j);                                 \
@@ -187,28 +187,27 @@ TGT_INLINE __m256 ld_n(const char *r, size_t j)
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) out[(size_t)m * ldo + (size_t)t] = \
                 hsum8(acc[m][t]) * scale;                                                           \
     }                                                                                               \
-    TGT static void a_qk_##SUF(size_t M, const float *q, size_t T, const void *kp, size_t rs,       \
-                               size_t d, float scale, float *out, size_t ldo)                       \
+    TGT static void a_qk_##SUF(size_t M, const float *q, size_t T, const char *const *rows,         \
+                               size_t off, size_t d, float scale, float *out, size_t ldo)           \
     {                                                                                               \
         if (d % 8) {                                                                                \
-            fkv__simd_scalar.qk[FMT_##SUF](M, q, T, kp, rs, d, scale, out, ldo);                    \
+            fkv__simd_scalar.qk[FMT_##SUF](M, q, T, rows, off, d, scale, out, ldo);                 \
             return;                                                                                 \
         }                                                                                           \
-        const char *k = kp;                                                                         \
         size_t t = 0;                                                                               \
         for (; t + 2 <= T; t += 2) {                                                                \
             size_t m = 0;                                                                           \
-            for (; m + 4 <= M; m += 4) qk_blk_##SUF(4, 2, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
-            for (; m < M; m++) qk_blk_##SUF(1, 2, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
+            for (; m + 4 <= M; m += 4) qk_blk_##SUF(4, 2, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) qk_blk_##SUF(1, 2, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
         }                                                                                           \
         if (t < T) {                                                                                \
             size_t m = 0;                                                                           \
-            for (; m + 4 <= M; m += 4) qk_blk_##SUF(4, 1, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
-            for (; m < M; m++) qk_blk_##SUF(1, 1, q + m * d, d, k + t * rs, rs, scale, out + m * ldo + t, ldo); \
+            for (; m + 4 <= M; m += 4) qk_blk_##SUF(4, 1, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) qk_blk_##SUF(1, 1, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
         }                                                                                           \
     }                                                                                               \
-    TGT_INLINE void pv_blk_##SUF(int NM, int NJ, const float *p, size_t ldp, size_t T, const char *v, \
-                                 size_t rs, size_t j0, float *acc, size_t lda)                      \
+    TGT_INLINE void pv_blk_##SUF(int NM, int NJ, const float *p, size_t ldp, size_t T,               \
+                                 const char *const *rows, size_t off, size_t j0, float *acc, size_t lda) \
     {                                                                                               \
         __m256 a[4][2];                                                                             \
         _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                        \
@@ -216,7 +215,7 @@ TGT_INLINE __m256 ld_n(const char *r, size_t j)
                 _mm256_loadu_ps(acc + (size_t)m * lda + (size_t)j * 8);                             \
         for (size_t t = 0; t < T; t++) {                                                            \
             __m256 vv[2];                                                                           \
-            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) vv[j] = LD(v + t * rs, j0 + (size_t)j * 8); \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) vv[j] = LD(rows[t] + off, j0 + (size_t)j * 8); \
             _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                    \
             {                                                                                       \
                 __m256 w = _mm256_broadcast_ss(p + (size_t)m * ldp + t);                            \
@@ -228,24 +227,23 @@ TGT_INLINE __m256 ld_n(const char *r, size_t j)
             _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++)                                    \
                 _mm256_storeu_ps(acc + (size_t)m * lda + (size_t)j * 8, a[m][j]);                   \
     }                                                                                               \
-    TGT static void a_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T, const void *vp,      \
-                               size_t rs, size_t n, float *acc, size_t lda)                         \
+    TGT static void a_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T,                      \
+                               const char *const *rows, size_t off, size_t n, float *acc, size_t lda) \
     {                                                                                               \
         if (n % 8) {                                                                                \
-            fkv__simd_scalar.pv[FMT_##SUF](M, p, ldp, T, vp, rs, n, acc, lda);                      \
+            fkv__simd_scalar.pv[FMT_##SUF](M, p, ldp, T, rows, off, n, acc, lda);                   \
             return;                                                                                 \
         }                                                                                           \
-        const char *v = vp;                                                                         \
         size_t m = 0;                                                                               \
         for (; m + 4 <= M; m += 4) {                                                                \
             size_t j = 0;                                                                           \
-            for (; j + 16 <= n; j += 16) pv_blk_##SUF(4, 2, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
-            for (; j < n; j += 8) pv_blk_##SUF(4, 1, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
+            for (; j + 16 <= n; j += 16) pv_blk_##SUF(4, 2, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+            for (; j < n; j += 8) pv_blk_##SUF(4, 1, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
         }                                                                                           \
         for (; m < M; m++) {                                                                        \
             size_t j = 0;                                                                           \
-            for (; j + 16 <= n; j += 16) pv_blk_##SUF(1, 2, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
-            for (; j < n; j += 8) pv_blk_##SUF(1, 1, p + m * ldp, ldp, T, v, rs, j, acc + m * lda + j, lda); \
+            for (; j + 16 <= n; j += 16) pv_blk_##SUF(1, 2, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+            for (; j < n; j += 8) pv_blk_##SUF(1, 1, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
         }                                                                                           \
     }
 

@@ -68,25 +68,25 @@ static inline float el_b(const char *r, size_t j) { return (float)(uint8_t)r[j];
 static inline float el_n(const char *r, size_t j) { return (float)(((uint8_t)r[j / 2] >> (4 * (j & 1))) & 15u); }
 
 #define S_KERNELS(SUF, EL)                                                                        \
-    static void s_qk_##SUF(size_t M, const float *q, size_t T, const void *k, size_t rs, size_t d, \
-                           float scale, float *out, size_t ldo)                                   \
+    static void s_qk_##SUF(size_t M, const float *q, size_t T, const char *const *rows, size_t off, \
+                           size_t d, float scale, float *out, size_t ldo)                         \
     {                                                                                             \
         for (size_t m = 0; m < M; m++)                                                            \
             for (size_t t = 0; t < T; t++) {                                                      \
-                const char *row = (const char *)k + t * rs;                                       \
+                const char *row = rows[t] + off;                                                  \
                 float acc = 0.0f;                                                                 \
                 for (size_t j = 0; j < d; j++) acc += q[m * d + j] * EL(row, j);                  \
                 out[m * ldo + t] = acc * scale;                                                   \
             }                                                                                     \
     }                                                                                             \
-    static void s_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T, const void *v,         \
-                           size_t rs, size_t n, float *acc, size_t lda)                           \
+    static void s_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T,                        \
+                           const char *const *rows, size_t off, size_t n, float *acc, size_t lda) \
     {                                                                                             \
         for (size_t m = 0; m < M; m++)                                                            \
             for (size_t t = 0; t < T; t++) {                                                      \
                 float w = p[m * ldp + t];                                                         \
                 if (w == 0.0f) continue;                                                          \
-                const char *row = (const char *)v + t * rs;                                       \
+                const char *row = rows[t] + off;                                                  \
                 for (size_t j = 0; j < n; j++) acc[m * lda + j] += w * EL(row, j);                \
             }                                                                                     \
     }
