@@ -1,0 +1,51 @@
+/* Run-time choice of the vector path: AVX2+FMA+F16C when the CPU and OS
+ * support it, else portable scalar C.  No -march flag is needed to build. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fairkv_quant.h"
+#include "quant/simd.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+static int cpu_has_avx2_fma_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int f16c = (c >> 29) & 1u;
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks the OS saves ymm state */
+    return f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static int cpu_has_avx2_fma_f16c(void) { return 0; }
+#endif
+
+static atomic_int choice = -1; /* -1 unknown, 0 scalar, 1 best */
+
+static int best_available(void)
+{
+    return fkv__simd_avx2_ops() != NULL && cpu_has_avx2_fma_f16c();
+}
+
+const fkv__simd_ops *fkv__simd(void)
+{
+    int c = atomic_load_explicit(&choice, memory_order_relaxed);
+    if (c < 0) {
+        const char *e = getenv("FAIRKV_SIMD");
+        c = (e && !strcmp(e, "scalar")) ? 0 : best_available();
+        atomic_store_explicit(&choice, c, memory_order_relaxed);
+    }
+    return c ? fkv__simd_avx2_ops() : &fkv__simd_scalar;
+}
+
+int fkv__simd_force(int best)
+{
+    int prev = fkv__simd() != &fkv__simd_scalar;
+    atomic_store_explicit(&choice, best ? best_available() : 0, memory_order_relaxed);
+    return prev;
+}
+
+const char *fkv_simd_path(void) { return fkv__simd()->name; }
+

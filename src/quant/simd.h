@@ -1,0 +1,62 @@
+/* The vector primitives the codecs and attention kernels are built from.
+ * Two implementations: portable scalar C (simd_scalar.c) and AVX2+FMA+F16C
+ * (simd_avx2.c, compiled with a target attribute so the build needs no
+ * -march flag); fkv__simd() picks one at run time.  The codec primitives of
+ * both paths produce bit-identical results (same operations, same order, no
+ * fused multiply-add), which tests/test_quant.c checks. */
+#ifndef FKV_QUANT_SIMD_H
+#define FKV_QUANT_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* index of qk[] / pv[]: the stored format of a row */
+enum { FKV__FMT_F32 = 0, FKV__FMT_F16 = 1, FKV__FMT_U8 = 2, FKV__FMT_U4 = 3 };
+
+typedef struct fkv__simd_ops {
+    const char *name;
+    /* fp16 <-> fp32, n elements */
+    void (*h2f)(const uint16_t *src, float *dst, size_t n);
+    void (*f2h)(const float *src, uint16_t *dst, size_t n);
+    /* codes q[i] = clamp(rint((x[i] - z) * inv), 0, qmax): per-element z/inv
+     * (keys: one per channel) or one scalar z/inv (values: one per group) */
+    void (*quant_v)(const float *x, const float *z, const float *inv, float qmax, uint8_t *q,
+                    size_t n);
+    void (*quant_s)(const float *x, float z, float inv, float qmax, uint8_t *q, size_t n);
+    /* x[i] = code[i] * s + z; u8: one byte per code; u4: n even, two codes per
+     * byte (element 2i low nibble) */
+    void (*deq8_v)(const uint8_t *q, const float *s, const float *z, float *x, size_t n);
+    void (*deq8_s)(const uint8_t *q, float s, float z, float *x, size_t n);
+    void (*deq4_v)(const uint8_t *q, const float *s, const float *z, float *x, size_t n);
+    void (*deq4_s)(const uint8_t *q, float s, float z, float *x, size_t n);
+    /* Attention micro-kernels, reading K/V rows where they lie in their
+     * stored format (fp32, fp16, int8 codes, int4 codes: suffix f, h, b, n).
+     * Row t starts at rows[t] + off (rows of one run may sit in different
+     * pages); element j is j elements of the format further.  For codes the
+     * caller folds the scales in: keys by scaling q per channel (and adding
+     * q.zero), values by scaling p per token (and adding p.zero per group).
+     * qk: out[m*ldo + t] = scale * dot(q[m*d .. +d], row t), m < M, t < T
+     * pv: acc[m*lda + j] += sum_t p[m*ldp + t] * row_t[j], j < n */
+    void (*qk[4])(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
+                  float scale, float *out, size_t ldo);
+    void (*pv[4])(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
+                  size_t n, float *acc, size_t lda);
+    /* qp[m*ld + j] = q[m*ld + j] * s[j], c[m] = scale * dot(q[m*ld ..], z), j < d:
+     * folds quantization scales into queries (keys) or probabilities (values) */
+    void (*scale_q)(size_t M, const float *q, size_t ld, const float *s, const float *z, size_t d,
+                    float scale, float *qp, float *c);
+    /* acc[m*lda + j] += c[m], j < n */
+    void (*add_rows)(size_t M, const float *c, size_t n, float *acc, size_t lda);
+    /* x[i] = exp(x[i] - mx) for i < n; returns the sum */
+    float (*expsum)(float *x, size_t n, float mx);
+} fkv__simd_ops;
+
+/* The ops in use (detected once; FAIRKV_SIMD=scalar forces the portable path). */
+const fkv__simd_ops *fkv__simd(void);
+/* Tests: 0 = scalar, 1 = the best available; returns the previous choice. */
+int fkv__simd_force(int best);
+extern const fkv__simd_ops fkv__simd_scalar;
+/* NULL when not built (non-x86) */
+const fkv__simd_ops *fkv__simd_avx2_ops(void);
+
+#endif

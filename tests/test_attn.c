@@ -1,0 +1,161 @@
+/* Attention kernels against an fp64 reference on the original contiguous
+ * data, by normalized MSE (llama.cpp's test-backend-ops criterion):
+ * fp32 chunks <= 1e-10, fp16 <= 1e-6, int8 <= 1e-3, int4 <= 3e-2 (bound of the
+ * sequence's lowest precision).  Random chunk sizes, mixed precisions in one
+ * sequence, scattered pages, GQA ratios 1/4/8, Gaussian keys and keys with
+ * outlier channels, scalar and vector paths, 1 and 3 threads, decode batches
+ * and causal prefill. */
+#include <stdio.h>
+
+#include "attn_fixture.h"
+#include "quant/simd.h"
+
+static int n_cases;
+static double worst[4]; /* largest nmse seen per lowest dtype */
+
+static void note(fkv_dtype lo, double e)
+{
+    if (e > worst[lo]) worst[lo] = e;
+}
+
+static void run_case(rng *r, fkv_dtype base, const fkv_dtype *dts, int n_dt, uint32_t ratio,
+                     uint32_t head_dim, int outliers, fkv_attn_pool *pool, int prefill)
+{
+    fkv_kv_geom g = {0};
+    g.n_layers = 2;
+    g.n_kv_heads = 1 + rng_below(r, 3);
+    g.head_dim = head_dim;
+    g.page_tokens = (uint32_t[]){4, 8, 16}[rng_below(r, 3)];
+    g.base = base;
+    g.n_pages = 4096;
+    fx f;
+    fx_init(&f, g, r);
+    const uint32_t n_heads = g.n_kv_heads * ratio, D = head_dim, layer = 1;
+    const float scale = 1.0f / sqrtf((float)D);
+    size_t nseq = prefill ? 1 : 1 + rng_below(r, 3);
+    fxseq seqs[3];
+    fkv_attn_seq as[3];
+    for (size_t b = 0; b < nseq; b++) {
+        fx_seq(&f, &seqs[b], 1 + rng_below(r, 700), 1 + rng_below(r, 160), dts, n_dt, outliers, r);
+        as[b] = (fkv_attn_seq){seqs[b].tab, seqs[b].n_chunks, NULL, NULL};
+    }
+    fkv_attn_kv kv = {&f.g, layer, f.layers[layer].k, f.layers[layer].v};
+    char err[256] = "";
+    if (!prefill) {
+        size_t qn = nseq * n_heads * D;
+        float *q = malloc(qn * sizeof *q), *out = malloc(qn * sizeof *out);
+        double *ref = malloc(qn * sizeof *ref);
+        REQUIRE(q && out && ref);
+        for (size_t i = 0; i < qn; i++) q[i] = (float)rng_gauss(r);
+        fkv_status st = fkv_attn_decode(pool, &kv, n_heads, as, nseq, q, out, scale, err, sizeof err);
+        CHECKF(st == FKV_OK, "%s", err);
+        for (size_t b = 0; b < nseq; b++) {
+            fx_ref(&f, &seqs[b], layer, NULL, n_heads, q + b * n_heads * D, seqs[b].n - 1, scale,
+                   ref + b * n_heads * D, NULL);
+            double e = fx_nmse(ref + b * n_heads * D, out + b * n_heads * D, (size_t)n_heads * D);
+            fkv_dtype lo = fx_lowest(&seqs[b], NULL);
+            note(lo, e);
+            CHECKF(e <= fx_bound(lo), "decode nmse %.3g > %.0e (lowest %d, base %d, ratio %u, D %u, n %u, outliers %d, %s)",
+                   e, fx_bound(lo), (int)lo, (int)base, ratio, D, seqs[b].n, outliers, fkv__simd()->name);
+        }
+        free(q), free(out), free(ref);
+    } else {
+        const fxseq *s = &seqs[0];
+        uint32_t n_q = 1 + rng_below(r, s->n < 40 ? s->n : 40), pos0 = s->n - n_q - rng_below(r, 3 < s->n - n_q + 1 ? 3 : s->n - n_q + 1);
+        size_t qn = (size_t)n_q * n_heads * D;
+        float *q = malloc(qn * sizeof *q), *out = malloc(qn * sizeof *out);
+        double *ref = malloc(qn * sizeof *ref);
+        REQUIRE(q && out && ref);
+        for (size_t i = 0; i < qn; i++) q[i] = (float)rng_gauss(r);
+        fkv_status st = fkv_attn_prefill(pool, &kv, n_heads, &as[0], pos0, n_q, q, out, scale, err, sizeof err);
+        CHECKF(st == FKV_OK, "%s", err);
+        for (uint32_t i = 0; i < n_q; i++)
+            fx_ref(&f, s, layer, NULL, n_heads, q + (size_t)i * n_heads * D, pos0 + i, scale,
+                   ref + (size_t)i * n_heads * D, NULL);
+        double e = fx_nmse(ref, out, qn);
+        fkv_dtype lo = fx_lowest(s, NULL);
+        note(lo, e);
+        CHECKF(e <= fx_bound(lo), "prefill nmse %.3g > %.0e (lowest %d, ratio %u, D %u, n %u, q %u@%u, %s)", e,
+               fx_bound(lo), (int)lo, ratio, D, s->n, n_q, pos0, fkv__simd()->name);
+        free(q), free(out), free(ref);
+    }
+    for (size_t b = 0; b < nseq; b++) fx_seq_free(&seqs[b]);
+    fx_free(&f);
+    n_cases++;
+}
+
+static void bad_args(fkv_attn_pool *pool)
+{
+    rng r = {7};
+    fkv_kv_geom g = {1, 2, 32, 8, FKV_F32, 0, 64};
+    fx f;
+    fx_init(&f, g, &r);
+    fxseq s;
+    fkv_dtype dt = FKV_F32;
+    fx_seq(&f, &s, 50, 20, &dt, 1, 0, &r);
+    float q[4 * 32] = {0}, out[4 * 32];
+    char err[256];
+    fkv_attn_kv kv = {&f.g, 0, f.layers[0].k, f.layers[0].v};
+    fkv_attn_seq as = {s.tab, s.n_chunks, NULL, NULL};
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_OK);
+    err[0] = 0;
+    CHECK(fkv_attn_decode(pool, &kv, 3, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_EINVAL && err[0]);
+    kv.layer = 1;
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_EINVAL);
+    kv.layer = 0;
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, NULL, out, 1.0f, err, sizeof err) == FKV_EINVAL);
+    uint32_t saved = s.views[1].pages[0];
+    ((uint32_t *)s.views[1].pages)[0] = 64; /* out of the pool */
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_EINVAL && strstr(err, "pages"));
+    ((uint32_t *)s.views[1].pages)[0] = saved;
+    s.views[1].resident = 0; /* evicted but not dropped */
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_ESTATE);
+    s.views[1].resident = 1;
+    s.views[1].dtype = FKV_F16; /* not the base dtype */
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_EINVAL);
+    s.views[1].dtype = FKV_INT8; /* quantized without qmeta */
+    CHECK(fkv_attn_decode(pool, &kv, 4, &as, 1, q, out, 1.0f, err, sizeof err) == FKV_EINVAL);
+    s.views[1].dtype = FKV_F32;
+    CHECK(fkv_attn_prefill(pool, &kv, 4, &as, 50, 1, q, out, 1.0f, err, sizeof err) == FKV_EINVAL); /* past the table */
+    CHECK(fkv_attn_prefill(pool, &kv, 4, &as, 49, 1, q, out, 1.0f, err, sizeof err) == FKV_OK);
+    fx_seq_free(&s);
+    fx_free(&f);
+}
+
+int main(void)
+{
+    rng r = {12345};
+    fkv_attn_pool *p3 = NULL;
+    REQUIRE(fkv_attn_pool_create(3, &p3) == FKV_OK);
+    static const fkv_dtype f32_only[] = {FKV_F32}, f32_mix[] = {FKV_F32, FKV_INT8},
+                           f16_only[] = {FKV_F16}, f16_i8[] = {FKV_F16, FKV_INT8},
+                           f16_all[] = {FKV_F16, FKV_INT8, FKV_INT4}, i4_only[] = {FKV_INT4},
+                           f32_all[] = {FKV_F32, FKV_INT8, FKV_INT4};
+    struct { fkv_dtype base; const fkv_dtype *d; int n; } mixes[] = {
+        {FKV_F32, f32_only, 1}, {FKV_F32, f32_mix, 2}, {FKV_F32, f32_all, 3}, {FKV_F16, f16_only, 1},
+        {FKV_F16, f16_i8, 2},   {FKV_F16, f16_all, 3}, {FKV_F16, i4_only, 1},
+    };
+    const uint32_t ratios[] = {1, 4, 8}, dims[] = {128, 64, 40};
+    int reps = (int)(2 * check_scale() + 0.5);
+    if (reps < 1) reps = 1;
+    for (int simd = 0; simd < 2; simd++) {
+        fkv__simd_force(simd);
+        for (int rep = 0; rep < reps; rep++)
+            for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++)
+                for (int ri = 0; ri < 3; ri++)
+                    for (int outl = 0; outl < 2; outl++) {
+                        uint32_t D = dims[rng_below(&r, 3)];
+                        fkv_attn_pool *pool = rng_below(&r, 2) ? p3 : NULL;
+                        run_case(&r, mixes[m].base, mixes[m].d, mixes[m].n, ratios[ri], D, outl, pool, 0);
+                        run_case(&r, mixes[m].base, mixes[m].d, mixes[m].n, ratios[ri], D, outl, pool, 1);
+                    }
+    }
+    fkv__simd_force(1);
+    bad_args(p3);
+    bad_args(NULL);
+    fkv_attn_pool_destroy(p3);
+    printf("%d kernel cases, vector path: %s\n", n_cases, fkv_simd_path());
+    printf("worst nmse by lowest chunk dtype: f32 %.2g (bound 1e-10), f16 %.2g (1e-6), int8 %.2g (1e-3), int4 %.2g (3e-2)\n",
+           worst[FKV_F32], worst[FKV_F16], worst[FKV_INT8], worst[FKV_INT4]);
+    return check_done();
+}
