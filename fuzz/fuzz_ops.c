@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     ops_state st;
-    if (ops_open(&st, data[0] % 96) != FKV_OK) __builtin_trap();
+    if (ops_open(&st, (uint32_t)(data[0] | (size > 1 ? data[1] << 8 : 0)) % OPS_VARIANTS) != FKV_OK) __builtin_trap();
     ops_src src = {data + 1, size - 1, 0, 0};
     while (src.pos < src.len) {
         if (ops_step(&st, &src) || ops_check(&st)) {

@@ -86,6 +86,14 @@ int64_t fkv_monotonic_now_ns(void);       /* pure */
 
 typedef struct fkv_chunk_view fkv_chunk_view;
 
+/* When cold chunks (farther than quant_hot_tokens from their sequence's
+ * end) are stored quantized (seed 3.1.2). */
+typedef enum fkv_quant_mode {
+    FKV_QUANT_OFF = 0,           /* never */
+    FKV_QUANT_ALWAYS = 1,        /* as soon as a full chunk becomes cold */
+    FKV_QUANT_UNDER_PRESSURE = 2 /* when the pool is fuller than quant_pressure, before evicting */
+} fkv_quant_mode;
+
 /* Belady's MIN needs the future: the caller (a simulator) returns the time
  * of the chunk's next access in ns, or INT64_MAX for never. */
 typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk);
@@ -118,6 +126,12 @@ typedef struct fkv_config {
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */
     fkv_next_use_fn next_use; /* required by "belady" */
     void *next_use_ctx;
+
+    /* cold-chunk quantization (layouts in fairkv_quant.h) */
+    fkv_quant_mode quant_mode; /* FKV_QUANT_OFF */
+    fkv_dtype quant_dtype;     /* FKV_INT8 or FKV_INT4 */
+    uint32_t quant_hot_tokens; /* 128: a sequence's last tokens stay full precision */
+    double quant_pressure;     /* 0.9: pool occupancy above which under-pressure mode quantizes */
 
     /* prefix cache */
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
@@ -202,7 +216,8 @@ struct fkv_chunk_view {
     int64_t expected_ttl_ns; /* predicted remaining life; 0 = unknown */
     uint64_t owner;          /* request id charged for it; 0 = none (cached) */
     uint64_t first_hash;     /* prefix hash of its first full page; 0 = none */
-    const void *qmeta;       /* quantization scales, NULL for fp32/fp16 */
+    const void *qmeta;       /* quantization scales, NULL for fp32/fp16 (and phantom storage) */
+    int dropped;             /* evicted on purpose by fkv_seq_drop: not missing, not read */
 };
 
 /* ---------------------------------------------------------------- sequences */
@@ -272,6 +287,12 @@ fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
  * number of tokens restored.  FKV_EFULL: nothing changed. */
 fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
                            uint32_t *n_restored);
+
+/* Attention sparsity (StreamingLLM, H2O): the chunks wholly inside
+ * [start, end) are dropped: their pages are freed now and they are neither
+ * missing (fkv_seq_missing, fkv_seq_touch) nor restored.  *n_dropped
+ * (may be NULL) gets the tokens dropped. */
+fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dropped);
 
 uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
 uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */

@@ -60,9 +60,11 @@ typedef struct ops_state {
     uint64_t ops, efull, checks;
 } ops_state;
 
+/* distinct enough to catch misplaced data, and within fp16 range as real
+ * K/V are (the quantizer's scales are fp16) */
 static float ops_value(int32_t tok, uint32_t pos)
 {
-    return (float)(tok * 1000 + (int32_t)(pos % 1000));
+    return (float)(((uint32_t)tok * 31u + pos) % 4093u);
 }
 
 static int64_t ops_next_use(void *ctx, const fkv_chunk_view *v)
@@ -72,6 +74,7 @@ static int64_t ops_next_use(void *ctx, const fkv_chunk_view *v)
 }
 
 static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal", "sieve", "belady"};
+#define OPS_VARIANTS 288 /* 6 policies x quotas x dynamic x retention x prefix x 3 quantization modes */
 
 /* Config variant k: policies x quotas x dynamic chunking x retention. */
 static fkv_status ops_open(ops_state *st, uint32_t k)
@@ -95,6 +98,10 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     cfg.dynamic_chunking = (k / 12) % 2;
     cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
     cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
+    cfg.quant_mode = (fkv_quant_mode)((k / 96) % 3); /* off, always, under-pressure */
+    cfg.quant_dtype = (k / 96) % 3 == 2 ? FKV_INT4 : FKV_INT8;
+    cfg.quant_hot_tokens = 8;
+    cfg.quant_pressure = 0.75;
     cfg.next_use = ops_next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &st->now;
@@ -119,6 +126,7 @@ static void ops_write(ops_state *st, ops_seq *q, const fkv_slot *slots, uint32_t
         float *vp = (float *)((char *)v + slots[i].page * stride) + slots[i].slot * 2;
         kp[0] = ops_value(q->tokens[from + i], from + i);
         vp[0] = -kp[0];
+        kp[1] = vp[1] = 0.5f; /* every element written, as an engine does */
     }
 }
 
@@ -136,6 +144,13 @@ static int ops_verify(ops_state *st, ops_seq *q)
     }
     for (size_t i = 0; i < n; i++) {
         if (!ch[i]->resident) continue;
+        if (ch[i]->dtype != FKV_F32) { /* quantized: its codec has its own tests */
+            if (ch[i]->dtype != FKV_INT8 && ch[i]->dtype != FKV_INT4) {
+                snprintf(st->msg, sizeof st->msg, "chunk in precision %d", (int)ch[i]->dtype);
+                return 1;
+            }
+            continue;
+        }
         for (uint32_t t = 0; t < ch[i]->n_tokens; t++) {
             uint32_t pos = ch[i]->start + t;
             uint32_t page = ch[i]->pages[t / 4], slot = t % 4;

@@ -6,9 +6,9 @@
 
 int main(void)
 {
-    const uint32_t variants = 96; /* 6 policies x quotas x dynamic x retention x prefix cache */
-    uint64_t per_variant = (uint64_t)(150000 * check_scale()) / variants + 1;
-    uint64_t total = 0, efull = 0, evicted = 0, hits = 0, cow = 0, missed = 0, splits = 0;
+    const uint32_t variants = OPS_VARIANTS;
+    uint64_t per_variant = (uint64_t)(288000 * check_scale()) / variants + 1;
+    uint64_t total = 0, efull = 0, evicted = 0, hits = 0, cow = 0, missed = 0, splits = 0, quantized = 0;
     for (uint32_t k = 0; k < variants; k++) {
         ops_state st;
         REQUIRE(ops_open(&st, k) == FKV_OK);
@@ -29,16 +29,17 @@ int main(void)
         cow += cn.cow_copies;
         for (int i = 0; i < FKV_N_CLASSES; i++) missed += cn.miss_tokens[i];
         splits += (uint64_t)st.c->stats.fairkv_chunk_splits_total[0];
+        quantized += (uint64_t)(st.c->stats.fairkv_quantized_chunks_total[0] + st.c->stats.fairkv_quantized_chunks_total[1]);
         total += st.ops;
         efull += st.efull;
         ops_close(&st);
     }
     printf("%llu ops, %llu refused with EFULL; %llu pages evicted, %llu prefix-hit tokens, %llu CoW pages, "
-           "%llu missed tokens, %llu splits\n",
+           "%llu missed tokens, %llu splits, %llu quantized chunks\n",
            (unsigned long long)total, (unsigned long long)efull, (unsigned long long)evicted, (unsigned long long)hits,
-           (unsigned long long)cow, (unsigned long long)missed, (unsigned long long)splits);
+           (unsigned long long)cow, (unsigned long long)missed, (unsigned long long)splits, (unsigned long long)quantized);
     /* the sequence must exercise what it claims to */
-    CHECK(evicted > 0 && hits > 0 && cow > 0 && missed > 0 && splits > 0);
+    CHECK(evicted > 0 && hits > 0 && cow > 0 && missed > 0 && splits > 0 && quantized > 0);
     CHECK(total >= (uint64_t)(100000 * check_scale()));
     return check_done();
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/internal.h"
+#include "fairkv_quant.h"
 
 /* ---------------------------------------------------------------- errors */
 
@@ -98,6 +99,10 @@ void fkv_config_default(fkv_config *cfg)
     cfg->quotas = 1;
     cfg->temperature = 2.0;
     cfg->min_chunk_retention_ns = 0;
+    cfg->quant_mode = FKV_QUANT_OFF;
+    cfg->quant_dtype = FKV_INT8;
+    cfg->quant_hot_tokens = 128;
+    cfg->quant_pressure = 0.9;
     cfg->prefix_cache = 1;
     cfg->block_tokens = 512;
     cfg->class_short_max = 128;
@@ -113,7 +118,7 @@ uint64_t fkv_config_token_bytes(const fkv_config *cfg)
 }
 
 /* One options table for the environment: FAIRKV_<NAME>. */
-enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE };
+enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE };
 static const struct opt {
     const char *env;
     enum opt_type type;
@@ -137,6 +142,10 @@ static const struct opt {
     {"FAIRKV_QUOTAS", OPT_BOOL, offsetof(fkv_config, quotas)},
     {"FAIRKV_TEMPERATURE", OPT_DBL, offsetof(fkv_config, temperature)},
     {"FAIRKV_MIN_CHUNK_RETENTION_NS", OPT_I64, offsetof(fkv_config, min_chunk_retention_ns)},
+    {"FAIRKV_QUANT_MODE", OPT_QMODE, offsetof(fkv_config, quant_mode)},
+    {"FAIRKV_QUANT_DTYPE", OPT_DTYPE, offsetof(fkv_config, quant_dtype)},
+    {"FAIRKV_QUANT_HOT_TOKENS", OPT_U32, offsetof(fkv_config, quant_hot_tokens)},
+    {"FAIRKV_QUANT_PRESSURE", OPT_DBL, offsetof(fkv_config, quant_pressure)},
     {"FAIRKV_PREFIX_CACHE", OPT_BOOL, offsetof(fkv_config, prefix_cache)},
     {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_config, block_tokens)},
     {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_config, class_short_max)},
@@ -172,6 +181,15 @@ fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
         case OPT_DTYPE:
             if (!strcmp(s, "f32")) *(fkv_dtype *)f = FKV_F32;
             else if (!strcmp(s, "f16")) *(fkv_dtype *)f = FKV_F16;
+            else if (!strcmp(s, "int8")) *(fkv_dtype *)f = FKV_INT8;
+            else if (!strcmp(s, "int4")) *(fkv_dtype *)f = FKV_INT4;
+            else errno = EINVAL;
+            end = (char *)s + strlen(s);
+            break;
+        case OPT_QMODE:
+            if (!strcmp(s, "off")) *(fkv_quant_mode *)f = FKV_QUANT_OFF;
+            else if (!strcmp(s, "always")) *(fkv_quant_mode *)f = FKV_QUANT_ALWAYS;
+            else if (!strcmp(s, "under-pressure")) *(fkv_quant_mode *)f = FKV_QUANT_UNDER_PRESSURE;
             else errno = EINVAL;
             end = (char *)s + strlen(s);
             break;
@@ -219,6 +237,15 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         return BAD("temperature=%g: must be > 0 (inf = equal shares)", cfg->temperature);
     if (cfg->min_chunk_retention_ns < 0)
         return BAD("min_chunk_retention_ns=%lld: must be >= 0", (long long)cfg->min_chunk_retention_ns);
+    if (cfg->quant_mode != FKV_QUANT_OFF && cfg->quant_mode != FKV_QUANT_ALWAYS &&
+        cfg->quant_mode != FKV_QUANT_UNDER_PRESSURE)
+        return BAD("quant_mode=%d: must be off, always or under-pressure", (int)cfg->quant_mode);
+    if (cfg->quant_mode != FKV_QUANT_OFF) {
+        if (cfg->quant_dtype != FKV_INT8 && cfg->quant_dtype != FKV_INT4)
+            return BAD("quant_dtype=%s: must be int8 or int4", fkv_dtype_name(cfg->quant_dtype));
+        if (!(cfg->quant_pressure > 0 && cfg->quant_pressure <= 1))
+            return BAD("quant_pressure=%g: must be in (0, 1]", cfg->quant_pressure);
+    }
     if (cfg->block_tokens == 0 || cfg->block_tokens % cfg->page_tokens)
         return BAD("block_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->block_tokens,
                    cfg->page_tokens);
@@ -262,6 +289,18 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     c->n_pages = cfg->capacity_pages ? cfg->capacity_pages : (uint32_t)(cfg->capacity_bytes / c->page_bytes);
     pthread_mutex_init(&c->lock, NULL);
     fkv__tick(c);
+    if (cfg->quant_mode != FKV_QUANT_OFF) {
+        fkv_kv_geom g = {cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, cfg->page_tokens, cfg->dtype,
+                         c->layer_page_stride, c->n_pages};
+        char gerr[160];
+        if (fkv_kv_geom_check(&g, gerr, sizeof gerr) != FKV_OK ||
+            fkv_quant_pages_needed(&g, cfg->quant_dtype, cfg->chunk_min_tokens) == 0) {
+            snprintf(err, errlen, "quantization: %s", gerr);
+            pthread_mutex_destroy(&c->lock);
+            free(c);
+            return FKV_EINVAL;
+        }
+    }
 
     c->ops = fkv__policy_find(c->cfg.policy);
     c->pparams.alpha = cfg->alpha;

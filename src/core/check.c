@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "fairkv_quant.h"
 
 static int bad(char *msg, size_t len, const char *fmt, ...)
 {
@@ -44,7 +45,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
         if (c->page_ref[p]) FAIL("free page %u has refcount %u", p, c->page_ref[p]);
     }
     /* chunks: pages, accounting, placement */
-    uint64_t by_dtype[FKV_N_DTYPES] = {0}, tokens = 0, fill = 0;
+    uint64_t by_dtype[FKV_N_DTYPES] = {0}, qmeta[FKV_N_DTYPES] = {0}, tokens = 0, fill = 0;
     uint32_t resident = 0, in_young = 0;
     for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
         if (ch->v.resident) {
@@ -54,6 +55,17 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             if (ch->v.pages != ch->pages) FAIL("chunk %llu: view pages do not alias", (unsigned long long)ch->id);
             if (ch->v.dtype == c->cfg.dtype && ch->v.n_pages != (ch->v.n_tokens + pt - 1) / pt)
                 FAIL("chunk %llu: %u pages for %u tokens", (unsigned long long)ch->id, ch->v.n_pages, ch->v.n_tokens);
+            if (ch->v.dtype != c->cfg.dtype) {
+                fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype,
+                                 c->layer_page_stride, np};
+                if (ch->v.n_pages != fkv_quant_pages_needed(&g, ch->v.dtype, ch->v.n_tokens))
+                    FAIL("chunk %llu: %u %s pages for %u tokens", (unsigned long long)ch->id, ch->v.n_pages,
+                         fkv_dtype_name(ch->v.dtype), ch->v.n_tokens);
+                if (ch->qmeta_bytes != fkv_quant_meta_bytes(&g, ch->v.dtype, ch->v.n_tokens) ||
+                    (c->k && !ch->v.qmeta))
+                    FAIL("chunk %llu: scales missing or of the wrong size", (unsigned long long)ch->id);
+                qmeta[ch->v.dtype] += ch->qmeta_bytes;
+            }
             if (ch->v.n_tokens > ch->v.cap_tokens) FAIL("chunk %llu: over its size", (unsigned long long)ch->id);
             for (uint32_t j = 0; j < ch->v.n_pages; j++) {
                 uint32_t p = ch->pages[j];
@@ -82,6 +94,9 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     }
     if (resident != c->n_resident) FAIL("n_resident=%u, counted %u", c->n_resident, resident);
     if (tokens != c->resident_tokens) FAIL("resident_tokens=%llu, counted %llu", (unsigned long long)c->resident_tokens, (unsigned long long)tokens);
+    for (int d = 0; d < FKV_N_DTYPES; d++)
+        if (qmeta[d] != c->qmeta_bytes[d]) FAIL("qmeta bytes of %s: %llu, counted %llu", fkv_dtype_name((fkv_dtype)d),
+                                                (unsigned long long)c->qmeta_bytes[d], (unsigned long long)qmeta[d]);
     for (int d = 0; d < FKV_N_DTYPES; d++)
         if (by_dtype[d] != c->pages_by_dtype[d]) FAIL("pages_by_dtype[%d]=%llu, counted %llu", d, (unsigned long long)c->pages_by_dtype[d], (unsigned long long)by_dtype[d]);
     uint32_t used = 0;
@@ -137,7 +152,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             fkv__pentry *e = &c->ptab[i];
             if (!e->key) continue;
             n++;
-            if (!e->chunk->v.resident || e->page >= e->chunk->v.n_pages || e->chunk->phash[e->page] != e->key)
+            if (!e->chunk->v.resident || e->page >= fkv__lpages(c, e->chunk) || e->chunk->phash[e->page] != e->key)
                 FAIL("prefix entry %llx does not match its chunk", (unsigned long long)e->key);
             if (fkv__prefix_find(c, e->key) != e) FAIL("prefix entry %llx unreachable by probing", (unsigned long long)e->key);
         }
@@ -145,7 +160,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
          * from live chunks */
         uint64_t live = 0;
         for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-            for (uint32_t j = 0; j < ch->v.n_pages; j++) {
+            for (uint32_t j = 0; ch->v.resident && j < fkv__lpages(c, ch); j++) {
                 fkv__pentry *e = ch->phash[j] ? fkv__prefix_find(c, ch->phash[j]) : NULL;
                 live += e && e->chunk == ch && e->page == j;
             }

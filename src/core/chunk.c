@@ -76,6 +76,8 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
 
 void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
 {
+    fkv__cold_remove(c, ch);
+    fkv__chunk_free_qmeta(c, ch);
     if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
     else c->all_chunks = ch->all_next;
     if (ch->all_next) ch->all_next->all_prev = ch->all_prev;
@@ -137,15 +139,16 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
  * destroyed. */
 void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->v.pins) c->pinned_evictions++;
+    if (ch->v.pins && !ch->v.dropped) c->pinned_evictions++;
     fkv__place_remove(c, ch);
-    uint32_t free_before = c->n_free;
-    for (uint32_t j = 0; j < ch->v.n_pages; j++)
+    fkv__cold_remove(c, ch);
+    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch);
+    for (uint32_t j = 0; j < lp; j++)
         if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
-    for (uint32_t j = 0; j < ch->v.n_pages; j++) {
+    for (uint32_t j = 0; j < lp; j++)
         if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
-        fkv__page_unref(c, ch->pages[j]);
-    }
+    for (uint32_t j = 0; j < ch->v.n_pages; j++) fkv__page_unref(c, ch->pages[j]);
+    fkv__chunk_free_qmeta(c, ch);
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
     c->pages_by_dtype[ch->v.dtype] -= ch->v.n_pages;
     c->resident_tokens -= ch->v.n_tokens;

@@ -35,6 +35,9 @@ struct fkv__chunk {
     double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
     uint64_t prefix_hits;   /* times a new request matched it */
     fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
+    fkv__chunk *qprev, *qnext; /* cold FIFO (under-pressure quantization) */
+    uint8_t in_cold;
+    size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
 };
 
 /* One open sequence = one request = one quota owner. */
@@ -60,6 +63,7 @@ struct fkv_seq {
     uint64_t *block_ids;       /* hash-id mode: [n_block_ids] */
     uint32_t n_block_ids;
     int64_t create_ns;
+    uint32_t cold_scan;        /* table index up to which chunks were found cold */
 };
 
 /* Prefix index: open addressing, linear probing, key 0 = empty. */
@@ -123,6 +127,11 @@ struct fkv_cache {
     uint32_t n_owners, cap_owners;
     int quota_dirty;
     uint64_t quota_epoch_allocs; /* page allocations since the last quota refresh */
+
+    /* cold-chunk quantization */
+    fkv__chunk *cold_head, *cold_tail; /* candidates, oldest first (under-pressure) */
+    uint64_t qmeta_bytes[FKV_N_DTYPES]; /* scale bytes of quantized chunks */
+    fkv_seq *cur_seq;                   /* the sequence whose call is allocating */
 
     /* prefix index */
     fkv__pentry *ptab;
@@ -188,6 +197,13 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key);
 void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page);
 uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
 uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block);
+
+/* coldq.c: cold-chunk quantization */
+uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch); /* logical (base) pages */
+void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all);  /* chunks of s that became cold */
+void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
+void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
+void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
 
 /* seq.c */
 fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */

@@ -77,9 +77,9 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     return t;
 }
 
-static int whole(const fkv__chunk *ch, uint32_t pt)
+static int whole(const fkv_cache *c, const fkv__chunk *ch)
 {
-    return ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == ch->v.n_pages * pt;
+    return ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == fkv__lpages(c, ch) * c->cfg.page_tokens;
 }
 
 fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched)
@@ -132,12 +132,15 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     uint32_t i = 0;
     while (i < m) {
         fkv__chunk *ch = ent[i].chunk;
-        uint32_t np = ch->v.n_pages, r = 0;
-        if (ent[i].page == 0 && ch->v.start == i * pt && ch->v.dtype == c->cfg.dtype) {
+        uint32_t np = fkv__lpages(c, ch), r = 0;
+        int base = ch->v.dtype == c->cfg.dtype;
+        if (ent[i].page == 0 && ch->v.start == i * pt) {
             while (r < np && i + r < m && ent[i + r].chunk == ch && ent[i + r].page == r) r++;
         }
-        if (r && r == np && whole(ch, pt)) {
-            /* share the whole chunk */
+        if (r && r == np && whole(c, ch)) {
+            /* share the whole chunk, whatever its precision */
+        } else if (!base) {
+            break; /* a quantized chunk's pages cannot be shared one by one */
         } else if (r && c->cfg.dynamic_chunking && r < np &&
                    (ch->v.refs == 0 || (ch->v.refs == 1 && ch->owner)) && split(c, ch, r)) {
             /* ch is now exactly the matched head */
@@ -162,7 +165,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             break;
         }
         uint32_t k = 0;
-        while (k < cap / pt && i < m) {
+        while (k < cap / pt && i < m && ent[i].chunk->v.dtype == c->cfg.dtype) {
             fkv__chunk *src = ent[i].chunk;
             uint32_t pg = src->pages[ent[i].page];
             fkv__page_ref(c, pg);

@@ -66,6 +66,7 @@ fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out)
         c->stats.fairkv_alloc_failures_total[0]++;
         return fkv__fail(FKV_EFULL, "%u pages asked, the pool has %u", n, c->n_pages);
     }
+    fkv__cold_relieve(c, n); /* under pressure, quantize before evicting */
     while (c->n_free < n) {
         if (fkv__evict_one(c) != FKV_OK) {
             c->stats.fairkv_alloc_failures_total[0]++;

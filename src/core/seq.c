@@ -149,6 +149,7 @@ void fkv_seq_free(fkv_seq *s)
     if (!s) return;
     fkv_cache *c = s->cache;
     FKV__LOCK(c);
+    fkv__cold_scan(c, s, 1); /* an ended request's chunks are all cold */
     while (s->n_chunks) fkv__seq_detach(s, s->n_chunks - 1);
     fkv_seq *last = c->owners[--c->n_owners];
     c->owners[s->owner_idx] = last;
@@ -273,7 +274,9 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
         t->v.pins++;
         fkv__place_update(c, t);
     }
+    c->cur_seq = s;
     st = fkv__pool_alloc(c, p.pages, c->scratch);
+    c->cur_seq = NULL;
     if (p.appendable) {
         t->v.pins--;
         fkv__place_update(c, t);
@@ -352,6 +355,7 @@ release:
         s->table[i]->v.pins--;
         fkv__place_update(c, s->table[i]);
     }
+    fkv__cold_scan(c, s, 0);
 out:
     FKV__UNLOCK(c);
     return st;

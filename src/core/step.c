@@ -16,6 +16,7 @@ fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing)
     uint64_t hit = 0, miss = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
+        if (ch->v.dropped) continue; /* sparsity: not read */
         if (!ch->v.resident) {
             miss += ch->v.n_tokens;
             continue;
@@ -73,7 +74,7 @@ fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n)
     fkv_range cur = {0, 0};
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (ch->v.resident) continue;
+        if (ch->v.resident || ch->v.dropped) continue;
         uint32_t a = ch->v.start, b = ch->v.start + ch->v.n_tokens;
         if (open && cur.end == a) {
             cur.end = b;
@@ -106,7 +107,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
     uint64_t pages = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (!ch->v.resident && ch->v.start < end && ch->v.start + ch->v.n_tokens > start)
+        if (!ch->v.resident && !ch->v.dropped && ch->v.start < end && ch->v.start + ch->v.n_tokens > start)
             pages += (ch->v.n_tokens + pt - 1) / pt;
     }
     if (n_restored) *n_restored = 0;
@@ -115,12 +116,15 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
                        c->n_pages);
         goto out;
     }
-    if ((st = fkv__pool_alloc(c, (uint32_t)pages, c->scratch))) goto out;
+    c->cur_seq = s;
+    st = fkv__pool_alloc(c, (uint32_t)pages, c->scratch);
+    c->cur_seq = NULL;
+    if (st) goto out;
     const uint32_t *fresh = c->scratch;
     uint32_t done = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (ch->v.resident || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
+        if (ch->v.resident || ch->v.dropped || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
         uint32_t np = (ch->v.n_tokens + pt - 1) / pt;
         for (uint32_t j = 0; j < np; j++) {
             ch->pages[j] = *fresh++;
@@ -148,6 +152,28 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
 out:
     FKV__UNLOCK(c);
     return st;
+}
+
+fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dropped)
+{
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_drop: seq is NULL");
+    if (start > end) return fkv__fail(FKV_EINVAL, "fkv_seq_drop: start=%u > end=%u", start, end);
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (ch->v.dropped || ch->v.start < start || ch->v.start + ch->v.n_tokens > end) continue;
+        /* a chunk other sequences also hold stays: they may still attend to it */
+        if (ch->v.refs > 1) continue;
+        ch->v.dropped = 1;
+        if (ch->v.resident) fkv__chunk_evict(c, ch);
+        done += ch->v.n_tokens;
+    }
+    c->stats.fairkv_dropped_tokens_total[0] += done;
+    if (n_dropped) *n_dropped = done;
+    FKV__UNLOCK(c);
+    return FKV_OK;
 }
 
 fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n)

@@ -19,7 +19,7 @@ void fkv__metrics_refresh(fkv_cache *c)
     st->fairkv_pages_free[0] = c->n_free;
     st->fairkv_usage_ratio[0] = (double)used / c->n_pages;
     for (int d = 0; d < FKV_N_DTYPES; d++)
-        st->fairkv_bytes[d] = (double)c->pages_by_dtype[d] * (double)c->page_bytes;
+        st->fairkv_bytes[d] = (double)c->pages_by_dtype[d] * (double)c->page_bytes + (double)c->qmeta_bytes[d];
     st->fairkv_chunks_resident[0] = c->n_resident;
     st->fairkv_sequences[0] = c->n_owners;
     double slots = (double)used * c->cfg.page_tokens;
@@ -53,6 +53,7 @@ static const char *label_name(int labels)
     case 2: return "device";
     case 3: return "precision";
     case 4: return "tier";
+    case 5: return "reason";
     default: return NULL;
     }
 }
@@ -64,11 +65,12 @@ static const char *label_value(const fkv_cache *c, int labels, int i)
     case 2: return c->device_label;
     case 3: return fkv_dtype_name((fkv_dtype)i);
     case 4: return tier_names[i];
+    case 5: return i ? "pressure" : "always";
     default: return "";
     }
 }
 
-enum { LK_NONE = 0, LK_CLASS = 1, LK_DEVICE = 2, LK_DTYPE = 3, LK_TIER = 4 };
+enum { LK_NONE = 0, LK_CLASS = 1, LK_DEVICE = 2, LK_DTYPE = 3, LK_TIER = 4, LK_QREASON = 5 };
 
 static void prom_value(out *o, double v)
 {
@@ -93,6 +95,7 @@ static void prom_metric(out *o, const fkv_cache *c, const char *name, const char
 #define LK_OF_DEVICE LK_DEVICE
 #define LK_OF_DTYPE LK_DTYPE
 #define LK_OF_TIER LK_TIER
+#define LK_OF_QREASON LK_QREASON
 #define TYPE_COUNTER "counter"
 #define TYPE_GAUGE "gauge"
 

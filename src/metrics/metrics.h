@@ -6,7 +6,8 @@
  *   type:   COUNTER or GAUGE
  *   labels: NONE, CLASS (request_type=short|medium|long), DEVICE
  *           (device=<config.device_label>), DTYPE (precision=f32|f16|int8|int4),
- *           TIER (tier=expired|cached|over_quota|in_quota|young|global)
+ *           TIER (tier=expired|cached|over_quota|in_quota|young|global),
+ *           QREASON (reason=always|pressure)
  */
 #ifndef FKV_METRICS_H
 #define FKV_METRICS_H
@@ -26,7 +27,7 @@
     X(fairkv_pages_used, GAUGE, NONE, "Pages in use")                                            \
     X(fairkv_pages_free, GAUGE, NONE, "Pages free")                                              \
     X(fairkv_usage_ratio, GAUGE, NONE, "Pages in use over all pages")                            \
-    X(fairkv_bytes, GAUGE, DTYPE, "Bytes of KV held, by precision (pages)")                      \
+    X(fairkv_bytes, GAUGE, DTYPE, "Bytes of KV held, by precision (pages and scales)")                      \
     X(fairkv_chunks_resident, GAUGE, NONE, "Resident chunks")                                    \
     X(fairkv_sequences, GAUGE, NONE, "Open sequences")                                           \
     X(fairkv_quota_overruns_total, COUNTER, NONE,                                                \
@@ -38,9 +39,14 @@
     X(fairkv_cow_copies_total, COUNTER, NONE, "Pages copied on first write into a shared page")  \
     X(fairkv_chunk_splits_total, COUNTER, NONE, "Chunks split where prefixes diverge")           \
     X(fairkv_restored_tokens_total, COUNTER, NONE, "Evicted tokens given pages again to recompute") \
-    X(fairkv_alloc_failures_total, COUNTER, NONE, "Allocations refused with FKV_EFULL")
+    X(fairkv_alloc_failures_total, COUNTER, NONE, "Allocations refused with FKV_EFULL")       \
+    X(fairkv_quantized_chunks_total, COUNTER, QREASON,                                          \
+      "Cold chunks quantized, by reason (always: on becoming cold; pressure: before evicting)")  \
+    X(fairkv_dropped_tokens_total, COUNTER, NONE, "Tokens dropped by attention sparsity")    \
+    X(fairkv_quant_failures_total, COUNTER, NONE,                                               \
+      "Cold chunks left in full precision: non-finite or out-of-range values, or no memory")
 
-enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6 };
+enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 2 };
 
 enum fkv__tier {
     FKV__TIER_EXPIRED = 0, /* cached chunk past its predicted TTL */

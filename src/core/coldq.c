@@ -1,0 +1,203 @@
+/* Cold-chunk quantization (seed 3.1.2): chunks far from their sequence's
+ * end are read by every decode step but matter less to it, so they can be
+ * stored in int8 (or int4) and free pages.
+ *
+ * A chunk is *cold* once its sequence holds quant_hot_tokens tokens after it
+ * (default: the last 128 tokens stay full precision), or once its request
+ * has ended.  It can be quantized when it is resident, in the base
+ * precision, full (filled to its size) and owns its pages alone (no page is
+ * shared with another chunk: quantizing rewrites pages in place).  A chunk
+ * shared whole by several sequences is one object, so it is quantized once
+ * for all its holders.  It must not be pinned by another sequence than the
+ * one whose call is running: a pinned chunk may be being read by a kernel.
+ *
+ *  - always: a cold chunk is quantized as soon as it is found cold (after
+ *    each append of its sequence, and when its request ends);
+ *  - under-pressure: cold chunks wait in a FIFO; an allocation that would
+ *    take the pool above quant_pressure occupancy, or that needs more pages
+ *    than are free, first quantizes the oldest candidates, and only then
+ *    evicts.
+ * Quantized pages hold more tokens (with an fp16 base, int8 twice and int4
+ * four times as many) and the scales live in a per-chunk buffer (qmeta);
+ * src/quant does the conversion in place, so no free page is needed. */
+#include <stdlib.h>
+
+#include "core/internal.h"
+#include "fairkv_quant.h"
+
+uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch)
+{
+    return (ch->v.n_tokens + c->cfg.page_tokens - 1) / c->cfg.page_tokens;
+}
+
+static void geom(const fkv_cache *c, fkv_kv_geom *g)
+{
+    g->n_layers = c->cfg.n_layers;
+    g->n_kv_heads = c->cfg.n_kv_heads;
+    g->head_dim = c->cfg.head_dim;
+    g->page_tokens = c->cfg.page_tokens;
+    g->base = c->cfg.dtype;
+    g->page_stride = c->layer_page_stride;
+    g->n_pages = c->n_pages;
+}
+
+/* held: the running call's sequence holds the chunk in its table */
+static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
+{
+    if (!ch->v.resident || ch->v.dtype != c->cfg.dtype || ch->v.n_tokens == 0 ||
+        ch->v.n_tokens != ch->v.cap_tokens)
+        return 0;
+    uint32_t own_pins = held && c->cur_seq ? c->cur_seq->pins : 0;
+    if (ch->v.pins > own_pins) return 0;
+    for (uint32_t j = 0; j < ch->v.n_pages; j++)
+        if (c->page_ref[ch->pages[j]] != 1) return 0;
+    return 1;
+}
+
+void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
+    free((void *)ch->v.qmeta);
+    ch->v.qmeta = NULL;
+    ch->qmeta_bytes = 0;
+}
+
+/* The codec needs finite values within fp16 range (its scales are fp16)
+ * and converts in place, so a bad value found half way would leave the
+ * chunk half converted: check every value first. */
+static int convertible(const fkv_cache *c, const fkv__chunk *ch)
+{
+    size_t per_page = (size_t)c->cfg.page_tokens * c->cfg.n_kv_heads * c->cfg.head_dim;
+    for (uint32_t l = 0; l < c->cfg.n_layers; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (uint32_t j = 0; j < ch->v.n_pages; j++) {
+                const uint8_t *base = (kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * c->layer_page_stride;
+                if (c->cfg.dtype == FKV_F32) {
+                    const float *x = (const float *)base;
+                    for (size_t i = 0; i < per_page; i++)
+                        if (!(x[i] >= -65504.0f && x[i] <= 65504.0f)) return 0; /* also NaN */
+                } else {
+                    const uint16_t *h = (const uint16_t *)base;
+                    for (size_t i = 0; i < per_page; i++)
+                        if ((h[i] & 0x7c00) == 0x7c00) return 0; /* inf or NaN */
+                }
+            }
+    return 1;
+}
+
+/* Quantizes one chunk in place and frees the pages it no longer needs. */
+static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
+{
+    fkv_kv_geom g;
+    geom(c, &g);
+    fkv_dtype dt = c->cfg.quant_dtype;
+    uint32_t need = fkv_quant_pages_needed(&g, dt, ch->v.n_tokens);
+    size_t meta = fkv_quant_meta_bytes(&g, dt, ch->v.n_tokens);
+    if (!need || need > ch->v.n_pages) return FKV_EINVAL;
+    void *qm = NULL;
+    if (c->k) {
+        if (!convertible(c, ch)) {
+            c->stats.fairkv_quant_failures_total[0]++;
+            return fkv__fail(FKV_EINVAL, "chunk at token %u: values not finite or beyond fp16 range: kept as is",
+                             ch->v.start);
+        }
+        qm = malloc(meta);
+        if (!qm) return FKV_ENOMEM;
+        fkv_kv_layer *layers = malloc(c->cfg.n_layers * sizeof *layers);
+        if (!layers) {
+            free(qm);
+            return FKV_ENOMEM;
+        }
+        for (uint32_t l = 0; l < c->cfg.n_layers; l++) layers[l] = (fkv_kv_layer){c->k[l], c->v[l]};
+        char err[160];
+        fkv_status st = fkv_quant_chunk(&g, layers, ch->v.n_tokens, ch->pages, ch->v.n_pages, dt, ch->pages, need,
+                                        qm, meta, err, sizeof err);
+        free(layers);
+        if (st) {
+            /* after the check above only argument or memory errors remain,
+             * found before anything is written */
+            free(qm);
+            c->stats.fairkv_quant_failures_total[0]++;
+            return fkv__fail(st, "quantizing chunk at token %u: %s", ch->v.start, err);
+        }
+    }
+    /* pages [need, n_pages) are no longer used; fills follow bytes used */
+    uint32_t old = ch->v.n_pages, pt = c->cfg.page_tokens;
+    uint32_t tpp = fkv_quant_tokens_per_page(&g, dt);
+    for (uint32_t j = 0; j < old; j++) {
+        if (j < need) {
+            uint32_t held = ch->v.n_tokens - j * tpp < tpp ? ch->v.n_tokens - j * tpp : tpp;
+            fkv__page_set_fill(c, ch->pages[j], (held * pt + tpp - 1) / tpp);
+        } else {
+            fkv__page_unref(c, ch->pages[j]);
+        }
+    }
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)(old - need));
+    c->pages_by_dtype[ch->v.dtype] -= old;
+    c->pages_by_dtype[dt] += need;
+    ch->v.n_pages = need;
+    ch->v.dtype = dt;
+    ch->v.qmeta = qm;
+    ch->qmeta_bytes = meta;
+    c->qmeta_bytes[dt] += meta;
+    c->stats.fairkv_quantized_chunks_total[reason]++;
+    return FKV_OK;
+}
+
+void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch)
+{
+    if (!ch->in_cold) return;
+    if (ch->qprev) ch->qprev->qnext = ch->qnext;
+    else c->cold_head = ch->qnext;
+    if (ch->qnext) ch->qnext->qprev = ch->qprev;
+    else c->cold_tail = ch->qprev;
+    ch->qprev = ch->qnext = NULL;
+    ch->in_cold = 0;
+}
+
+static void found_cold(fkv_cache *c, fkv__chunk *ch)
+{
+    if (c->cfg.quant_mode == FKV_QUANT_ALWAYS) {
+        if (quantizable(c, ch, 1)) quantize(c, ch, 0);
+    } else if (!ch->in_cold && ch->v.resident && ch->v.dtype == c->cfg.dtype) {
+        ch->qprev = c->cold_tail;
+        ch->qnext = NULL;
+        if (c->cold_tail) c->cold_tail->qnext = ch;
+        else c->cold_head = ch;
+        c->cold_tail = ch;
+        ch->in_cold = 1;
+    }
+}
+
+/* Visits the chunks of s that are now cold (all of them if `all`, for a
+ * request that ends). */
+void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all)
+{
+    if (c->cfg.quant_mode == FKV_QUANT_OFF) return;
+    uint32_t hot = c->cfg.quant_hot_tokens;
+    fkv_seq *prev = c->cur_seq;
+    c->cur_seq = s;
+    uint32_t i = all ? 0 : s->cold_scan;
+    for (; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (!all && (uint64_t)ch->v.start + ch->v.n_tokens + hot > s->len) break;
+        found_cold(c, ch);
+    }
+    if (!all) s->cold_scan = i;
+    c->cur_seq = prev;
+}
+
+/* Under-pressure mode: before `need` pages are taken, quantize the oldest
+ * cold candidates while the pool would end above quant_pressure occupancy
+ * or short of free pages. */
+void fkv__cold_relieve(fkv_cache *c, uint32_t need)
+{
+    if (c->cfg.quant_mode != FKV_QUANT_UNDER_PRESSURE) return;
+    double limit = c->cfg.quant_pressure * c->n_pages;
+    while (c->cold_head &&
+           ((double)(c->n_pages - c->n_free) + need > limit || c->n_free < need)) {
+        fkv__chunk *ch = c->cold_head;
+        fkv__cold_remove(c, ch);
+        if (quantizable(c, ch, ch->owner && ch->owner == c->cur_seq)) quantize(c, ch, 1);
+    }
+}

@@ -1,0 +1,284 @@
+/* Cold-chunk quantization inside the cache: which chunks, when, what it
+ * frees, that the data survives within the codec's bound, shared chunks
+ * once, pressure before eviction; and sparsity drops. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "fairkv.h"
+#include "fairkv_quant.h"
+
+static int64_t now;
+
+static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, fkv_storage_kind storage)
+{
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 2;
+    cfg.n_kv_heads = 2;
+    cfg.head_dim = 64;
+    cfg.dtype = FKV_F16;
+    cfg.page_tokens = 16;
+    cfg.chunk_tokens = 64;
+    cfg.capacity_pages = pages;
+    cfg.storage = storage;
+    cfg.policy = "lru";
+    cfg.quotas = 0;
+    cfg.quant_mode = mode;
+    cfg.quant_dtype = qd;
+    cfg.quant_hot_tokens = 128;
+    cfg.quant_pressure = 0.75;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &now;
+    fkv_cache *c = NULL;
+    char err[200];
+    if (fkv_cache_create(&cfg, &c, err, sizeof err)) fprintf(stderr, "create: %s\n", err);
+    return c;
+}
+
+static uint64_t rng = 12345;
+static float gauss(void)
+{
+    double u = 0;
+    for (int i = 0; i < 12; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        u += (double)(rng >> 11) / 9007199254740992.0;
+    }
+    return (float)(u - 6);
+}
+
+/* reference copy of what was written: [pos][layer][k/v][head*dim] */
+#define MAXT 512
+#define ROW (2 * 64)
+static float ref[MAXT][2][2][ROW];
+
+static fkv_seq *seq(fkv_cache *c, uint64_t id)
+{
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = id;
+    fkv_seq *s = NULL;
+    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+    return s;
+}
+
+static void append_real(fkv_cache *c, fkv_seq *s, const int32_t *tok, uint32_t n)
+{
+    fkv_slot sl[MAXT];
+    uint32_t from = fkv_seq_len(s);
+    REQUIRE(fkv_seq_append(s, tok, n, sl) == FKV_OK);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t l = 0; l < 2; l++) {
+            void *k, *v;
+            uint64_t stride;
+            fkv_cache_layer_storage(c, l, &k, &v, &stride);
+            uint16_t *kp = (uint16_t *)((char *)k + sl[i].page * stride) + sl[i].slot * ROW;
+            uint16_t *vp = (uint16_t *)((char *)v + sl[i].page * stride) + sl[i].slot * ROW;
+            for (int e = 0; e < ROW; e++) {
+                /* keys with two outlier channels, as real keys have */
+                float kx = gauss() * ((e % 64 == 3 || e % 64 == 40) ? 20.0f : 1.0f), vx = gauss();
+                kp[e] = fkv_f32_to_f16(kx);
+                vp[e] = fkv_f32_to_f16(vx);
+                ref[from + i][l][0][e] = fkv_f16_to_f32(kp[e]);
+                ref[from + i][l][1][e] = fkv_f16_to_f32(vp[e]);
+            }
+        }
+}
+
+/* Decodes a quantized chunk into a private copy and compares with ref by
+ * normalized MSE per layer and K/V. */
+static double chunk_nmse(fkv_cache *c, const fkv_chunk_view *v)
+{
+    fkv_kv_geom g = {2, 2, 64, 16, FKV_F16, 0, 8};
+    uint64_t pb = fkv_kv_page_bytes(&g);
+    static uint8_t kbuf[2][8 * 16 * ROW * 2], vbuf[2][8 * 16 * ROW * 2];
+    fkv_kv_layer layers[2];
+    for (uint32_t l = 0; l < 2; l++) {
+        void *k, *vv;
+        uint64_t stride;
+        fkv_cache_layer_storage(c, l, &k, &vv, &stride);
+        for (uint32_t j = 0; j < v->n_pages; j++) {
+            memcpy(kbuf[l] + j * pb, (char *)k + v->pages[j] * stride, pb);
+            memcpy(vbuf[l] + j * pb, (char *)vv + v->pages[j] * stride, pb);
+        }
+        layers[l] = (fkv_kv_layer){kbuf[l], vbuf[l]};
+    }
+    uint32_t src[8] = {0, 1, 2, 3, 4, 5, 6, 7}, nd = fkv_quant_pages_needed(&g, FKV_F16, v->n_tokens);
+    char err[160];
+    REQUIRE(fkv_dequant_chunk(&g, layers, v->n_tokens, v->dtype, src, v->n_pages, v->qmeta,
+                              fkv_quant_meta_bytes(&g, v->dtype, v->n_tokens), src, nd, err, sizeof err) == FKV_OK);
+    double worst = 0;
+    for (uint32_t l = 0; l < 2; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            double num = 0, den = 0;
+            for (uint32_t t = 0; t < v->n_tokens; t++)
+                for (int e = 0; e < ROW; e++) {
+                    const uint16_t *h = (const uint16_t *)((kv ? vbuf[l] : kbuf[l]) + (t / 16) * pb) + (t % 16) * ROW;
+                    double a = ref[v->start + t][l][kv][e], b = fkv_f16_to_f32(h[e]);
+                    num += (a - b) * (a - b);
+                    den += a * a;
+                }
+            if (num / den > worst) worst = num / den;
+        }
+    return worst;
+}
+
+static void always_mode(fkv_dtype qd, double bound)
+{
+    fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, qd, 64, FKV_STORAGE_CPU);
+    REQUIRE(c);
+    fkv_seq *s = seq(c, 1);
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = i;
+    for (int k = 0; k < 8; k++) append_real(c, s, tok + k * 64, 64);
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    REQUIRE(n == 8);
+    uint32_t pages = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* chunks ending at or before 512 - 128 are cold */
+        int cold = ch[i]->start + 64 <= 384;
+        CHECKF(ch[i]->dtype == (cold ? qd : FKV_F16), "chunk %zu is %s", i, fkv_dtype_name(ch[i]->dtype));
+        CHECK(cold == (ch[i]->qmeta != NULL));
+        pages += ch[i]->n_pages;
+        if (cold) {
+            double e = chunk_nmse(c, ch[i]);
+            CHECKF(e <= bound, "chunk %zu %s NMSE %g > %g", i, fkv_dtype_name(qd), e, bound);
+        }
+    }
+    uint32_t per = qd == FKV_INT8 ? 2 : 1; /* pages per 64 int8/int4 tokens with an fp16 base */
+    CHECK(pages == 6 * per + 2 * 4);
+    fkv_cache_info info;
+    fkv_cache_get_info(c, &info);
+    CHECK(info.free_pages == 64 - pages);
+    /* memory: quantized bytes (pages + scales) over the same tokens at fp16 */
+    char buf[8192];
+    size_t len;
+    fkv_cache_metrics_json(c, buf, sizeof buf, &len);
+    const char *p = strstr(buf, "\"fairkv_bytes\":");
+    REQUIRE(p);
+    double qbytes = atof(strstr(p, qd == FKV_INT8 ? "\"int8\":" : "\"int4\":") + 7);
+    double fp16_of_cold = 6.0 * 4 * (double)info.page_bytes;
+    double ratio = qbytes / fp16_of_cold;
+    printf("%s: cold chunks take %.3f of their fp16 bytes (scales included)\n", fkv_dtype_name(qd), ratio);
+    CHECK(ratio <= (qd == FKV_INT8 ? 0.55 : 0.30));
+    char msg[256];
+    CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
+    fkv_cache_destroy(c);
+}
+
+/* A shared prefix chunk is one object: quantized once, for every holder. */
+static void shared_once(void)
+{
+    fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, FKV_INT8, 64, FKV_STORAGE_CPU);
+    fkv_seq *a = seq(c, 1);
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = 7 * i;
+    append_real(c, a, tok, 256);
+    fkv_seq_free(a); /* ended: all four full chunks are cold and quantized */
+    fkv_counters cn;
+    fkv_cache_counters(c, &cn);
+    CHECK(c->stats.fairkv_quantized_chunks_total[0] == 4);
+    CHECK(cn.pages_used == 8);
+    fkv_seq *b = seq(c, 2), *d = seq(c, 3);
+    uint32_t m1, m2;
+    CHECK(fkv_seq_match(b, tok, 300, 299, &m1) == FKV_OK && m1 == 256);
+    CHECK(fkv_seq_match(d, tok, 200, 199, &m2) == FKV_OK && m2 == 192); /* whole chunks only */
+    const fkv_chunk_view *const *cb, *const *cd;
+    size_t nb, nd;
+    fkv_seq_chunks(b, &cb, &nb);
+    fkv_seq_chunks(d, &cd, &nd);
+    CHECK(nb == 4 && nd == 3 && cb[0] == cd[0] && cb[0]->dtype == FKV_INT8 && cb[0]->refs == 2);
+    fkv_cache_counters(c, &cn);
+    CHECK(cn.pages_used == 8 && c->stats.fairkv_quantized_chunks_total[0] == 4);
+    char msg[256];
+    CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
+    fkv_cache_destroy(c);
+}
+
+/* Under pressure: cold chunks are quantized before anything is evicted. */
+static void pressure_mode(void)
+{
+    fkv_cache *c = open_cache(FKV_QUANT_UNDER_PRESSURE, FKV_INT8, 64, FKV_STORAGE_PHANTOM);
+    fkv_seq *a = seq(c, 1);
+    REQUIRE(fkv_seq_append(a, NULL, 512, NULL) == FKV_OK); /* 32 pages: half the pool, below 0.75 */
+    CHECK(c->stats.fairkv_quantized_chunks_total[1] == 0);
+    fkv_seq *b = seq(c, 2);
+    REQUIRE(fkv_seq_append(b, NULL, 512, NULL) == FKV_OK); /* would be 64: quantize first */
+    fkv_counters cn;
+    fkv_cache_counters(c, &cn);
+    /* the candidates at that moment: a's 6 cold chunks (b's become cold
+     * only as it grows); 6 x (4 -> 2) pages freed: 20 + 32 used */
+    CHECK(c->stats.fairkv_quantized_chunks_total[1] == 6);
+    CHECK(cn.evicted_pages == 0);
+    CHECK(cn.pages_used == 52);
+    /* keep appending: once no cold chunk is left, eviction takes over */
+    fkv_seq *d = seq(c, 3);
+    REQUIRE(fkv_seq_append(d, NULL, 512, NULL) == FKV_OK);
+    fkv_seq *e = seq(c, 4);
+    REQUIRE(fkv_seq_append(e, NULL, 512, NULL) == FKV_OK);
+    fkv_cache_counters(c, &cn);
+    CHECK(cn.evicted_pages > 0);
+    char msg[256];
+    CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
+    fkv_cache_destroy(c);
+}
+
+/* Sparsity: dropped chunks free their pages and are neither missing nor read. */
+static void drops(void)
+{
+    fkv_cache *c = open_cache(FKV_QUANT_OFF, FKV_INT8, 64, FKV_STORAGE_PHANTOM);
+    fkv_seq *s = seq(c, 1);
+    REQUIRE(fkv_seq_append(s, NULL, 320, NULL) == FKV_OK); /* 5 chunks, 20 pages */
+    fkv_seq_pin(s);
+    uint32_t n = 0;
+    CHECK(fkv_seq_drop(s, 64, 256, &n) == FKV_OK && n == 192); /* keep the sink chunk and the recent one */
+    fkv_cache_info info;
+    fkv_cache_get_info(c, &info);
+    CHECK(info.free_pages == 64 - 8);
+    uint32_t missing = 9;
+    CHECK(fkv_seq_touch(s, &missing) == FKV_OK && missing == 0);
+    fkv_range r[4];
+    size_t nr;
+    CHECK(fkv_seq_missing(s, r, 4, &nr) == FKV_OK && nr == 0);
+    fkv_counters cn;
+    fkv_cache_counters(c, &cn);
+    CHECK(cn.hit_tokens[FKV_CLASS_SHORT] + cn.hit_tokens[FKV_CLASS_MEDIUM] == 128);
+    char msg[256];
+    CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
+    fkv_seq_unpin(s);
+    fkv_cache_destroy(c);
+}
+
+static void bad_config(void)
+{
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.quant_mode = FKV_QUANT_ALWAYS;
+    cfg.quant_dtype = FKV_F16;
+    fkv_cache *c;
+    char err[200];
+    CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "quant_dtype"));
+    cfg.quant_dtype = FKV_INT4;
+    cfg.quant_pressure = 1.5;
+    CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "quant_pressure"));
+    setenv("FAIRKV_QUANT_MODE", "sometimes", 1);
+    fkv_config_default(&cfg);
+    CHECK(fkv_config_from_env(&cfg, err, sizeof err) == FKV_EINVAL && strstr(err, "FAIRKV_QUANT_MODE"));
+    setenv("FAIRKV_QUANT_MODE", "under-pressure", 1);
+    CHECK(fkv_config_from_env(&cfg, err, sizeof err) == FKV_OK && cfg.quant_mode == FKV_QUANT_UNDER_PRESSURE);
+    unsetenv("FAIRKV_QUANT_MODE");
+}
+
+int main(void)
+{
+    always_mode(FKV_INT8, 1e-3);
+    always_mode(FKV_INT4, 3e-2);
+    shared_once();
+    pressure_mode();
+    drops();
+    bad_config();
+    return check_done();
+}
