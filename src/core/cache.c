@@ -217,6 +217,8 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         return BAD("page_tokens=%u: must be 1..4096", cfg->page_tokens);
     if (cfg->storage != FKV_STORAGE_PHANTOM && cfg->storage != FKV_STORAGE_CPU)
         return BAD("storage=%d: unknown storage kind", (int)cfg->storage);
+    if (cfg->chunk_tokens > 65536 || (cfg->dynamic_chunking && cfg->chunk_max_tokens > 65536))
+        return BAD("chunk_tokens=%u, chunk_max_tokens=%u: at most 65536", cfg->chunk_tokens, cfg->chunk_max_tokens);
     if (cfg->chunk_tokens == 0 || cfg->chunk_tokens % cfg->page_tokens)
         return BAD("chunk_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->chunk_tokens,
                    cfg->page_tokens);
