@@ -59,7 +59,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     ch->v.create_ns = now;
     ch->v.last_access_ns = now;
     if (owner) {
-        ch->cls = fkv_seq_class(owner);
+        ch->cls = fkv__seq_class(owner);
         ch->v.owner = owner->request_id;
         ch->owner = owner;
         /* predicted life: the owner's remaining tokens at its observed pace */

@@ -206,6 +206,7 @@ void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evict
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
 
 /* seq.c */
+fkv_class fkv__seq_class(const fkv_seq *s);
 fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);

@@ -13,7 +13,7 @@ void fkv_seq_params_default(fkv_seq_params *p)
     p->weight = 1.0;
 }
 
-fkv_class fkv_seq_class(const fkv_seq *s)
+fkv_class fkv__seq_class(const fkv_seq *s)
 {
     const fkv_config *cfg = &s->cache->cfg;
     uint32_t n = s->expected_tokens ? s->expected_tokens : s->len;
@@ -22,14 +22,27 @@ fkv_class fkv_seq_class(const fkv_seq *s)
     return FKV_CLASS_LONG;
 }
 
+fkv_class fkv_seq_class(const fkv_seq *s)
+{
+    if (!s) return FKV_CLASS_SHORT;
+    FKV__LOCK(s->cache);
+    fkv_class cl = fkv__seq_class(s);
+    FKV__UNLOCK(s->cache);
+    return cl;
+}
+
 uint32_t fkv_seq_len(const fkv_seq *s)
 {
-    return s ? s->len : 0;
+    if (!s) return 0;
+    FKV__LOCK(s->cache);
+    uint32_t n = s->len;
+    FKV__UNLOCK(s->cache);
+    return n;
 }
 
 uint64_t fkv_seq_id(const fkv_seq *s)
 {
-    return s ? s->request_id : 0;
+    return s ? s->request_id : 0; /* immutable */
 }
 
 /* ---------------------------------------------------------------- table */

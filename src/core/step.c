@@ -12,7 +12,7 @@ fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing)
     fkv_cache *c = s->cache;
     FKV__LOCK(c);
     int64_t now = fkv__now(c);
-    fkv_class cl = fkv_seq_class(s);
+    fkv_class cl = fkv__seq_class(s);
     uint64_t hit = 0, miss = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
