@@ -298,7 +298,7 @@ fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, 
     }
     if (!st) {
         *n = ids.n;
-        memcpy(out, ids.p, (ids.n < cap ? ids.n : cap) * sizeof *out);
+        if (out && cap && ids.n) memcpy(out, ids.p, (ids.n < cap ? ids.n : cap) * sizeof *out);
     }
     free(ids.p);
     return st;
