@@ -25,7 +25,8 @@ struct fkv_fwd {
     float *k, *v;     /* [cap][n_kv_heads*head_dim] */
     float *hb, *hb2;  /* [cap][hidden] */
     float *lg;        /* [cap][n_vocab] logits rows */
-    float *rowbuf;    /* [MAX_TASKS][max_cols]: f16 rows converted to f32, one buffer per task */
+    float *rowbuf;    /* [MAX_TASKS][max_cols]: f16 rows converted to f32, per task */
+    const float *h2f; /* f16 -> f32 table */
     uint32_t max_cols;
 };
 
@@ -37,6 +38,7 @@ fkv_status fkv_fwd_create(const fkv_llama *m, uint32_t n_threads, fkv_fwd **out)
     f->m = m;
     f->max_cols = m->hp.dim > m->hp.hidden ? m->hp.dim : m->hp.hidden;
     f->rowbuf = malloc((size_t)MAX_TASKS * f->max_cols * sizeof(float));
+    f->h2f = fkv_h2f_table();
     fkv_status st = f->rowbuf ? fkv_pool_create(n_threads ? n_threads : 1, &f->pool) : FKV_ENOMEM;
     if (st) {
         fkv_fwd_destroy(f);
@@ -89,11 +91,11 @@ static fkv_status reserve(fkv_fwd *f, uint32_t T)
 }
 
 /* Row r of W as f32: a pointer into the weights (f32) or into buf (f16). */
-static const float *wrow(const fkv_wmat *w, uint32_t r, float *buf)
+static const float *wrow(const fkv_wmat *w, uint32_t r, float *buf, const float *h2f)
 {
     if (w->type == FKV_GGML_F32) return (const float *)w->data + (size_t)r * w->cols;
     const uint16_t *h = (const uint16_t *)w->data + (size_t)r * w->cols;
-    for (uint32_t i = 0; i < w->cols; i++) buf[i] = fkv_h2f(h[i]);
+    for (uint32_t i = 0; i < w->cols; i++) buf[i] = h2f[h[i]];
     return buf;
 }
 
@@ -107,6 +109,34 @@ static float dot(const float *a, const float *b, uint32_t n)
         for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
     for (; i < n; i++) s[i % 8] += a[i] * b[i];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* dot() of one weight row with four inputs: the row is read once for four
+ * tokens.  Every (row, token) result is computed exactly as dot() does,
+ * lane by lane, so how tokens are grouped changes no bit. */
+static void dot_x4(const float *w, const float *x0, const float *x1, const float *x2, const float *x3, uint32_t n,
+                   float *o0, float *o1, float *o2, float *o3)
+{
+    float a[8] = {0}, b[8] = {0}, c[8] = {0}, d[8] = {0};
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float wv = w[i + j];
+            a[j] += wv * x0[i + j];
+            b[j] += wv * x1[i + j];
+            c[j] += wv * x2[i + j];
+            d[j] += wv * x3[i + j];
+        }
+    for (; i < n; i++) {
+        a[i % 8] += w[i] * x0[i];
+        b[i % 8] += w[i] * x1[i];
+        c[i % 8] += w[i] * x2[i];
+        d[i % 8] += w[i] * x3[i];
+    }
+    *o0 = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    *o1 = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+    *o2 = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+    *o3 = ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
 }
 
 typedef struct mm_job {
@@ -124,9 +154,17 @@ static void mm_task(void *ctx, uint32_t task)
     uint32_t r0 = (uint32_t)((uint64_t)w->rows * task / j->n_tasks);
     uint32_t r1 = (uint32_t)((uint64_t)w->rows * (task + 1) / j->n_tasks);
     float *buf = j->f->rowbuf + (size_t)task * j->f->max_cols;
+    const float *h2f = j->f->h2f;
     for (uint32_t r = r0; r < r1; r++) {
-        const float *wr = wrow(w, r, buf);
-        for (uint32_t t = 0; t < j->T; t++) j->y[(size_t)t * w->rows + r] = dot(wr, j->x + (size_t)t * w->cols, w->cols);
+        const float *wr = wrow(w, r, buf, h2f);
+        size_t R = w->rows, C = w->cols;
+        uint32_t t = 0;
+        for (; t + 4 <= j->T; t += 4) {
+            const float *x = j->x + (size_t)t * C;
+            float *y = j->y + (size_t)t * R + r;
+            dot_x4(wr, x, x + C, x + 2 * C, x + 3 * C, w->cols, y, y + R, y + 2 * R, y + 3 * R);
+        }
+        for (; t < j->T; t++) j->y[(size_t)t * R + r] = dot(wr, j->x + (size_t)t * C, w->cols);
     }
 }
 
@@ -227,7 +265,7 @@ fkv_status fkv_llama_forward(fkv_fwd *f, const fkv_kv_ops *kv, fkv_fwd_seq *b, u
     for (uint32_t s = 0; s < n; s++)
         for (uint32_t i = 0; i < b[s].n_tokens; i++, t++) {
             f->pos[t] = b[s].start_pos + i;
-            const float *e = wrow(&m->tok_embd, (uint32_t)b[s].tokens[i], f->rowbuf);
+            const float *e = wrow(&m->tok_embd, (uint32_t)b[s].tokens[i], f->rowbuf, f->h2f);
             memcpy(f->x + t * dim, e, dim * sizeof(float));
         }
     for (uint32_t l = 0; l < hp->n_layers; l++) {

@@ -60,4 +60,7 @@ static inline uint16_t fkv_f2h(float f)
     return (uint16_t)(sign | h);
 }
 
+/* The 65536-entry conversion table (filled on first call; thread-safe). */
+const float *fkv_h2f_table(void);
+
 #endif
