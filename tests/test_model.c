@@ -67,11 +67,12 @@ static void ref_norm(const fkv_gguf_tensor *w, const double *x, double *y, size_
 
 /* rotate_half = 0: llama.cpp's adjacent pairs; 1: the HF "rotate half"
  * pairing (i, i + d/2), used only to show the test can tell them apart */
-static void ref_rope(double *v, size_t heads, size_t hd, size_t rd, double base, size_t pos, int rotate_half)
+static void ref_rope(double *v, size_t heads, size_t hd, size_t rd, double base, size_t pos, int rotate_half,
+                     double scale, const fkv_gguf_tensor *ff)
 {
     for (size_t h = 0; h < heads; h++)
         for (size_t i = 0; i < rd / 2; i++) {
-            double a = pos * pow(base, -2.0 * i / rd);
+            double a = pos * scale * pow(base, -2.0 * i / rd) / (ff ? wget(ff, i) : 1.0);
             size_t i0 = rotate_half ? i : 2 * i, i1 = rotate_half ? i + rd / 2 : 2 * i + 1;
             double *p = v + h * hd;
             double x0 = p[i0], x1 = p[i1];
@@ -87,23 +88,28 @@ static void ref_forward(const fkv_gguf *g, const int32_t *tok, size_t n, double 
     size_t nh = (size_t)meta(g, "llama.attention.head_count"), nkv = (size_t)meta(g, "llama.attention.head_count_kv");
     size_t hid = (size_t)meta(g, "llama.feed_forward_length"), rd = (size_t)meta(g, "llama.rope.dimension_count");
     double eps = meta(g, "llama.attention.layer_norm_rms_epsilon"), base = meta(g, "llama.rope.freq_base");
-    size_t hd = dim / nh, kvd = nkv * hd;
+    size_t hd = fkv_gguf_find(g, "llama.attention.key_length") ? (size_t)meta(g, "llama.attention.key_length") : dim / nh;
+    size_t qd = nh * hd, kvd = nkv * hd;
+    double scale = 1;
+    const fkv_gguf_kv *st = fkv_gguf_find(g, "llama.rope.scaling.type");
+    if (st && !strcmp(st->str, "linear")) scale = 1 / meta(g, "llama.rope.scaling.factor");
+    const fkv_gguf_tensor *ff = fkv_gguf_tensor_find(g, "rope_freqs.weight");
     const fkv_gguf_tensor *emb = T(g, "token_embd.weight", 0), *out = fkv_gguf_tensor_find(g, "output.weight");
     size_t V = emb->ne[1];
     if (!out) out = emb;
-    double *x = calloc(n * dim, 8), *xb = malloc(dim * 8), *q = malloc(n * dim * 8), *k = malloc(n * kvd * 8),
-           *v = malloc(n * kvd * 8), *att = malloc(n * dim * 8), *o = malloc(dim * 8), *h1 = malloc(hid * 8),
+    double *x = calloc(n * dim, 8), *xb = malloc(dim * 8), *q = malloc(n * qd * 8), *k = malloc(n * kvd * 8),
+           *v = malloc(n * kvd * 8), *att = malloc(n * qd * 8), *o = malloc(dim * 8), *h1 = malloc(hid * 8),
            *h2 = malloc(hid * 8), *sc = malloc(n * 8);
     for (size_t t = 0; t < n; t++)
         for (size_t i = 0; i < dim; i++) x[t * dim + i] = wget(emb, (size_t)tok[t] * dim + i);
     for (size_t l = 0; l < L; l++) {
         for (size_t t = 0; t < n; t++) {
             ref_norm(T(g, "blk.%d.attn_norm.weight", (int)l), x + t * dim, xb, dim, eps);
-            ref_mv(T(g, "blk.%d.attn_q.weight", (int)l), xb, q + t * dim);
+            ref_mv(T(g, "blk.%d.attn_q.weight", (int)l), xb, q + t * qd);
             ref_mv(T(g, "blk.%d.attn_k.weight", (int)l), xb, k + t * kvd);
             ref_mv(T(g, "blk.%d.attn_v.weight", (int)l), xb, v + t * kvd);
-            ref_rope(q + t * dim, nh, hd, rd, base, t, rotate_half);
-            ref_rope(k + t * kvd, nkv, hd, rd, base, t, rotate_half);
+            ref_rope(q + t * qd, nh, hd, rd, base, t, rotate_half, scale, ff);
+            ref_rope(k + t * kvd, nkv, hd, rd, base, t, rotate_half, scale, ff);
         }
         for (size_t t = 0; t < n; t++)
             for (size_t h = 0; h < nh; h++) {
@@ -111,7 +117,7 @@ static void ref_forward(const fkv_gguf *g, const int32_t *tok, size_t n, double 
                 double mx = -INFINITY, sum = 0;
                 for (size_t j = 0; j <= t; j++) {
                     double d = 0;
-                    for (size_t i = 0; i < hd; i++) d += q[t * dim + h * hd + i] * k[j * kvd + kh * hd + i];
+                    for (size_t i = 0; i < hd; i++) d += q[t * qd + h * hd + i] * k[j * kvd + kh * hd + i];
                     sc[j] = d / sqrt((double)hd);
                     if (sc[j] > mx) mx = sc[j];
                 }
@@ -119,11 +125,11 @@ static void ref_forward(const fkv_gguf *g, const int32_t *tok, size_t n, double 
                 for (size_t i = 0; i < hd; i++) {
                     double a = 0;
                     for (size_t j = 0; j <= t; j++) a += sc[j] / sum * v[j * kvd + kh * hd + i];
-                    att[t * dim + h * hd + i] = a;
+                    att[t * qd + h * hd + i] = a;
                 }
             }
         for (size_t t = 0; t < n; t++) {
-            ref_mv(T(g, "blk.%d.attn_output.weight", (int)l), att + t * dim, o);
+            ref_mv(T(g, "blk.%d.attn_output.weight", (int)l), att + t * qd, o);
             for (size_t i = 0; i < dim; i++) x[t * dim + i] += o[i];
             ref_norm(T(g, "blk.%d.ffn_norm.weight", (int)l), x + t * dim, xb, dim, eps);
             ref_mv(T(g, "blk.%d.ffn_gate.weight", (int)l), xb, h1);
@@ -588,6 +594,11 @@ int main(void)
     test_vs_reference(&cfg, "f32, MHA, partial RoPE 8/16", 1e-9);
     cfg.n_heads = 8, cfg.n_kv_heads = 1, cfg.rope_dim = 0, cfg.seed = 4;
     test_vs_reference(&cfg, "f32, MQA 8/1", 1e-9);
+    cfg.n_heads = 4, cfg.n_kv_heads = 2, cfg.head_dim = 24, cfg.rope_linear = 4, cfg.rope_freqs = 1, cfg.seed = 5;
+    test_vs_reference(&cfg, "key_length 24, linear x4, rope_freqs", 1e-9);
+    fkv_model_init_preset("small", &cfg);
+    cfg.f16 = 1, cfg.n_layers = 2, cfg.seed = 6;
+    test_vs_reference(&cfg, "small preset shape (2 layers), f16", 1e-9);
     test_batching();
     test_paged();
     test_load_errors();

@@ -36,7 +36,9 @@ fkv_status fkv_fwd_create(const fkv_llama *m, uint32_t n_threads, fkv_fwd **out)
     fkv_fwd *f = calloc(1, sizeof *f);
     if (!f) return FKV_ENOMEM;
     f->m = m;
+    uint32_t qd = m->hp.n_heads * m->hp.head_dim;
     f->max_cols = m->hp.dim > m->hp.hidden ? m->hp.dim : m->hp.hidden;
+    if (qd > f->max_cols) f->max_cols = qd; /* attn_output's input when key_length != dim / heads */
     f->rowbuf = malloc((size_t)MAX_TASKS * f->max_cols * sizeof(float));
     f->h2f = fkv_h2f_table();
     fkv_status st = f->rowbuf ? fkv_pool_create(n_threads ? n_threads : 1, &f->pool) : FKV_ENOMEM;

@@ -21,12 +21,13 @@ typedef struct fkv_llama_hparams {
     uint32_t n_layers;   /* llama.block_count */
     uint32_t n_heads;    /* llama.attention.head_count */
     uint32_t n_kv_heads; /* llama.attention.head_count_kv (default n_heads) */
-    uint32_t head_dim;   /* dim / n_heads */
+    uint32_t head_dim;   /* llama.attention.key_length, default dim / n_heads */
     uint32_t hidden;     /* llama.feed_forward_length */
     uint32_t rope_dim;   /* llama.rope.dimension_count (default head_dim), even, <= head_dim */
     uint32_t ctx_len;    /* llama.context_length */
     float eps;           /* llama.attention.layer_norm_rms_epsilon (default 1e-5) */
     float rope_base;     /* llama.rope.freq_base (default 10000) */
+    float rope_freq_scale; /* 1 / llama.rope.scaling.factor for linear scaling, else 1 */
 } fkv_llama_hparams;
 
 /* A weight matrix W[rows][cols] (rows = outputs), row-major, f32 or f16,
@@ -53,7 +54,7 @@ typedef struct fkv_llama {
     int tied_output;
     float *output_norm;   /* [dim] */
     fkv_llama_layer *layers;
-    float *rope_inv_freq; /* [rope_dim/2]: base^(-2i/rope_dim) */
+    float *rope_inv_freq; /* [rope_dim/2]: freq_scale * base^(-2i/rope_dim) / rope_freqs[i] */
     fkv_gguf *gguf;       /* owned when loaded from a file */
     int owns_gguf;
 } fkv_llama;

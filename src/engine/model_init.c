@@ -106,10 +106,11 @@ static fkv_status add_norm(fkv_gguf_writer *w, fkv_rng *rng, const char *name, u
 fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **out)
 {
     *out = NULL;
-    if (!c->dim || !c->n_layers || !c->n_heads || !c->n_kv_heads || !c->hidden || c->dim % c->n_heads ||
+    if (!c->dim || !c->n_layers || !c->n_heads || !c->n_kv_heads || !c->hidden || (!c->head_dim && c->dim % c->n_heads) ||
         c->n_heads % c->n_kv_heads || c->dim > 65536 || c->hidden > (1u << 20) || c->n_layers > 1024)
         return FKV_EINVAL;
-    uint32_t hd = c->dim / c->n_heads, kvd = c->n_kv_heads * hd;
+    uint32_t hd = c->head_dim ? c->head_dim : c->dim / c->n_heads, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    uint32_t rd = c->rope_dim ? c->rope_dim : hd;
     fkv_gguf_writer *w = fkv_gguf_writer_new(FKV_GGUF_DEFAULT_ALIGNMENT);
     if (!w) return FKV_ENOMEM;
     fkv_rng rng;
@@ -125,11 +126,27 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
         (st = fkv_gguf_w_u32(w, "llama.feed_forward_length", c->hidden)) ||
         (st = fkv_gguf_w_u32(w, "llama.attention.head_count", c->n_heads)) ||
         (st = fkv_gguf_w_u32(w, "llama.attention.head_count_kv", c->n_kv_heads)) ||
-        (st = fkv_gguf_w_u32(w, "llama.rope.dimension_count", c->rope_dim ? c->rope_dim : hd)) ||
+        (st = fkv_gguf_w_u32(w, "llama.rope.dimension_count", rd)) ||
         (st = fkv_gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", c->eps > 0 ? c->eps : 1e-5f)) ||
         (st = fkv_gguf_w_f32(w, "llama.rope.freq_base", c->rope_base > 0 ? c->rope_base : 10000.0f)) ||
         (st = fkv_gguf_w_u32(w, "general.seed", (uint32_t)c->seed)) || (st = fkv_vocab_bytes_write(w)))
         goto fail;
+    if (c->head_dim && ((st = fkv_gguf_w_u32(w, "llama.attention.key_length", hd)) ||
+                        (st = fkv_gguf_w_u32(w, "llama.attention.value_length", hd))))
+        goto fail;
+    if (c->rope_linear > 0 && ((st = fkv_gguf_w_str(w, "llama.rope.scaling.type", "linear")) ||
+                               (st = fkv_gguf_w_f32(w, "llama.rope.scaling.factor", c->rope_linear))))
+        goto fail;
+    if (c->rope_freqs) {
+        float ff[4096];
+        if (rd / 2 > 4096) {
+            st = FKV_EINVAL;
+            goto fail;
+        }
+        for (uint32_t i = 0; i < rd / 2; i++) ff[i] = (float)(1.0 + 3.0 * fkv_rng_uniform(&rng));
+        uint64_t ne[1] = {rd / 2};
+        if ((st = fkv_gguf_w_tensor(w, "rope_freqs.weight", FKV_GGML_F32, 1, ne, ff))) goto fail;
+    }
     if ((st = add_mat(w, &rng, "token_embd.weight", FKV_BYTE_VOCAB, c->dim, c->f16))) goto fail;
     for (uint32_t l = 0; l < c->n_layers; l++) {
 #define MAT(suffix, r, cols)                                                        \
@@ -139,10 +156,10 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
     snprintf(name, sizeof name, "blk.%u." suffix ".weight", l);                     \
     if ((st = add_norm(w, &rng, name, c->dim))) goto fail;
         NORM("attn_norm")
-        MAT("attn_q", c->dim, c->dim)
+        MAT("attn_q", qd, c->dim)
         MAT("attn_k", kvd, c->dim)
         MAT("attn_v", kvd, c->dim)
-        MAT("attn_output", c->dim, c->dim)
+        MAT("attn_output", c->dim, qd)
         NORM("ffn_norm")
         MAT("ffn_gate", c->hidden, c->dim)
         MAT("ffn_up", c->hidden, c->dim)

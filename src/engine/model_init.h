@@ -14,6 +14,9 @@ typedef struct fkv_model_init_cfg {
     uint32_t rope_dim;  /* 0: head_dim */
     float rope_base;    /* 10000 */
     float eps;          /* 1e-5 */
+    uint32_t head_dim;  /* 0: dim / n_heads; else written as llama.attention.key_length */
+    float rope_linear;  /* > 0: llama.rope.scaling.type linear with this factor */
+    int rope_freqs;     /* write a rope_freqs.weight tensor (factors in [1, 4]) */
     int f16;            /* weight matrices in f16 (norms stay f32) */
     int tied;           /* no output.weight: the head reuses token_embd */
     uint64_t seed;

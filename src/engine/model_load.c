@@ -115,18 +115,42 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
     if ((st = hp_u32(g, "llama.attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, errlen)))
         return st;
     if ((st = hp_u32(g, "llama.context_length", 2048, 1, 1u << 24, &hp->ctx_len, err, errlen))) return st;
-    if (hp->dim % hp->n_heads)
-        return errf(err, errlen, FKV_EPARSE, "llama.embedding_length %u is not a multiple of head_count %u", hp->dim,
-                    hp->n_heads);
+    /* head size: key_length when given (some models decouple it from
+     * embedding_length / head_count), else the quotient */
+    if (fkv_gguf_find(g, "llama.attention.key_length")) {
+        if ((st = hp_u32(g, "llama.attention.key_length", -1, 2, 4096, &hp->head_dim, err, errlen))) return st;
+        uint32_t vl;
+        if ((st = hp_u32(g, "llama.attention.value_length", hp->head_dim, 1, 4096, &vl, err, errlen))) return st;
+        if (vl != hp->head_dim)
+            return errf(err, errlen, FKV_EUNSUPPORTED, "llama.attention.value_length %u differs from key_length %u", vl,
+                        hp->head_dim);
+    } else {
+        if (hp->dim % hp->n_heads)
+            return errf(err, errlen, FKV_EPARSE, "llama.embedding_length %u is not a multiple of head_count %u",
+                        hp->dim, hp->n_heads);
+        hp->head_dim = hp->dim / hp->n_heads;
+    }
     if (hp->n_heads % hp->n_kv_heads)
         return errf(err, errlen, FKV_EPARSE, "head_count %u is not a multiple of head_count_kv %u", hp->n_heads,
                     hp->n_kv_heads);
-    hp->head_dim = hp->dim / hp->n_heads;
     if ((st = hp_u32(g, "llama.rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope_dim, err, errlen)))
         return st;
     if (hp->rope_dim % 2) return errf(err, errlen, FKV_EPARSE, "llama.rope.dimension_count %u is odd", hp->rope_dim);
     if ((st = hp_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, 1e-12, 1.0, &hp->eps, err, errlen))) return st;
     if ((st = hp_f32(g, "llama.rope.freq_base", 10000.0, 1.0, 1e12, &hp->rope_base, err, errlen))) return st;
+    /* RoPE scaling: none, or linear (positions divided by the factor) */
+    hp->rope_freq_scale = 1.0f;
+    const char *scaling = NULL;
+    st = fkv_gguf_get_str(g, "llama.rope.scaling.type", &scaling, err, errlen);
+    if (st && st != FKV_ENOENT) return st;
+    if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear"))
+        return errf(err, errlen, FKV_EUNSUPPORTED, "llama.rope.scaling.type '%s' is not supported (none, linear)",
+                    scaling);
+    if (scaling && !strcmp(scaling, "linear")) {
+        float factor;
+        if ((st = hp_f32(g, "llama.rope.scaling.factor", 1.0, 1e-3, 1e6, &factor, err, errlen))) return st;
+        hp->rope_freq_scale = 1.0f / factor;
+    }
     const fkv_gguf_tensor *emb = fkv_gguf_tensor_find(g, "token_embd.weight");
     if (!emb) return errf(err, errlen, FKV_EPARSE, "tensor 'token_embd.weight' is missing");
     if (emb->n_dims != 2 || emb->ne[1] > (1u << 24))
@@ -158,8 +182,26 @@ fkv_status fkv_llama_from_gguf(const fkv_gguf *g, fkv_llama **out, char *err, si
         st = FKV_ENOMEM;
         goto fail;
     }
-    for (uint32_t i = 0; i < hp->rope_dim / 2; i++)
-        m->rope_inv_freq[i] = (float)pow((double)hp->rope_base, -2.0 * i / hp->rope_dim);
+    /* theta_i = pos * freq_scale * base^(-2i/rope_dim) / rope_freqs[i]; rope_freqs.weight
+     * (Llama 3.1's long-context factors) is optional */
+    const fkv_gguf_tensor *ff = fkv_gguf_tensor_find(g, "rope_freqs.weight");
+    if (ff && (ff->type != FKV_GGML_F32 || ff->n_elements != hp->rope_dim / 2)) {
+        st = errf(err, errlen, FKV_EPARSE, "tensor 'rope_freqs.weight' must be f32 [%u]", hp->rope_dim / 2);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < hp->rope_dim / 2; i++) {
+        double f = 1.0;
+        if (ff) {
+            float v;
+            memcpy(&v, (const uint8_t *)ff->data + 4 * (size_t)i, 4);
+            if (!(v > 0) || !isfinite(v)) {
+                st = errf(err, errlen, FKV_EPARSE, "tensor 'rope_freqs.weight'[%u] = %g is not positive", i, v);
+                goto fail;
+            }
+            f = v;
+        }
+        m->rope_inv_freq[i] = (float)(hp->rope_freq_scale * pow((double)hp->rope_base, -2.0 * i / hp->rope_dim) / f);
+    }
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         fkv_llama_layer *L = &m->layers[l];
         char name[96];
@@ -225,6 +267,8 @@ uint64_t fkv_llama_n_params(const fkv_llama *m)
     uint64_t qd = (uint64_t)hp->n_heads * hp->head_dim, kvd = (uint64_t)hp->n_kv_heads * hp->head_dim;
     uint64_t per_layer = 2 * (uint64_t)hp->dim + 2 * qd * hp->dim + 2 * kvd * hp->dim + 3 * (uint64_t)hp->hidden * hp->dim;
     uint64_t n = (uint64_t)hp->n_vocab * hp->dim * (m->tied_output ? 1 : 2) + hp->dim + per_layer * hp->n_layers;
+    const fkv_gguf_tensor *ff = m->gguf ? fkv_gguf_tensor_find(m->gguf, "rope_freqs.weight") : NULL;
+    if (ff) n += ff->n_elements;
     return n;
 }
 
