@@ -18,7 +18,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fkv_gguf *g;
     if (fkv_gguf_parse(data, size, "fuzz.gguf", &g, err, sizeof err) != FKV_OK) return 0;
     fkv_llama *m;
-    if (fkv_llama_from_gguf(g, &m, err, sizeof err) == FKV_OK) fkv_llama_free(m);
+    if (fkv_llama_from_gguf(g, &m, err, sizeof err) == FKV_OK) {
+        /* two tokens through the whole pass: the hyper-parameters the
+         * binder accepted must be safe to compute with */
+        fkv_kv_geom geom = fkv_llama_geom(m);
+        fkv_kvref_seq kv;
+        fkv_fwd *f;
+        if (fkv_kvref_seq_init(&kv, &geom, 2) == FKV_OK) {
+            if (fkv_fwd_create(m, 1, &f) == FKV_OK) {
+                int32_t tok[2] = {0, (int32_t)(m->hp.n_vocab - 1)};
+                float *logits = malloc((size_t)m->hp.n_vocab * sizeof *logits);
+                fkv_fwd_seq s = {&kv, tok, 2, 0, NULL, logits, 0};
+                if (logits) fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err);
+                free(logits);
+                fkv_fwd_destroy(f);
+            }
+            fkv_kvref_seq_free(&kv);
+        }
+        fkv_llama_free(m);
+    }
     fkv_tokenizer *t;
     if (fkv_tokenizer_from_gguf(g, &t, err, sizeof err) == FKV_OK) {
         static const char text[] = "Hello  world, don't\n\n stop\xc3\xa9\xe2\x96\x81 12";

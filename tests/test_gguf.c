@@ -3,6 +3,7 @@
  * clean FKV_EPARSE / FKV_EUNSUPPORTED naming the byte and field; random
  * mutations must never crash (run under ASan: the parser reads from an
  * exact-size heap copy). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,21 @@ int main(void)
     CHECK(parse_copy(e, 23, err, sizeof err, NULL) == FKV_EPARSE);
     free(e);
     CHECK(fkv_gguf_writer_new(48) == NULL);
+
+    /* float arrays read as integers saturate instead of overflowing (a
+     * fuzzed token_type array of NaN once did) */
+    w = fkv_gguf_writer_new(32);
+    double odd[4] = {NAN, 1e300, -1e300, -2.9};
+    REQUIRE(!fkv_gguf_w_arr(w, "odd", FKV_GGUF_F64, 4, odd));
+    REQUIRE(!fkv_gguf_w_to_mem(w, &e, &elen));
+    fkv_gguf_writer_free(w);
+    fkv_gguf *og;
+    REQUIRE(!fkv_gguf_parse(e, elen, "odd", &og, err, sizeof err));
+    const fkv_gguf_kv *okv = fkv_gguf_find(og, "odd");
+    CHECK(fkv_gguf_arr_i64(okv, 0) == 0 && fkv_gguf_arr_i64(okv, 1) == INT64_MAX &&
+          fkv_gguf_arr_i64(okv, 2) == INT64_MIN && fkv_gguf_arr_i64(okv, 3) == -2);
+    fkv_gguf_free(og);
+    free(e);
 
     /* the writer does not police names; the reader rejects a repeated tensor */
     w = fkv_gguf_writer_new(32);

@@ -102,7 +102,15 @@ int64_t fkv_gguf_arr_i64(const fkv_gguf_kv *kv, uint64_t i)
     case FKV_GGUF_I16: return (int16_t)v;
     case FKV_GGUF_I32: return (int32_t)v;
     case FKV_GGUF_F32:
-    case FKV_GGUF_F64: return (int64_t)fkv_gguf_arr_f64(kv, i);
+    case FKV_GGUF_F64: {
+        /* truncated toward zero; NaN and out-of-range values saturate
+         * (a plain cast would be undefined) */
+        double d = fkv_gguf_arr_f64(kv, i);
+        if (d != d) return 0;
+        if (d >= 9223372036854775807.0) return INT64_MAX;
+        if (d <= -9223372036854775808.0) return INT64_MIN;
+        return (int64_t)d;
+    }
     default: return (int64_t)v;
     }
 }

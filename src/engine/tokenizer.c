@@ -1,6 +1,7 @@
 /* Tokenizer loading, the string map, byte-level encoding, decoding. */
 #include "engine/tokenizer.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,8 +230,12 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
             goto fail;
         }
         memcpy(t->text[i], tk->strs[i], t->len[i] + 1);
-        t->score[i] = sc ? (float)fkv_gguf_arr_f64(sc, i) : 0.0f;
-        t->type[i] = ty ? (int32_t)fkv_gguf_arr_i64(ty, i) : FKV_TT_NORMAL;
+        double score = sc ? fkv_gguf_arr_f64(sc, i) : 0.0;
+        if (!(score >= -FLT_MAX)) score = -FLT_MAX; /* NaN and -inf: never preferred */
+        if (score > FLT_MAX) score = FLT_MAX;
+        t->score[i] = (float)score;
+        int64_t type = ty ? fkv_gguf_arr_i64(ty, i) : FKV_TT_NORMAL;
+        t->type[i] = type >= 0 && type <= FKV_TT_BYTE ? (int32_t)type : FKV_TT_UNDEFINED;
         const char *s = t->text[i];
         int is_byte_form = t->len[i] == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && hexval(s[3]) >= 0 &&
                            hexval(s[4]) >= 0;
