@@ -464,10 +464,92 @@ static void test_sampler(void)
     CHECK(fkv_sampler_init(&a, 3, 1.0f, 0.0f, 1) == FKV_EINVAL);
 }
 
+/* ---------------------------------------------------------------- pre-tokenizers */
+
+static void check_split(int pre, const char *text, const char *want)
+{
+    char got[512];
+    size_t k = 0, len = strlen(text);
+    for (size_t i = 0; i < len;) {
+        size_t e = fkv__pretok_next(pre, text, len, i);
+        REQUIRE(e > i && e <= len);
+        if (i) got[k++] = '|';
+        memcpy(got + k, text + i, e - i);
+        k += e - i;
+        i = e;
+    }
+    got[k] = 0;
+    CHECKF(!strcmp(got, want), "%s split of '%s': got '%s', want '%s'", pre ? "llama3" : "gpt2", text, got, want);
+}
+
+static void test_pretok(void)
+{
+    check_split(FKV_PRE_GPT2, "Hello, world!", "Hello|,| world|!");
+    check_split(FKV_PRE_GPT2, "don't stop", "don|'t| stop");
+    check_split(FKV_PRE_GPT2, "a  b", "a| | b");
+    check_split(FKV_PRE_GPT2, "x\n\ny", "x|\n|\n|y");
+    check_split(FKV_PRE_GPT2, "abc123 45", "abc|123| 45");
+    check_split(FKV_PRE_GPT2, "  hi", " | hi");
+    check_split(FKV_PRE_GPT2, "hi  ", "hi|  ");
+    check_split(FKV_PRE_GPT2, "$$$ ok", "$$$| ok");
+    check_split(FKV_PRE_GPT2, "I'M", "I|'|M"); /* GPT-2's contractions are lower case only */
+    check_split(FKV_PRE_GPT2, "caf\xc3\xa9 \xe2\x80\x94 ok", "caf\xc3\xa9| \xe2\x80\x94| ok");
+    check_split(FKV_PRE_LLAMA3, "Hello, world!\n\n  123456 it's", "Hello|,| world|!\n\n| | |123|456| it|'s");
+    check_split(FKV_PRE_LLAMA3, "I'M here", "I|'M| here");
+    check_split(FKV_PRE_LLAMA3, "!hello", "!hello");
+    check_split(FKV_PRE_LLAMA3, "x \n\n y", "x| \n\n| y");
+    check_split(FKV_PRE_LLAMA3, "\tfoo", "\tfoo");
+    check_split(FKV_PRE_LLAMA3, "12345", "123|45");
+    check_split(FKV_PRE_LLAMA3, "a  ", "a|  ");
+}
+
+/* Llama 3 style: a pre-token that is a token is not merged further, even
+ * where the merges would split it differently */
+static void test_llama3_ignore_merges(void)
+{
+    vocab v = {0};
+    add(&v, "<|unk|>", 0, FKV_TT_UNKNOWN);
+    add(&v, "<|bos|>", 0, FKV_TT_CONTROL);
+    add(&v, "<|eot|>", 0, FKV_TT_CONTROL);
+    static char chars[256][4];
+    for (int b = 0; b < 256; b++) {
+        cp_utf8(g_byte_cp[b], chars[b]);
+        add(&v, chars[b], 0, FKV_TT_NORMAL);
+    }
+    add(&v, "ab", 0, FKV_TT_NORMAL);
+    add(&v, "abc", 0, FKV_TT_NORMAL);
+    const char *merges[] = {"a b"}; /* no merge makes "abc" */
+    fkv_gguf_writer *w = fkv_gguf_writer_new(32);
+    REQUIRE(!fkv_gguf_w_str(w, "tokenizer.ggml.model", "gpt2"));
+    REQUIRE(!fkv_gguf_w_str(w, "tokenizer.ggml.pre", "llama-bpe"));
+    REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.tokens", v.n, v.tok, NULL));
+    REQUIRE(!fkv_gguf_w_arr(w, "tokenizer.ggml.token_type", FKV_GGUF_I32, v.n, v.type));
+    REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.merges", 1, merges, NULL));
+    uint8_t *buf;
+    size_t len;
+    REQUIRE(!fkv_gguf_w_to_mem(w, &buf, &len));
+    fkv_gguf_writer_free(w);
+    fkv_gguf *g;
+    fkv_tokenizer *t;
+    char err[300];
+    REQUIRE(!fkv_gguf_parse(buf, len, "l3", &g, err, sizeof err));
+    REQUIRE(!fkv_tokenizer_from_gguf(g, &t, err, sizeof err));
+    CHECK(t->pre == FKV_PRE_LLAMA3 && t->ignore_merges && !t->warning[0]);
+    int32_t ids[16];
+    size_t n = enc(t, "abc abcd", 8, 0, ids);
+    /* "abc" whole; " abcd" is not a token: Ġ a b c d -> Ġ ab c d */
+    CHECK(n == 5 && ids[0] == id_of(&v, "abc") && ids[2] == id_of(&v, "ab"));
+    fkv_tokenizer_free(t);
+    fkv_gguf_free(g);
+    free(buf);
+}
+
 int main(void)
 {
+    test_pretok();
     test_spm();
     test_bpe();
+    test_llama3_ignore_merges();
     test_bytes();
     test_sampler();
     return check_done();

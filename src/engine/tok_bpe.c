@@ -2,7 +2,7 @@
  *
  * Text is first cut by GPT-2's pre-tokenizer,
  *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * written out by hand: ASCII is classified exactly; above ASCII, a few
+ * or Llama 3's (tokenizer.ggml.pre "llama-bpe"), written out by hand: ASCII is classified exactly; above ASCII, a few
  * ranges of spaces, digits and punctuation are recognised and every other
  * code point counts as a letter (no Unicode tables).  Each piece's bytes are
  * mapped to printable code points (byte_to_unicode), then merges apply by
@@ -54,8 +54,8 @@ static int class_at(const char *s, size_t len, size_t i, size_t *cl)
     return classify(decode_cp(s, len, i, cl));
 }
 
-/* End of the pre-token that starts at i. */
-static size_t next_piece(const char *s, size_t len, size_t i)
+/* End of the GPT-2 pre-token that starts at i. */
+static size_t next_gpt2(const char *s, size_t len, size_t i)
 {
     static const char *const contr[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
     if (s[i] == '\'')
@@ -95,6 +95,58 @@ static size_t next_piece(const char *s, size_t len, size_t i)
     return e;
 }
 
+static int is_nl(char c) { return c == '\r' || c == '\n'; }
+
+/* End of the Llama 3 pre-token that starts at i:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t next_llama3(const char *s, size_t len, size_t i)
+{
+    static const char *const contr[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
+    if (s[i] == '\'')
+        for (size_t k = 0; k < sizeof contr / sizeof contr[0]; k++) {
+            size_t n = strlen(contr[k]), m = 1;
+            while (m < n && i + m < len && (s[i + m] | 0x20) == contr[k][m]) m++;
+            if (m == n) return i + n;
+        }
+    size_t cl, l;
+    int c = class_at(s, len, i, &cl);
+    /* one optional non-letter, non-digit, non-newline character, then letters */
+    size_t j = (c == C_LETTER) ? i : (c != C_DIGIT && !is_nl(s[i])) ? i + cl : len;
+    size_t e = j;
+    while (e < len && class_at(s, len, e, &l) == C_LETTER) e += l;
+    if (e > j) return e;
+    if (c == C_DIGIT) { /* at most three digits */
+        e = i;
+        for (int k = 0; k < 3 && e < len && class_at(s, len, e, &l) == C_DIGIT; k++) e += l;
+        return e;
+    }
+    j = (s[i] == ' ' && i + 1 < len) ? i + 1 : i;
+    e = j;
+    while (e < len && class_at(s, len, e, &l) == C_OTHER) e += l;
+    if (e > j) {
+        while (e < len && is_nl(s[e])) e++;
+        return e;
+    }
+    if (c != C_SPACE) return i + cl;
+    /* whitespace: up to its last newline; else as GPT-2 */
+    size_t last = i, after_nl = 0;
+    e = i;
+    while (e < len && class_at(s, len, e, &l) == C_SPACE) {
+        if (is_nl(s[e])) after_nl = e + 1;
+        last = e;
+        e += l;
+    }
+    if (after_nl) return after_nl;
+    if (e < len && last > i) e = last;
+    return e;
+}
+
+size_t fkv__pretok_next(int pre, const char *s, size_t len, size_t i)
+{
+    return pre == FKV_PRE_LLAMA3 ? next_llama3(s, len, i) : next_gpt2(s, len, i);
+}
+
 /* byte -> GPT-2 printable code point */
 static uint32_t byte_cp(unsigned b)
 {
@@ -131,6 +183,10 @@ static fkv_status encode_piece(const fkv_tokenizer *t, const char *p, size_t n, 
             buf[k++] = (char)(0x80 | (cp & 0x3f));
         }
     }
+    if (t->ignore_merges) { /* Llama 3: a piece that is a token is kept whole */
+        int32_t whole = fkv__strmap_get(t->vocab, buf, k);
+        if (whole >= 0) return fkv__ids_push(out, whole) ? FKV_ENOMEM : FKV_OK;
+    }
     size_t ns;
     fkv__sym *s = fkv__split_chars(buf, k, &ns);
     if (!s) return FKV_ENOMEM;
@@ -160,7 +216,7 @@ fkv_status fkv__bpe_encode(const fkv_tokenizer *t, const char *text, size_t len,
     size_t cap = 0;
     fkv_status st = FKV_OK;
     for (size_t i = 0; i < len && !st;) {
-        size_t e = next_piece(text, len, i);
+        size_t e = fkv__pretok_next(t->pre, text, len, i);
         if (e <= i) e = i + 1; /* cannot happen; guarantees progress */
         if (2 * (e - i) > cap) {
             cap = 2 * (e - i);

@@ -258,6 +258,16 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
     if (kind == FKV_TOK_BPE && (st = load_merges(t, g, err, errlen))) goto fail;
+    const char *pre = NULL;
+    if (kind == FKV_TOK_BPE && fkv_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL, 0) == FKV_OK) {
+        if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3")) {
+            t->pre = FKV_PRE_LLAMA3;
+            t->ignore_merges = 1;
+        } else if (strcmp(pre, "default") && strcmp(pre, "gpt-2") && strcmp(pre, "gpt2")) {
+            snprintf(t->warning, sizeof t->warning,
+                     "tokenizer.ggml.pre '%.60s' is not implemented: GPT-2's pre-tokenizer is used instead", pre);
+        }
+    }
     if (kind == FKV_TOK_BYTES)
         for (int b = 0; b < 256; b++)
             if (t->byte_tok[b] < 0) {

@@ -2,7 +2,8 @@
  *   "llama"  SentencePiece-style: a space prefix, ' ' -> U+2581, greedy
  *            merge of the adjacent pair whose token has the highest score,
  *            bytes of characters not in the vocabulary as <0xXX> tokens;
- *   "gpt2"   byte-level BPE: GPT-2 pre-tokenizer (approximated, see
+ *   "gpt2"   byte-level BPE: GPT-2's or Llama 3's pre-tokenizer
+ *            (tokenizer.ggml.pre; approximated above ASCII, see
  *            docs/ENGINE.md), bytes mapped to printable code points, merges
  *            applied by rank;
  *   "bytes"  this project's vocabulary for random-weight models: <unk>,
@@ -34,6 +35,8 @@ enum {
 
 typedef struct fkv_strmap fkv_strmap; /* string -> int32 */
 
+enum { FKV_PRE_GPT2 = 0, FKV_PRE_LLAMA3 = 1 };
+
 typedef struct fkv_tokenizer {
     fkv_tok_kind kind;
     uint32_t n_vocab;
@@ -43,6 +46,9 @@ typedef struct fkv_tokenizer {
     int32_t *type;     /* [n_vocab] FKV_TT_* (NORMAL when absent) */
     int32_t bos, eos, unk; /* -1 when none */
     int add_bos, add_space_prefix;
+    int pre;           /* BPE pre-tokenizer: FKV_PRE_GPT2 or FKV_PRE_LLAMA3 */
+    int ignore_merges; /* BPE: a pre-token that is itself a token stays whole (Llama 3) */
+    char warning[160]; /* "" or why encodings may differ from llama.cpp's */
     int32_t byte_tok[256]; /* <0xXX> token of each byte, -1 if none */
     fkv_strmap *vocab;  /* text -> id (mergeable tokens only) */
     fkv_strmap *merges; /* BPE: "left right" -> rank */
@@ -79,6 +85,8 @@ int fkv__ids_push(fkv__ids *a, int32_t id);
 
 fkv_status fkv__spm_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out);
 fkv_status fkv__bpe_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out);
+/* End of the pre-token that starts at byte i (BPE). */
+size_t fkv__pretok_next(int pre, const char *s, size_t len, size_t i);
 /* length of the UTF-8 sequence starting with byte c (1 for invalid lead bytes) */
 size_t fkv__utf8_len(unsigned char c);
 
