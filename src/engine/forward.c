@@ -24,7 +24,8 @@ struct fkv_fwd {
     float *q, *att;   /* [cap][n_heads*head_dim] */
     float *k, *v;     /* [cap][n_kv_heads*head_dim] */
     float *hb, *hb2;  /* [cap][hidden] */
-    float *lg;        /* [cap][n_vocab] logits rows */
+    float *lg;        /* [lg_cap][n_vocab] logits of the rows that want them */
+    uint32_t lg_cap;
     float *rowbuf;    /* [MAX_TASKS][max_cols]: f16 rows converted to f32, per task */
     const float *h2f; /* f16 -> f32 table */
     uint32_t max_cols;
@@ -86,7 +87,7 @@ static fkv_status reserve(fkv_fwd *f, uint32_t T)
     f->pos = pos;
     if (grow(&f->x, t * hp->dim) || grow(&f->xb, t * hp->dim) || grow(&f->q, t * qd) || grow(&f->att, t * qd) ||
         grow(&f->k, t * kvd) || grow(&f->v, t * kvd) || grow(&f->hb, t * hp->hidden) ||
-        grow(&f->hb2, t * hp->hidden) || grow(&f->lg, t * hp->n_vocab))
+        grow(&f->hb2, t * hp->hidden))
         return FKV_ENOMEM;
     f->cap = T;
     return FKV_OK;
@@ -303,6 +304,10 @@ fkv_status fkv_llama_forward(fkv_fwd *f, const fkv_kv_ops *kv, fkv_fwd_seq *b, u
         }
     }
     if (!R) return FKV_OK;
+    if (R > f->lg_cap) { /* sized by the rows asked for: a long prefill usually wants one */
+        if (grow(&f->lg, (size_t)R * hp->n_vocab)) return FKV_ENOMEM;
+        f->lg_cap = R;
+    }
     matmul(f, &m->output, f->xb, f->lg, R);
     R = 0;
     for (uint32_t s = 0; s < n; s++) {

@@ -123,6 +123,7 @@ fkv_status fkv_kv_write_paged(void *k_base, void *v_base, uint64_t page_stride, 
                               const float *k, const float *v)
 {
     if (dtype != FKV_F32 && dtype != FKV_F16) return FKV_EUNSUPPORTED;
+    if (n && !slots) return FKV_EINVAL; /* a paged store needs fkv_fwd_seq.slots */
     size_t row = (size_t)n_kv_heads * head_dim, es = elt_size(dtype);
     for (uint32_t i = 0; i < n; i++) {
         if (slots[i].slot >= page_tokens) return FKV_EINVAL;
@@ -166,6 +167,7 @@ fkv_status fkv_attn_paged_ref(const fkv_kv_geom *g, const void *k_base, const vo
                               uint32_t n_tokens, const float *q, float *out)
 {
     if (dtype != FKV_F32 && dtype != FKV_F16) return FKV_EUNSUPPORTED;
+    if (!slot_of) return FKV_EINVAL;
     kv_reader r = {paged_row, k_base, v_base, slot_of, page_stride, page_tokens, g->n_kv_heads, g->head_dim, 0, 0,
                    dtype};
     return attend_all(&r, g, start_pos, n_tokens, q, out);
