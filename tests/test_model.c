@@ -579,6 +579,13 @@ static void test_cli(void)
     CHECK(fkv_cli_generate(15, argv4) == 0);
     char *argv5[] = {"generate", "--model", a, "--prompt", "hi", "--max-tokens", "5000", NULL};
     CHECK(fkv_cli_generate(7, argv5) == 1); /* beyond the context */
+    char *argv6[] = {"model", "info", a, NULL};
+    CHECK(fkv_cli_model(3, argv6) == 0);
+    REQUIRE(truncate(a, 5000) == 0); /* cut inside the tensor data */
+    CHECK(fkv_cli_model(3, argv6) == 1);
+    CHECK(fkv_llama_load(a, &m1, err, sizeof err) == FKV_EPARSE && strstr(err, a) && strstr(err, "byte "));
+    char *argv7[] = {"model", "init", "--preset", "huge", "--out", a, NULL};
+    CHECK(fkv_cli_model(6, argv7) == 2);
     unlink(a), unlink(bpath);
 }
 
