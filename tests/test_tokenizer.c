@@ -373,6 +373,7 @@ static void test_bytes(void)
     REQUIRE(!fkv_gguf_parse(buf, len, "b", &g, err, sizeof err));
     REQUIRE(!fkv_tokenizer_from_gguf(g, &t, err, sizeof err));
     CHECK(t->kind == FKV_TOK_BYTES && t->n_vocab == FKV_BYTE_VOCAB && t->bos == 1 && t->eos == 2 && t->add_bos);
+    CHECK(fkv_tok_is_eog(t, 2) && !fkv_tok_is_eog(t, 1) && !fkv_tok_is_eog(t, -1) && t->eot == -1);
     int32_t ids[300];
     size_t n = enc(t, "A\0\xff", 3, 1, ids);
     CHECK(n == 4 && ids[0] == 1 && ids[1] == 3 + 'A' && ids[2] == 3 && ids[3] == 3 + 255);

@@ -133,7 +133,7 @@ int fkv_cli_generate(int argc, char **argv)
     size_t n_gen = 0;
     for (size_t pos = n_prompt; n_gen < (size_t)o.max_tokens; n_gen++, pos++) {
         int32_t next = fkv_sample(&smp, logits);
-        if (next == tok->eos) break;
+        if (fkv_tok_is_eog(tok, next)) break;
         char piece[1100];
         size_t pl = fkv_tok_piece(tok, next, piece, sizeof piece);
         fwrite(piece, 1, pl < sizeof piece ? pl : sizeof piece - 1, stdout);

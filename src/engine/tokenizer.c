@@ -200,7 +200,7 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     uint32_t n = (uint32_t)tk->n;
     t->kind = kind;
     t->n_vocab = n;
-    t->bos = t->eos = t->unk = -1;
+    t->bos = t->eos = t->unk = t->eot = -1;
     t->add_bos = kind != FKV_TOK_BPE;
     t->add_space_prefix = kind == FKV_TOK_SPM;
     t->text = calloc(n, sizeof *t->text);
@@ -255,6 +255,7 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     if ((st = opt_id(g, "tokenizer.ggml.bos_token_id", n, &t->bos, err, errlen))) goto fail;
     if ((st = opt_id(g, "tokenizer.ggml.eos_token_id", n, &t->eos, err, errlen))) goto fail;
     if ((st = opt_id(g, "tokenizer.ggml.unknown_token_id", n, &t->unk, err, errlen))) goto fail;
+    if ((st = opt_id(g, "tokenizer.ggml.eot_token_id", n, &t->eot, err, errlen))) goto fail;
     opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
     if (kind == FKV_TOK_BPE && (st = load_merges(t, g, err, errlen))) goto fail;
@@ -295,6 +296,11 @@ void fkv_tokenizer_free(fkv_tokenizer *t)
 }
 
 /* ---------------------------------------------------------------- encode / decode */
+
+int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id)
+{
+    return id >= 0 && (id == t->eos || id == t->eot);
+}
 
 fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
                           size_t *n)

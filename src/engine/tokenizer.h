@@ -45,6 +45,7 @@ typedef struct fkv_tokenizer {
     float *score;      /* [n_vocab] (0 when absent) */
     int32_t *type;     /* [n_vocab] FKV_TT_* (NORMAL when absent) */
     int32_t bos, eos, unk; /* -1 when none */
+    int32_t eot;           /* tokenizer.ggml.eot_token_id (end of turn), -1 when none */
     int add_bos, add_space_prefix;
     int pre;           /* BPE pre-tokenizer: FKV_PRE_GPT2 or FKV_PRE_LLAMA3 */
     int ignore_merges; /* BPE: a pre-token that is itself a token stays whole (Llama 3) */
@@ -62,6 +63,8 @@ void fkv_tokenizer_free(fkv_tokenizer *t);
  * if *n > cap). */
 fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
                           size_t *n);
+/* Whether generation should stop at this token (EOS or end-of-turn). */
+int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id);
 /* The bytes one token stands for (no leading-space stripping); NUL-
  * terminated when room; returns the byte count (0 for control tokens and
  * ids out of range), which may exceed cap - 1. */
