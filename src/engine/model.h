@@ -133,9 +133,10 @@ fkv_status fkv_kv_write_paged(void *k_base, void *v_base, uint64_t page_stride, 
                               fkv_dtype dtype, uint32_t n_kv_heads, uint32_t head_dim,
                               const fkv_slot *slots, uint32_t n, const float *k, const float *v);
 
-/* Causal attention reading K/V of positions [0, n_ctx) from the paged layout
- * through slot_of[pos]; q/out as in fkv_kv_ops.attend, q's token i at
- * position start_pos + i. */
+/* Causal attention reading K/V of positions [0, start_pos + n_tokens) from
+ * the paged layout through slot_of[pos] (one slot per position); q/out as in
+ * fkv_kv_ops.attend, q's token i at position start_pos + i.  Scalar
+ * reference: what the cache's attention kernels must reproduce. */
 fkv_status fkv_attn_paged_ref(const fkv_kv_geom *g, const void *k_base, const void *v_base,
                               uint64_t page_stride, uint32_t page_tokens, fkv_dtype dtype,
                               const fkv_slot *slot_of, uint32_t start_pos, uint32_t n_tokens,
