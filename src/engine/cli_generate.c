@@ -1,0 +1,165 @@
+/* `fairkv generate`: prompt -> text with a GGUF model, K/V in the
+ * contiguous reference store.  The prompt is prefilled in chunks (the same
+ * batch interface a server uses), then one token per step. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli_engine.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+
+#include <time.h>
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fairkv generate --model FILE --prompt TEXT --max-tokens N\n"
+               "                       [--temperature T] [--top-p P] [--seed S] [--threads N] [--chunk N]\n"
+               "  temperature 0 (default) is greedy; --chunk sets the prefill chunk (default 64 tokens)\n");
+}
+
+typedef struct gen_opts {
+    const char *model, *prompt;
+    long max_tokens, threads, chunk;
+    double temperature, top_p;
+    uint64_t seed;
+} gen_opts;
+
+static int parse(int argc, char **argv, gen_opts *o)
+{
+    *o = (gen_opts){NULL, NULL, 32, 1, 64, 0.0, 1.0, 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!v) goto bad;
+        i++;
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--prompt")) o->prompt = v;
+        else if (!strcmp(a, "--max-tokens")) o->max_tokens = strtol(v, &end, 10);
+        else if (!strcmp(a, "--threads")) o->threads = strtol(v, &end, 10);
+        else if (!strcmp(a, "--chunk")) o->chunk = strtol(v, &end, 10);
+        else if (!strcmp(a, "--temperature")) o->temperature = strtod(v, &end);
+        else if (!strcmp(a, "--top-p")) o->top_p = strtod(v, &end);
+        else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
+        else goto bad;
+        if (end && *end) {
+            fprintf(stderr, "fairkv generate: %s: '%s' is not a number\n", a, v);
+            return 2;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "fairkv generate: unknown or incomplete option '%s'\n", a);
+        usage(stderr);
+        return 2;
+    }
+    if (!o->model || !o->prompt) {
+        fprintf(stderr, "fairkv generate: --model and --prompt are required\n");
+        return 2;
+    }
+    if (o->max_tokens < 0 || o->threads < 1 || o->threads > 256 || o->chunk < 1 || !(o->temperature >= 0) ||
+        !(o->top_p > 0 && o->top_p <= 1)) {
+        fprintf(stderr, "fairkv generate: need --max-tokens >= 0, 1 <= --threads <= 256, --chunk >= 1, "
+                        "--temperature >= 0, 0 < --top-p <= 1\n");
+        return 2;
+    }
+    return 0;
+}
+
+int fkv_cli_generate(int argc, char **argv)
+{
+    gen_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    char err[512] = "";
+    fkv_llama *m = NULL;
+    fkv_tokenizer *tok = NULL;
+    fkv_fwd *fwd = NULL;
+    fkv_kvref_seq kv = {0};
+    fkv_sampler smp = {0};
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    fkv_status st = fkv_llama_load(o.model, &m, err, sizeof err);
+    if (!st) st = fkv_tokenizer_from_gguf(m->gguf, &tok, err, sizeof err);
+    if (st) goto out;
+    const fkv_llama_hparams *hp = &m->hp;
+    if (tok->warning[0]) fprintf(stderr, "fairkv generate: warning: %s\n", tok->warning);
+    if (tok->n_vocab != hp->n_vocab) {
+        snprintf(err, sizeof err, "tokenizer has %u tokens, the model %u", tok->n_vocab, hp->n_vocab);
+        st = FKV_EPARSE;
+        goto out;
+    }
+    size_t plen = strlen(o.prompt), n_prompt = 0;
+    if ((st = fkv_tok_encode(tok, o.prompt, plen, tok->add_bos, NULL, 0, &n_prompt))) goto out;
+    size_t total = n_prompt + (size_t)o.max_tokens;
+    if (n_prompt == 0 || total > hp->ctx_len) {
+        snprintf(err, sizeof err, "prompt (%zu tokens) + --max-tokens %ld must be within 1 .. context length %u",
+                 n_prompt, o.max_tokens, hp->ctx_len);
+        st = FKV_EINVAL;
+        goto out;
+    }
+    ids = malloc(total * sizeof *ids);
+    logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    if (!ids || !logits) {
+        st = FKV_ENOMEM;
+        goto out;
+    }
+    if ((st = fkv_tok_encode(tok, o.prompt, plen, tok->add_bos, ids, total, &n_prompt))) goto out;
+    fkv_kv_geom geom = fkv_llama_geom(m);
+    if ((st = fkv_kvref_seq_init(&kv, &geom, (uint32_t)total)) || (st = fkv_fwd_create(m, (uint32_t)o.threads, &fwd)) ||
+        (st = fkv_sampler_init(&smp, hp->n_vocab, (float)o.temperature, (float)o.top_p, o.seed)))
+        goto out;
+    int64_t t0 = now_ns();
+    for (size_t p = 0; p < n_prompt && !st; p += (size_t)o.chunk) {
+        uint32_t n = (uint32_t)(n_prompt - p < (size_t)o.chunk ? n_prompt - p : (size_t)o.chunk);
+        fkv_fwd_seq s = {&kv, ids + p, n, (uint32_t)p, NULL, p + n == n_prompt ? logits : NULL, 0};
+        st = fkv_llama_forward(fwd, &fkv_kvref_ops, &s, 1, err, sizeof err);
+    }
+    if (st) goto out;
+    int64_t t1 = now_ns();
+    fputs(o.prompt, stdout);
+    size_t n_gen = 0;
+    for (size_t pos = n_prompt; n_gen < (size_t)o.max_tokens; n_gen++, pos++) {
+        int32_t next = fkv_sample(&smp, logits);
+        if (fkv_tok_is_eog(tok, next)) break;
+        char piece[1100];
+        size_t pl = fkv_tok_piece(tok, next, piece, sizeof piece);
+        fwrite(piece, 1, pl < sizeof piece ? pl : sizeof piece - 1, stdout);
+        fflush(stdout);
+        ids[pos] = next;
+        if (n_gen + 1 == (size_t)o.max_tokens) {
+            n_gen++;
+            break;
+        }
+        fkv_fwd_seq s = {&kv, ids + pos, 1, (uint32_t)pos, NULL, logits, 0};
+        if ((st = fkv_llama_forward(fwd, &fkv_kvref_ops, &s, 1, err, sizeof err))) goto out;
+    }
+    int64_t t2 = now_ns();
+    double pre_s = (double)(t1 - t0) / 1e9, gen_s = (double)(t2 - t1) / 1e9;
+    printf("\n");
+    fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s); generated %zu tokens in %.3f s (%.1f tok/s); %ld threads\n",
+            n_prompt, pre_s, pre_s > 0 ? (double)n_prompt / pre_s : 0.0, n_gen, gen_s,
+            gen_s > 0 ? (double)n_gen / gen_s : 0.0, o.threads);
+out:
+    if (st) fprintf(stderr, "fairkv generate: %s (%s)\n", err[0] ? err : "failed", fkv_strerror(st));
+    free(ids);
+    free(logits);
+    fkv_sampler_free(&smp);
+    fkv_fwd_destroy(fwd);
+    fkv_kvref_seq_free(&kv);
+    fkv_tokenizer_free(tok);
+    fkv_llama_free(m);
+    return st ? 1 : 0;
+}

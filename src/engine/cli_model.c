@@ -1,0 +1,167 @@
+/* `fairkv model init|info`: write a random-weight GGUF; describe a GGUF. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli_engine.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "engine/model_init.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fairkv model init --preset tiny|small --out FILE [--seed N] [--f16] [--untied]\n"
+               "       fairkv model info FILE\n"
+               "  init  writes a Llama-architecture GGUF with deterministic random weights and the\n"
+               "        byte-level vocabulary (259 tokens: <unk> <s> </s> <0x00>..<0xFF>)\n"
+               "        tiny: dim 128, 4 layers, 4 heads (2 KV heads), hidden 512, ~1.0M parameters\n"
+               "        small: llama2.c stories15M shape (dim 288, 6 layers, 6 heads, hidden 768);\n"
+               "               6.05M parameters with the 259-token vocabulary (15.2M with 32000)\n"
+               "  info  prints the metadata and tensors, and the model's shape when it is a llama\n");
+}
+
+static int cmd_init(int argc, char **argv)
+{
+    const char *preset = NULL, *out = NULL;
+    uint64_t seed = 1;
+    int f16 = 0, untied = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc)
+            preset = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--f16"))
+            f16 = 1;
+        else if (!strcmp(argv[i], "--untied"))
+            untied = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "fairkv model init: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!preset || !out) {
+        fprintf(stderr, "fairkv model init: --preset and --out are required\n");
+        return 2;
+    }
+    fkv_model_init_cfg cfg;
+    if (fkv_model_init_preset(preset, &cfg)) {
+        fprintf(stderr, "fairkv model init: unknown preset '%s' (tiny, small)\n", preset);
+        return 2;
+    }
+    cfg.seed = seed;
+    cfg.f16 = f16;
+    cfg.tied = !untied;
+    fkv_gguf_writer *w;
+    char err[512];
+    fkv_status st = fkv_model_init_build(&cfg, &w);
+    if (!st) {
+        st = fkv_gguf_w_to_file(w, out, err, sizeof err);
+        fkv_gguf_writer_free(w);
+    } else {
+        snprintf(err, sizeof err, "building the model: %s", fkv_strerror(st));
+    }
+    if (st) {
+        fprintf(stderr, "fairkv model init: %s\n", err);
+        return 1;
+    }
+    printf("wrote %s: preset %s, seed %" PRIu64 ", %s weights\n", out, preset, seed, f16 ? "f16" : "f32");
+    return 0;
+}
+
+static void print_value(const fkv_gguf_kv *kv)
+{
+    switch (kv->type) {
+    case FKV_GGUF_STRING: printf("\"%.200s\"%s", kv->str, kv->len > 200 ? "..." : ""); break;
+    case FKV_GGUF_F32:
+    case FKV_GGUF_F64: printf("%g", kv->v.f); break;
+    case FKV_GGUF_I8:
+    case FKV_GGUF_I16:
+    case FKV_GGUF_I32:
+    case FKV_GGUF_I64: printf("%" PRId64, kv->v.i); break;
+    case FKV_GGUF_BOOL: printf("%s", kv->v.u ? "true" : "false"); break;
+    case FKV_GGUF_ARRAY:
+        printf("[%" PRIu64 " x %s]", kv->n, fkv_gguf_type_name(kv->arr_type));
+        for (uint64_t i = 0; i < kv->n && i < 4; i++) {
+            if (kv->arr_type == FKV_GGUF_STRING)
+                printf(" \"%.40s\"", kv->strs[i]);
+            else if (kv->arr_type == FKV_GGUF_F32 || kv->arr_type == FKV_GGUF_F64)
+                printf(" %g", fkv_gguf_arr_f64(kv, i));
+            else
+                printf(" %" PRId64, fkv_gguf_arr_i64(kv, i));
+        }
+        if (kv->n > 4) printf(" ...");
+        break;
+    default: printf("%" PRIu64, kv->v.u); break;
+    }
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        usage(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+    }
+    char err[512];
+    fkv_gguf *g;
+    fkv_status st = fkv_gguf_load(argv[1], &g, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "fairkv model info: %s (%s)\n", err, fkv_strerror(st));
+        return 1;
+    }
+    printf("file: %s\nGGUF version %u, alignment %u, %zu bytes, data at byte %" PRIu64 "\n", argv[1], g->version,
+           g->alignment, g->size, g->data_offset);
+    printf("\nmetadata (%" PRIu64 "):\n", g->n_kv);
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        printf("  %-44s %-6s ", g->kv[i].key, fkv_gguf_type_name(g->kv[i].type));
+        print_value(&g->kv[i]);
+        printf("\n");
+    }
+    printf("\ntensors (%" PRIu64 "):\n", g->n_tensors);
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const fkv_gguf_tensor *t = &g->tensors[i];
+        char dims[96];
+        int k = snprintf(dims, sizeof dims, "[");
+        for (uint32_t d = 0; d < t->n_dims && k > 0 && (size_t)k < sizeof dims; d++)
+            k += snprintf(dims + k, sizeof dims - (size_t)k, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
+        if (k > 0 && (size_t)k < sizeof dims) snprintf(dims + k, sizeof dims - (size_t)k, "]");
+        printf("  %-32s %-4s %-18s offset %-10" PRIu64 " %" PRIu64 " bytes\n", t->name, fkv_ggml_type_name(t->type),
+               dims, t->offset, t->n_bytes);
+        total += t->n_elements;
+    }
+    printf("  total elements: %" PRIu64 "\n", total);
+    fkv_llama *m;
+    st = fkv_llama_from_gguf(g, &m, err, sizeof err);
+    if (!st) {
+        const fkv_llama_hparams *hp = &m->hp;
+        printf("\nllama: vocab %u, dim %u, layers %u, heads %u (kv %u, head_dim %u), hidden %u, rope dims %u base %g, "
+               "eps %g, context %u, %s head\n",
+               hp->n_vocab, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->hidden, hp->rope_dim,
+               hp->rope_base, hp->eps, hp->ctx_len, m->tied_output ? "tied" : "separate");
+        printf("parameters: %" PRIu64 "\n", fkv_llama_n_params(m));
+        fkv_llama_free(m);
+    } else {
+        printf("\nnot loadable as a llama model: %s\n", err);
+    }
+    fkv_gguf_free(g);
+    return 0;
+}
+
+int fkv_cli_model(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "init")) return cmd_init(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
+    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,177 @@
+/* Random-weight model files.  Weights are uniform with standard deviation
+ * 1/sqrt(fan_in), so activations and logits stay O(1) through the layers;
+ * norm weights are 1 +- 0.1 so a bug that ignores them shows in tests. */
+#include "engine/model_init.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/half.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+
+fkv_status fkv_model_init_preset(const char *name, fkv_model_init_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->rope_base = 10000.0f;
+    c->eps = 1e-5f;
+    c->ctx_len = 1024;
+    c->tied = 1;
+    if (!strcmp(name, "tiny")) {
+        /* 4 x (attention 49,152 + MLP 196,608 + norms 256) + embedding 259 x 128: 1,017,344 */
+        c->dim = 128;
+        c->n_layers = 4;
+        c->n_heads = 4;
+        c->n_kv_heads = 2; /* grouped-query attention */
+        c->hidden = 512;
+    } else if (!strcmp(name, "small")) {
+        /* stories15M: dim 288, 6 layers, 6 heads, hidden 768; with 259 tokens
+         * instead of 32000 the total is 6,050,304, not 15.2M */
+        c->dim = 288;
+        c->n_layers = 6;
+        c->n_heads = 6;
+        c->n_kv_heads = 6;
+        c->hidden = 768;
+    } else {
+        return FKV_ENOENT;
+    }
+    return FKV_OK;
+}
+
+fkv_status fkv_vocab_bytes_write(fkv_gguf_writer *w)
+{
+    char names[FKV_BYTE_VOCAB][8];
+    const char *ptr[FKV_BYTE_VOCAB];
+    float scores[FKV_BYTE_VOCAB];
+    int32_t types[FKV_BYTE_VOCAB];
+    strcpy(names[0], "<unk>");
+    strcpy(names[1], "<s>");
+    strcpy(names[2], "</s>");
+    types[0] = FKV_TT_UNKNOWN;
+    types[1] = types[2] = FKV_TT_CONTROL;
+    for (unsigned b = 0; b < 256; b++) {
+        snprintf(names[3 + b], sizeof names[0], "<0x%02X>", b);
+        types[3 + b] = FKV_TT_BYTE;
+    }
+    for (unsigned i = 0; i < FKV_BYTE_VOCAB; i++) {
+        ptr[i] = names[i];
+        scores[i] = 0;
+    }
+    fkv_status st;
+    if ((st = fkv_gguf_w_str(w, "tokenizer.ggml.model", "bytes")) ||
+        (st = fkv_gguf_w_arr_str(w, "tokenizer.ggml.tokens", FKV_BYTE_VOCAB, ptr, NULL)) ||
+        (st = fkv_gguf_w_arr(w, "tokenizer.ggml.scores", FKV_GGUF_F32, FKV_BYTE_VOCAB, scores)) ||
+        (st = fkv_gguf_w_arr(w, "tokenizer.ggml.token_type", FKV_GGUF_I32, FKV_BYTE_VOCAB, types)) ||
+        (st = fkv_gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
+        (st = fkv_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
+        (st = fkv_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2)))
+        return st;
+    uint8_t yes = 1;
+    return fkv_gguf_w_kv(w, "tokenizer.ggml.add_bos_token", FKV_GGUF_BOOL, &yes);
+}
+
+/* rows x cols (GGUF ne = {cols, rows}) uniform weights of std 1/sqrt(cols) */
+static fkv_status add_mat(fkv_gguf_writer *w, fkv_rng *rng, const char *name, uint32_t rows, uint32_t cols, int f16)
+{
+    size_t n = (size_t)rows * cols;
+    float a = sqrtf(3.0f / (float)cols);
+    void *buf = malloc(n * (f16 ? 2 : 4));
+    if (!buf) return FKV_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)((2.0 * fkv_rng_uniform(rng) - 1.0) * a);
+        if (f16)
+            ((uint16_t *)buf)[i] = fkv_f2h(v);
+        else
+            ((float *)buf)[i] = v;
+    }
+    uint64_t ne[2] = {cols, rows};
+    fkv_status st = fkv_gguf_w_tensor(w, name, f16 ? FKV_GGML_F16 : FKV_GGML_F32, 2, ne, buf);
+    free(buf);
+    return st;
+}
+
+static fkv_status add_norm(fkv_gguf_writer *w, fkv_rng *rng, const char *name, uint32_t n)
+{
+    float *buf = malloc((size_t)n * sizeof *buf);
+    if (!buf) return FKV_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) buf[i] = (float)(0.9 + 0.2 * fkv_rng_uniform(rng));
+    uint64_t ne[1] = {n};
+    fkv_status st = fkv_gguf_w_tensor(w, name, FKV_GGML_F32, 1, ne, buf);
+    free(buf);
+    return st;
+}
+
+fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **out)
+{
+    *out = NULL;
+    if (!c->dim || !c->n_layers || !c->n_heads || !c->n_kv_heads || !c->hidden || (!c->head_dim && c->dim % c->n_heads) ||
+        c->n_heads % c->n_kv_heads || c->dim > 65536 || c->hidden > (1u << 20) || c->n_layers > 1024)
+        return FKV_EINVAL;
+    uint32_t hd = c->head_dim ? c->head_dim : c->dim / c->n_heads, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    uint32_t rd = c->rope_dim ? c->rope_dim : hd;
+    fkv_gguf_writer *w = fkv_gguf_writer_new(FKV_GGUF_DEFAULT_ALIGNMENT);
+    if (!w) return FKV_ENOMEM;
+    fkv_rng rng;
+    fkv_rng_seed(&rng, c->seed);
+    char name[96];
+    fkv_status st;
+    if ((st = fkv_gguf_w_str(w, "general.architecture", "llama")) ||
+        (st = fkv_gguf_w_str(w, "general.name", "fairkv-random")) ||
+        (st = fkv_gguf_w_u32(w, "general.file_type", c->f16 ? 1 : 0)) ||
+        (st = fkv_gguf_w_u32(w, "llama.context_length", c->ctx_len ? c->ctx_len : 1024)) ||
+        (st = fkv_gguf_w_u32(w, "llama.embedding_length", c->dim)) ||
+        (st = fkv_gguf_w_u32(w, "llama.block_count", c->n_layers)) ||
+        (st = fkv_gguf_w_u32(w, "llama.feed_forward_length", c->hidden)) ||
+        (st = fkv_gguf_w_u32(w, "llama.attention.head_count", c->n_heads)) ||
+        (st = fkv_gguf_w_u32(w, "llama.attention.head_count_kv", c->n_kv_heads)) ||
+        (st = fkv_gguf_w_u32(w, "llama.rope.dimension_count", rd)) ||
+        (st = fkv_gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", c->eps > 0 ? c->eps : 1e-5f)) ||
+        (st = fkv_gguf_w_f32(w, "llama.rope.freq_base", c->rope_base > 0 ? c->rope_base : 10000.0f)) ||
+        (st = fkv_gguf_w_u32(w, "general.seed", (uint32_t)c->seed)) || (st = fkv_vocab_bytes_write(w)))
+        goto fail;
+    if (c->head_dim && ((st = fkv_gguf_w_u32(w, "llama.attention.key_length", hd)) ||
+                        (st = fkv_gguf_w_u32(w, "llama.attention.value_length", hd))))
+        goto fail;
+    if (c->rope_linear > 0 && ((st = fkv_gguf_w_str(w, "llama.rope.scaling.type", "linear")) ||
+                               (st = fkv_gguf_w_f32(w, "llama.rope.scaling.factor", c->rope_linear))))
+        goto fail;
+    if (c->rope_freqs) {
+        float ff[4096];
+        if (rd / 2 > 4096) {
+            st = FKV_EINVAL;
+            goto fail;
+        }
+        for (uint32_t i = 0; i < rd / 2; i++) ff[i] = (float)(1.0 + 3.0 * fkv_rng_uniform(&rng));
+        uint64_t ne[1] = {rd / 2};
+        if ((st = fkv_gguf_w_tensor(w, "rope_freqs.weight", FKV_GGML_F32, 1, ne, ff))) goto fail;
+    }
+    if ((st = add_mat(w, &rng, "token_embd.weight", FKV_BYTE_VOCAB, c->dim, c->f16))) goto fail;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+#define MAT(suffix, r, cols)                                                        \
+    snprintf(name, sizeof name, "blk.%u." suffix ".weight", l);                     \
+    if ((st = add_mat(w, &rng, name, r, cols, c->f16))) goto fail;
+#define NORM(suffix)                                                                \
+    snprintf(name, sizeof name, "blk.%u." suffix ".weight", l);                     \
+    if ((st = add_norm(w, &rng, name, c->dim))) goto fail;
+        NORM("attn_norm")
+        MAT("attn_q", qd, c->dim)
+        MAT("attn_k", kvd, c->dim)
+        MAT("attn_v", kvd, c->dim)
+        MAT("attn_output", c->dim, qd)
+        NORM("ffn_norm")
+        MAT("ffn_gate", c->hidden, c->dim)
+        MAT("ffn_up", c->hidden, c->dim)
+        MAT("ffn_down", c->dim, c->hidden)
+#undef MAT
+#undef NORM
+    }
+    if ((st = add_norm(w, &rng, "output_norm.weight", c->dim))) goto fail;
+    if (!c->tied && (st = add_mat(w, &rng, "output.weight", FKV_BYTE_VOCAB, c->dim, c->f16))) goto fail;
+    *out = w;
+    return FKV_OK;
+fail:
+    fkv_gguf_writer_free(w);
+    return st;
+}

@@ -1,0 +1,96 @@
+/* Tokenizers read from GGUF metadata (tokenizer.ggml.*):
+ *   "llama"  SentencePiece-style: a space prefix, ' ' -> U+2581, greedy
+ *            merge of the adjacent pair whose token has the highest score,
+ *            bytes of characters not in the vocabulary as <0xXX> tokens;
+ *   "gpt2"   byte-level BPE: GPT-2's or Llama 3's pre-tokenizer
+ *            (tokenizer.ggml.pre; approximated above ASCII, see
+ *            docs/ENGINE.md), bytes mapped to printable code points, merges
+ *            applied by rank;
+ *   "bytes"  this project's vocabulary for random-weight models: <unk>,
+ *            <s>, </s>, then <0x00>..<0xFF> (259 tokens, llama's first 259),
+ *            one token per byte.
+ * Control tokens (BOS, EOS, ...) are never produced from text and decode to
+ * nothing. */
+#ifndef FKV_ENGINE_TOKENIZER_H
+#define FKV_ENGINE_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/gguf.h"
+#include "fairkv.h"
+
+typedef enum fkv_tok_kind { FKV_TOK_BYTES = 0, FKV_TOK_SPM = 1, FKV_TOK_BPE = 2 } fkv_tok_kind;
+
+/* tokenizer.ggml.token_type values (llama.cpp) */
+enum {
+    FKV_TT_UNDEFINED = 0,
+    FKV_TT_NORMAL = 1,
+    FKV_TT_UNKNOWN = 2,
+    FKV_TT_CONTROL = 3,
+    FKV_TT_USER_DEFINED = 4,
+    FKV_TT_UNUSED = 5,
+    FKV_TT_BYTE = 6
+};
+
+typedef struct fkv_strmap fkv_strmap; /* string -> int32 */
+
+enum { FKV_PRE_GPT2 = 0, FKV_PRE_LLAMA3 = 1 };
+
+typedef struct fkv_tokenizer {
+    fkv_tok_kind kind;
+    uint32_t n_vocab;
+    char **text;       /* [n_vocab] token strings (NUL-terminated copies) */
+    uint32_t *len;     /* [n_vocab] bytes */
+    float *score;      /* [n_vocab] (0 when absent) */
+    int32_t *type;     /* [n_vocab] FKV_TT_* (NORMAL when absent) */
+    int32_t bos, eos, unk; /* -1 when none */
+    int32_t eot;           /* tokenizer.ggml.eot_token_id (end of turn), -1 when none */
+    int add_bos, add_space_prefix;
+    int pre;           /* BPE pre-tokenizer: FKV_PRE_GPT2 or FKV_PRE_LLAMA3 */
+    int ignore_merges; /* BPE: a pre-token that is itself a token stays whole (Llama 3) */
+    char warning[160]; /* "" or why encodings may differ from llama.cpp's */
+    int32_t byte_tok[256]; /* <0xXX> token of each byte, -1 if none */
+    fkv_strmap *vocab;  /* text -> id (mergeable tokens only) */
+    fkv_strmap *merges; /* BPE: "left right" -> rank */
+} fkv_tokenizer;
+
+fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char *err, size_t errlen);
+void fkv_tokenizer_free(fkv_tokenizer *t);
+
+/* Encodes len bytes of text (BOS first when add_bos and bos >= 0).  Writes
+ * at most cap ids; *n gets the full count (call again with a larger buffer
+ * if *n > cap). */
+fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
+                          size_t *n);
+/* Whether generation should stop at this token (EOS or end-of-turn). */
+int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id);
+/* The bytes one token stands for (no leading-space stripping); NUL-
+ * terminated when room; returns the byte count (0 for control tokens and
+ * ids out of range), which may exceed cap - 1. */
+size_t fkv_tok_piece(const fkv_tokenizer *t, int32_t id, char *buf, size_t cap);
+/* Whole-sequence decode: concatenated pieces; the SentencePiece space
+ * prefix added by encode is removed.  *len gets the full length. */
+fkv_status fkv_tok_decode(const fkv_tokenizer *t, const int32_t *ids, size_t n, char *out, size_t cap, size_t *len);
+
+/* internal: the string map and the per-model encoders */
+fkv_strmap *fkv__strmap_new(size_t expect);
+void fkv__strmap_free(fkv_strmap *m);
+int fkv__strmap_put(fkv_strmap *m, const char *s, size_t len, int32_t val); /* -1: no memory */
+int32_t fkv__strmap_get(const fkv_strmap *m, const char *s, size_t len);    /* -1: absent */
+
+/* Appends ids to a growable array; -1 on out of memory. */
+typedef struct fkv__ids {
+    int32_t *p;
+    size_t n, cap;
+} fkv__ids;
+int fkv__ids_push(fkv__ids *a, int32_t id);
+
+fkv_status fkv__spm_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out);
+fkv_status fkv__bpe_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out);
+/* End of the pre-token that starts at byte i (BPE). */
+size_t fkv__pretok_next(int pre, const char *s, size_t len, size_t i);
+/* length of the UTF-8 sequence starting with byte c (1 for invalid lead bytes) */
+size_t fkv__utf8_len(unsigned char c);
+
+#endif

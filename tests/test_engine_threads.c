@@ -1,0 +1,99 @@
+/* The engine's thread pool under load (the TSan suite runs every test whose
+ * name holds "threads"): many small runs, and forward passes whose logits
+ * must be bit-identical for 1, 2 and 4 threads. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/model.h"
+#include "engine/model_init.h"
+#include "engine/pool.h"
+
+typedef struct counter {
+    atomic_uint hits[257];
+} counter;
+
+static void bump(void *ctx, uint32_t task)
+{
+    counter *c = ctx;
+    atomic_fetch_add(&c->hits[task], 1u);
+}
+
+static void test_pool(void)
+{
+    for (uint32_t threads = 1; threads <= 4; threads++) {
+        fkv_pool *p;
+        REQUIRE(fkv_pool_create(threads, &p) == FKV_OK);
+        CHECK(fkv_pool_threads(p) == threads);
+        counter c;
+        for (int i = 0; i < 257; i++) atomic_init(&c.hits[i], 0u);
+        int runs = (int)(2000 * check_scale());
+        for (int r = 0; r < runs; r++) fkv_pool_run(p, bump, &c, 1 + (uint32_t)r % 257);
+        /* task t ran once in every run with more than t tasks */
+        int bad = 0;
+        for (uint32_t t = 0; t < 257; t++) {
+            unsigned want = 0;
+            for (int r = 0; r < runs; r++) want += t < 1 + (uint32_t)r % 257;
+            if (atomic_load(&c.hits[t]) != want) bad++;
+        }
+        CHECKF(bad == 0, "%u threads: %d tasks ran a wrong number of times", threads, bad);
+        fkv_pool_destroy(p);
+    }
+    fkv_pool *p;
+    CHECK(fkv_pool_create(0, &p) == FKV_EINVAL);
+}
+
+static void test_forward_threads(void)
+{
+    fkv_model_init_cfg cfg;
+    fkv_model_init_preset("tiny", &cfg);
+    cfg.n_layers = 2, cfg.f16 = 1, cfg.seed = 12;
+    fkv_gguf_writer *w;
+    REQUIRE(!fkv_model_init_build(&cfg, &w));
+    uint8_t *buf;
+    size_t len;
+    REQUIRE(!fkv_gguf_w_to_mem(w, &buf, &len));
+    fkv_gguf_writer_free(w);
+    fkv_gguf *g;
+    fkv_llama *m;
+    char err[300];
+    REQUIRE(!fkv_gguf_parse(buf, len, "m", &g, err, sizeof err));
+    REQUIRE(!fkv_llama_from_gguf(g, &m, err, sizeof err));
+    uint32_t n = 48, V = m->hp.n_vocab;
+    int32_t tok[48];
+    for (uint32_t i = 0; i < n; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
+    float *ref = NULL;
+    fkv_kv_geom geom = fkv_llama_geom(m);
+    for (uint32_t threads = 1; threads <= 4; threads *= 2) {
+        float *lg = malloc((size_t)n * V * sizeof *lg);
+        fkv_kvref_seq kv;
+        fkv_fwd *f;
+        REQUIRE(!fkv_kvref_seq_init(&kv, &geom, n) && !fkv_fwd_create(m, threads, &f));
+        /* prefill 20, then one token per step */
+        for (uint32_t p = 0; p < n; p += p < 20 ? 20 : 1) {
+            uint32_t c = p < 20 ? 20 : 1;
+            fkv_fwd_seq s = {&kv, tok + p, c, p, NULL, lg + (size_t)p * V, 1};
+            REQUIRE(fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err) == FKV_OK);
+        }
+        if (!ref)
+            ref = lg;
+        else {
+            CHECKF(!memcmp(ref, lg, (size_t)n * V * sizeof *lg), "%u threads: logits differ from 1 thread", threads);
+            free(lg);
+        }
+        fkv_fwd_destroy(f);
+        fkv_kvref_seq_free(&kv);
+    }
+    free(ref);
+    fkv_llama_free(m);
+    fkv_gguf_free(g);
+    free(buf);
+}
+
+int main(void)
+{
+    test_pool();
+    test_forward_threads();
+    return check_done();
+}
