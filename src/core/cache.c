@@ -1,0 +1,371 @@
+/* The cache facade: configuration, creation, errors, clock, public queries. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+
+/* ---------------------------------------------------------------- errors */
+
+static _Thread_local char errbuf[256];
+
+void fkv__set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+}
+
+fkv_status fkv__fail(fkv_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *fkv_cache_last_error(fkv_cache *c)
+{
+    (void)c;
+    return errbuf;
+}
+
+/* ---------------------------------------------------------------- clock */
+
+int64_t fkv_monotonic_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t fkv_virtual_clock_now(void *ctx)
+{
+    return *(const int64_t *)ctx;
+}
+
+int64_t fkv__now(fkv_cache *c)
+{
+    return c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
+}
+
+/* ---------------------------------------------------------------- names */
+
+const char *fkv_dtype_name(fkv_dtype t)
+{
+    static const char *const n[] = {"f32", "f16", "int8", "int4"};
+    return (unsigned)t < FKV_N_DTYPES ? n[t] : "?";
+}
+
+unsigned fkv_dtype_bits(fkv_dtype t)
+{
+    static const unsigned b[] = {32, 16, 8, 4};
+    return (unsigned)t < FKV_N_DTYPES ? b[t] : 0;
+}
+
+const char *fkv_class_name(fkv_class cl)
+{
+    static const char *const n[] = {"short", "medium", "long"};
+    return (unsigned)cl < FKV_N_CLASSES ? n[cl] : "?";
+}
+
+/* ---------------------------------------------------------------- config */
+
+void fkv_config_default(fkv_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->n_layers = 32;
+    cfg->n_kv_heads = 8;
+    cfg->head_dim = 128;
+    cfg->dtype = FKV_F16;
+    cfg->page_tokens = 16;
+    cfg->capacity_bytes = (uint64_t)1 << 30;
+    cfg->storage = FKV_STORAGE_PHANTOM;
+    cfg->chunk_tokens = 64;
+    cfg->dynamic_chunking = 0;
+    cfg->chunk_min_tokens = 32;
+    cfg->chunk_max_tokens = 256;
+    cfg->policy = "flru";
+    cfg->alpha = 0.7;
+    cfg->beta = 0.3;
+    cfg->age_unit_ns = 1000000000;
+    cfg->quotas = 1;
+    cfg->temperature = 2.0;
+    cfg->min_chunk_retention_ns = 0;
+    cfg->prefix_cache = 1;
+    cfg->block_tokens = 512;
+    cfg->class_short_max = 128;
+    cfg->class_medium_max = 512;
+    cfg->device_label = "cpu0";
+    cfg->thread_safe = 1;
+}
+
+uint64_t fkv_config_token_bytes(const fkv_config *cfg)
+{
+    if (!cfg || (cfg->dtype != FKV_F32 && cfg->dtype != FKV_F16)) return 0;
+    return 2ull * cfg->n_layers * cfg->n_kv_heads * cfg->head_dim * (fkv_dtype_bits(cfg->dtype) / 8);
+}
+
+/* One options table for the environment: FAIRKV_<NAME>. */
+enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE };
+static const struct opt {
+    const char *env;
+    enum opt_type type;
+    size_t off;
+} options[] = {
+    {"FAIRKV_N_LAYERS", OPT_U32, offsetof(fkv_config, n_layers)},
+    {"FAIRKV_N_KV_HEADS", OPT_U32, offsetof(fkv_config, n_kv_heads)},
+    {"FAIRKV_HEAD_DIM", OPT_U32, offsetof(fkv_config, head_dim)},
+    {"FAIRKV_DTYPE", OPT_DTYPE, offsetof(fkv_config, dtype)},
+    {"FAIRKV_PAGE_TOKENS", OPT_U32, offsetof(fkv_config, page_tokens)},
+    {"FAIRKV_CAPACITY_BYTES", OPT_U64, offsetof(fkv_config, capacity_bytes)},
+    {"FAIRKV_CAPACITY_PAGES", OPT_U32, offsetof(fkv_config, capacity_pages)},
+    {"FAIRKV_CHUNK_TOKENS", OPT_U32, offsetof(fkv_config, chunk_tokens)},
+    {"FAIRKV_DYNAMIC_CHUNKING", OPT_BOOL, offsetof(fkv_config, dynamic_chunking)},
+    {"FAIRKV_CHUNK_MIN_TOKENS", OPT_U32, offsetof(fkv_config, chunk_min_tokens)},
+    {"FAIRKV_CHUNK_MAX_TOKENS", OPT_U32, offsetof(fkv_config, chunk_max_tokens)},
+    {"FAIRKV_POLICY", OPT_STR, offsetof(fkv_config, policy)},
+    {"FAIRKV_ALPHA", OPT_DBL, offsetof(fkv_config, alpha)},
+    {"FAIRKV_BETA", OPT_DBL, offsetof(fkv_config, beta)},
+    {"FAIRKV_AGE_UNIT_NS", OPT_I64, offsetof(fkv_config, age_unit_ns)},
+    {"FAIRKV_QUOTAS", OPT_BOOL, offsetof(fkv_config, quotas)},
+    {"FAIRKV_TEMPERATURE", OPT_DBL, offsetof(fkv_config, temperature)},
+    {"FAIRKV_MIN_CHUNK_RETENTION_NS", OPT_I64, offsetof(fkv_config, min_chunk_retention_ns)},
+    {"FAIRKV_PREFIX_CACHE", OPT_BOOL, offsetof(fkv_config, prefix_cache)},
+    {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_config, block_tokens)},
+    {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_config, class_short_max)},
+    {"FAIRKV_CLASS_MEDIUM_MAX", OPT_U32, offsetof(fkv_config, class_medium_max)},
+};
+
+fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg) return FKV_EINVAL;
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+        const char *s = getenv(options[i].env);
+        if (!s) continue;
+        char *end = NULL;
+        void *f = (char *)cfg + options[i].off;
+        errno = 0;
+        switch (options[i].type) {
+        case OPT_U32: {
+            unsigned long long v = strtoull(s, &end, 10);
+            if (v > UINT32_MAX) errno = ERANGE;
+            *(uint32_t *)f = (uint32_t)v;
+            break;
+        }
+        case OPT_U64: *(uint64_t *)f = strtoull(s, &end, 10); break;
+        case OPT_I64: *(int64_t *)f = strtoll(s, &end, 10); break;
+        case OPT_DBL: *(double *)f = strtod(s, &end); break;
+        case OPT_BOOL: {
+            long v = strtol(s, &end, 10);
+            if (v != 0 && v != 1) errno = ERANGE;
+            *(int *)f = (int)v;
+            break;
+        }
+        case OPT_STR: *(const char **)f = s; end = (char *)s + strlen(s); break;
+        case OPT_DTYPE:
+            if (!strcmp(s, "f32")) *(fkv_dtype *)f = FKV_F32;
+            else if (!strcmp(s, "f16")) *(fkv_dtype *)f = FKV_F16;
+            else errno = EINVAL;
+            end = (char *)s + strlen(s);
+            break;
+        }
+        if (errno || end == s || *end) {
+            if (err) snprintf(err, errlen, "%s=\"%s\": not a valid value", options[i].env, s);
+            return FKV_EINVAL;
+        }
+    }
+    return FKV_OK;
+}
+
+#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), FKV_EINVAL)
+
+static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->n_layers == 0 || cfg->n_layers > 4096) return BAD("n_layers=%u: must be 1..4096", cfg->n_layers);
+    if (cfg->n_kv_heads == 0 || cfg->n_kv_heads > 4096)
+        return BAD("n_kv_heads=%u: must be 1..4096", cfg->n_kv_heads);
+    if (cfg->head_dim == 0 || cfg->head_dim > 65536 || cfg->head_dim % 2)
+        return BAD("head_dim=%u: must be even, 2..65536", cfg->head_dim);
+    if (cfg->dtype != FKV_F32 && cfg->dtype != FKV_F16)
+        return BAD("dtype=%d: the cache's base precision must be f32 or f16", (int)cfg->dtype);
+    if (cfg->page_tokens == 0 || cfg->page_tokens > 4096)
+        return BAD("page_tokens=%u: must be 1..4096", cfg->page_tokens);
+    if (cfg->storage != FKV_STORAGE_PHANTOM && cfg->storage != FKV_STORAGE_CPU)
+        return BAD("storage=%d: unknown storage kind", (int)cfg->storage);
+    if (cfg->chunk_tokens == 0 || cfg->chunk_tokens % cfg->page_tokens)
+        return BAD("chunk_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->chunk_tokens,
+                   cfg->page_tokens);
+    if (cfg->dynamic_chunking) {
+        if (cfg->chunk_min_tokens == 0 || cfg->chunk_min_tokens % cfg->page_tokens ||
+            cfg->chunk_max_tokens % cfg->page_tokens || cfg->chunk_min_tokens > cfg->chunk_max_tokens)
+            return BAD("chunk_min_tokens=%u, chunk_max_tokens=%u: must be multiples of page_tokens=%u "
+                       "with min <= max",
+                       cfg->chunk_min_tokens, cfg->chunk_max_tokens, cfg->page_tokens);
+    }
+    if (!fkv__policy_find(cfg->policy)) return BAD("policy=\"%s\": unknown policy", cfg->policy ? cfg->policy : "(null)");
+    if (!strcmp(cfg->policy, "belady") && !cfg->next_use)
+        return BAD("policy=\"belady\" needs next_use (the future access times)");
+    if (!isfinite(cfg->alpha) || !isfinite(cfg->beta) || cfg->alpha < 0 || cfg->beta < 0)
+        return BAD("alpha=%g, beta=%g: must be finite and >= 0", cfg->alpha, cfg->beta);
+    if (cfg->age_unit_ns <= 0) return BAD("age_unit_ns=%lld: must be > 0", (long long)cfg->age_unit_ns);
+    if (!(cfg->temperature > 0) || isnan(cfg->temperature))
+        return BAD("temperature=%g: must be > 0 (inf = equal shares)", cfg->temperature);
+    if (cfg->min_chunk_retention_ns < 0)
+        return BAD("min_chunk_retention_ns=%lld: must be >= 0", (long long)cfg->min_chunk_retention_ns);
+    if (cfg->block_tokens == 0 || cfg->block_tokens % cfg->page_tokens)
+        return BAD("block_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->block_tokens,
+                   cfg->page_tokens);
+    if (cfg->class_short_max > cfg->class_medium_max)
+        return BAD("class_short_max=%u > class_medium_max=%u", cfg->class_short_max, cfg->class_medium_max);
+    uint64_t page_bytes = fkv_config_token_bytes(cfg) * cfg->page_tokens;
+    uint64_t pages = cfg->capacity_pages ? cfg->capacity_pages : cfg->capacity_bytes / page_bytes;
+    if (pages == 0) return BAD("capacity_bytes=%llu: less than one page (%llu bytes)",
+                               (unsigned long long)cfg->capacity_bytes, (unsigned long long)page_bytes);
+    if (pages > (1u << 30)) return BAD("capacity: %llu pages, more than 2^30", (unsigned long long)pages);
+    if (cfg->storage == FKV_STORAGE_CPU && page_bytes * pages / page_bytes != pages)
+        return BAD("capacity: byte size overflows");
+    return FKV_OK;
+}
+
+/* ---------------------------------------------------------------- create */
+
+fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, size_t errlen)
+{
+    char dummy[8];
+    if (!err) err = dummy, errlen = sizeof dummy;
+    if (!cfg || !out) return BAD("cfg and out must not be NULL");
+    *out = NULL;
+    fkv_status st = validate(cfg, err, errlen);
+    if (st) return st;
+
+    fkv_cache *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return FKV_ENOMEM;
+    }
+    c->cfg = *cfg;
+    snprintf(c->policy_name, sizeof c->policy_name, "%s", cfg->policy);
+    snprintf(c->device_label, sizeof c->device_label, "%s", cfg->device_label ? cfg->device_label : "cpu0");
+    c->cfg.policy = c->policy_name;
+    c->cfg.device_label = c->device_label;
+    if (!c->cfg.dynamic_chunking) c->cfg.chunk_min_tokens = c->cfg.chunk_max_tokens = c->cfg.chunk_tokens;
+    c->token_bytes = fkv_config_token_bytes(cfg);
+    c->page_bytes = c->token_bytes * cfg->page_tokens;
+    c->layer_page_stride = c->page_bytes / (2ull * cfg->n_layers);
+    c->n_pages = cfg->capacity_pages ? cfg->capacity_pages : (uint32_t)(cfg->capacity_bytes / c->page_bytes);
+    pthread_mutex_init(&c->lock, NULL);
+
+    c->ops = fkv__policy_find(c->cfg.policy);
+    c->pparams.alpha = cfg->alpha;
+    c->pparams.beta = cfg->beta;
+    c->pparams.age_unit_ns = (double)cfg->age_unit_ns;
+    c->pparams.next_use = cfg->next_use;
+    c->pparams.next_use_ctx = cfg->next_use_ctx;
+
+    st = fkv__pool_init(c);
+    if (!st) st = fkv__prefix_init(c);
+    if (!st) {
+        c->shared_inst = fkv__policy_inst_new(c->ops, &c->pparams);
+        if (!c->shared_inst) st = FKV_ENOMEM;
+    }
+    if (st) {
+        snprintf(err, errlen, "%s", st == FKV_ENOMEM ? "out of memory allocating the page pool" : errbuf);
+        fkv_cache_destroy(c);
+        return st;
+    }
+    *out = c;
+    return FKV_OK;
+}
+
+void fkv_cache_destroy(fkv_cache *c)
+{
+    if (!c) return;
+    while (c->n_owners) fkv_seq_free(c->owners[c->n_owners - 1]);
+    /* what is left is cached, unreferenced chunks */
+    while (c->n_resident) {
+        if (fkv__evict_one(c) != FKV_OK) break;
+    }
+    fkv__policy_inst_free(c->shared_inst);
+    fkv__heap_free(&c->ttl_heap);
+    free(c->owners);
+    fkv__prefix_fini(c);
+    fkv__pool_fini(c);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* ---------------------------------------------------------------- queries */
+
+fkv_status fkv_cache_get_info(fkv_cache *c, fkv_cache_info *out)
+{
+    if (!c || !out) return fkv__fail(FKV_EINVAL, "fkv_cache_get_info: cache and out must not be NULL");
+    FKV__LOCK(c);
+    out->page_tokens = c->cfg.page_tokens;
+    out->n_pages = c->n_pages;
+    out->free_pages = c->n_free;
+    out->page_bytes = c->page_bytes;
+    out->token_bytes = c->token_bytes;
+    out->n_chunks = c->n_resident;
+    out->n_seqs = c->n_owners;
+    FKV__UNLOCK(c);
+    return FKV_OK;
+}
+
+fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **k, void **v, uint64_t *page_stride)
+{
+    if (!c || !k || !v || !page_stride)
+        return fkv__fail(FKV_EINVAL, "fkv_cache_layer_storage: NULL argument");
+    if (c->cfg.storage != FKV_STORAGE_CPU)
+        return fkv__fail(FKV_EUNSUPPORTED, "fkv_cache_layer_storage: phantom storage holds no K/V");
+    if (layer >= c->cfg.n_layers)
+        return fkv__fail(FKV_EINVAL, "layer=%u: the model has %u layers", layer, c->cfg.n_layers);
+    *k = c->k[layer];
+    *v = c->v[layer];
+    *page_stride = c->layer_page_stride;
+    return FKV_OK;
+}
+
+fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed)
+{
+    if (!c) return fkv__fail(FKV_EINVAL, "fkv_cache_evict: cache is NULL");
+    FKV__LOCK(c);
+    uint32_t before = c->n_free;
+    fkv_status st = FKV_OK;
+    uint32_t want = pages > c->n_pages ? c->n_pages : pages;
+    while (c->n_free < want) {
+        st = fkv__evict_one(c);
+        if (st) break;
+    }
+    if (freed) *freed = c->n_free - before;
+    if (st) fkv__set_error("fkv_cache_evict: only %u of %u pages could be freed", c->n_free, pages);
+    FKV__UNLOCK(c);
+    return st;
+}
+
+fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out)
+{
+    if (!c || !out) return fkv__fail(FKV_EINVAL, "fkv_cache_counters: NULL argument");
+    FKV__LOCK(c);
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < FKV_N_CLASSES; i++) {
+        out->hit_tokens[i] = (uint64_t)c->stats.fairkv_hit_tokens_total[i];
+        out->miss_tokens[i] = (uint64_t)c->stats.fairkv_miss_tokens_total[i];
+        out->evicted_chunks[i] = (uint64_t)c->stats.fairkv_evicted_chunks_total[i];
+    }
+    out->evicted_pages = (uint64_t)c->stats.fairkv_evicted_pages_total[0];
+    out->prefix_query_tokens = (uint64_t)c->stats.fairkv_prefix_queries_tokens_total[0];
+    out->prefix_hit_tokens = (uint64_t)c->stats.fairkv_prefix_hits_tokens_total[0];
+    out->quota_overruns = (uint64_t)c->stats.fairkv_quota_overruns_total[0];
+    out->cow_copies = (uint64_t)c->stats.fairkv_cow_copies_total[0];
+    out->pages_used = c->n_pages - c->n_free;
+    out->pages_free = c->n_free;
+    FKV__UNLOCK(c);
+    return FKV_OK;
+}

@@ -1,0 +1,160 @@
+/* Full invariant check of a cache: O(pages + chunks + table entries), for
+ * tests and the fuzzer.  Returns 0 when every invariant holds, else 1 with
+ * the first broken one described in msg. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+static int bad(char *msg, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+#define FAIL(...)                              \
+    do {                                       \
+        rc = bad(msg, len, __VA_ARGS__);       \
+        goto done;                             \
+    } while (0)
+
+int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
+{
+    int rc = 0;
+    uint32_t pt = c->cfg.page_tokens, np = c->n_pages;
+    uint32_t *refs = calloc(np, sizeof *refs);
+    uint8_t *is_free = calloc(np, 1);
+    if (!refs || !is_free) {
+        free(refs);
+        free(is_free);
+        return bad(msg, len, "out of memory in the checker");
+    }
+    /* free stack */
+    if (c->n_free > np) FAIL("n_free=%u > n_pages=%u", c->n_free, np);
+    for (uint32_t i = 0; i < c->n_free; i++) {
+        uint32_t p = c->free_stack[i];
+        if (p >= np) FAIL("free stack holds page %u >= %u", p, np);
+        if (is_free[p]) FAIL("page %u twice in the free stack", p);
+        is_free[p] = 1;
+        if (c->page_ref[p]) FAIL("free page %u has refcount %u", p, c->page_ref[p]);
+    }
+    /* chunks: pages, accounting, placement */
+    uint64_t by_dtype[FKV_N_DTYPES] = {0}, tokens = 0, fill = 0;
+    uint32_t resident = 0, in_young = 0;
+    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+        if (ch->v.resident) {
+            resident++;
+            tokens += ch->v.n_tokens;
+            by_dtype[ch->v.dtype] += ch->v.n_pages;
+            if (ch->v.pages != ch->pages) FAIL("chunk %llu: view pages do not alias", (unsigned long long)ch->id);
+            if (ch->v.dtype == c->cfg.dtype && ch->v.n_pages != (ch->v.n_tokens + pt - 1) / pt)
+                FAIL("chunk %llu: %u pages for %u tokens", (unsigned long long)ch->id, ch->v.n_pages, ch->v.n_tokens);
+            if (ch->v.n_tokens > ch->v.cap_tokens) FAIL("chunk %llu: over its size", (unsigned long long)ch->id);
+            for (uint32_t j = 0; j < ch->v.n_pages; j++) {
+                uint32_t p = ch->pages[j];
+                if (p >= np || is_free[p]) FAIL("chunk %llu uses page %u which is free or invalid", (unsigned long long)ch->id, p);
+                refs[p]++;
+            }
+            int want_place = ch->v.pins == 0;
+            if (want_place != (ch->place != FKV__PLACE_NONE))
+                FAIL("chunk %llu: pins=%u but place=%d", (unsigned long long)ch->id, ch->v.pins, ch->place);
+        } else {
+            if (ch->v.n_pages || ch->v.pages) FAIL("evicted chunk %llu still has pages", (unsigned long long)ch->id);
+            if (ch->v.refs == 0) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
+            if (ch->place != FKV__PLACE_NONE) FAIL("evicted chunk %llu is still evictable", (unsigned long long)ch->id);
+        }
+        if (ch->place == FKV__PLACE_YOUNG) in_young++;
+        if (ch->place == FKV__PLACE_POLICY) {
+            fkv__policy_inst *want = (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
+            if (ch->inst != want) FAIL("chunk %llu is in the wrong policy instance", (unsigned long long)ch->id);
+        }
+        if (ch->owner) {
+            int found = 0;
+            for (uint32_t i = 0; i < ch->owner->n_chunks && !found; i++) found = ch->owner->table[i] == ch;
+            if (!found) FAIL("chunk %llu: owner %llu does not hold it", (unsigned long long)ch->id,
+                             (unsigned long long)ch->owner->request_id);
+        }
+    }
+    if (resident != c->n_resident) FAIL("n_resident=%u, counted %u", c->n_resident, resident);
+    if (tokens != c->resident_tokens) FAIL("resident_tokens=%llu, counted %llu", (unsigned long long)c->resident_tokens, (unsigned long long)tokens);
+    for (int d = 0; d < FKV_N_DTYPES; d++)
+        if (by_dtype[d] != c->pages_by_dtype[d]) FAIL("pages_by_dtype[%d]=%llu, counted %llu", d, (unsigned long long)c->pages_by_dtype[d], (unsigned long long)by_dtype[d]);
+    uint32_t used = 0;
+    for (uint32_t p = 0; p < np; p++) {
+        if (refs[p] != c->page_ref[p]) FAIL("page %u: refcount %u, referenced by %u chunks", p, c->page_ref[p], refs[p]);
+        if (!is_free[p] && !refs[p]) FAIL("page %u is neither free nor used (leaked)", p);
+        if (refs[p]) used++, fill += c->page_fill[p];
+        if (c->page_fill[p] > pt) FAIL("page %u: fill %u > %u", p, c->page_fill[p], pt);
+    }
+    if (used + c->n_free != np) FAIL("used %u + free %u != %u pages", used, c->n_free, np);
+    if (fill != c->fill_sum) FAIL("fill_sum=%llu, counted %llu", (unsigned long long)c->fill_sum, (unsigned long long)fill);
+    /* young list */
+    uint32_t ny = 0;
+    for (fkv__chunk *ch = c->young_head; ch; ch = ch->ynext) ny++;
+    if (ny != in_young) FAIL("young list has %u chunks, %u are marked young", ny, in_young);
+    /* sequences: tables, refs, pins, usage */
+    {
+        uint64_t inst_total = c->shared_inst->n;
+        for (uint32_t i = 0; i < c->n_owners; i++) {
+            fkv_seq *s = c->owners[i];
+            if (s->owner_idx != i) FAIL("request %llu: owner index %u != %u", (unsigned long long)s->request_id, s->owner_idx, i);
+            uint32_t pos = 0;
+            uint64_t usage = 0;
+            for (uint32_t k = 0; k < s->n_chunks; k++) {
+                fkv__chunk *ch = s->table[k];
+                if (ch->v.start != pos) FAIL("request %llu: chunk %u starts at %u, expected %u", (unsigned long long)s->request_id, k, ch->v.start, pos);
+                pos += ch->v.n_tokens;
+            }
+            if (pos != s->len) FAIL("request %llu: chunks hold %u tokens, len=%u", (unsigned long long)s->request_id, pos, s->len);
+            for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+                if (ch->owner == s) usage += ch->v.n_pages;
+            if (usage != s->usage_pages) FAIL("request %llu: usage %llu pages, counted %llu", (unsigned long long)s->request_id, (unsigned long long)s->usage_pages, (unsigned long long)usage);
+            if (s->inst) inst_total += s->inst->n;
+        }
+        uint64_t placed = 0;
+        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+            uint32_t r = 0, p = 0;
+            for (uint32_t i = 0; i < c->n_owners; i++) {
+                fkv_seq *s = c->owners[i];
+                for (uint32_t k = 0; k < s->n_chunks; k++)
+                    if (s->table[k] == ch) r++, p += s->pins;
+            }
+            if (r != ch->v.refs) FAIL("chunk %llu: refs=%u, held by %u tables", (unsigned long long)ch->id, ch->v.refs, r);
+            if (p != ch->v.pins) FAIL("chunk %llu: pins=%u, expected %u", (unsigned long long)ch->id, ch->v.pins, p);
+            placed += ch->place == FKV__PLACE_POLICY;
+        }
+        if (placed != inst_total) FAIL("policy instances hold %llu chunks, %llu are placed", (unsigned long long)inst_total, (unsigned long long)placed);
+    }
+    /* prefix index */
+    {
+        uint64_t n = 0;
+        for (uint64_t i = 0; i <= c->pmask; i++) {
+            fkv__pentry *e = &c->ptab[i];
+            if (!e->key) continue;
+            n++;
+            if (!e->chunk->v.resident || e->page >= e->chunk->v.n_pages || e->chunk->phash[e->page] != e->key)
+                FAIL("prefix entry %llx does not match its chunk", (unsigned long long)e->key);
+            if (fkv__prefix_find(c, e->key) != e) FAIL("prefix entry %llx unreachable by probing", (unsigned long long)e->key);
+        }
+        /* every entry must point at a live chunk: count the entries reached
+         * from live chunks */
+        uint64_t live = 0;
+        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+            for (uint32_t j = 0; j < ch->v.n_pages; j++) {
+                fkv__pentry *e = ch->phash[j] ? fkv__prefix_find(c, ch->phash[j]) : NULL;
+                live += e && e->chunk == ch && e->page == j;
+            }
+        if (live != n) FAIL("%llu prefix entries, %llu reached from live chunks", (unsigned long long)n, (unsigned long long)live);
+        if (n != c->pcount) FAIL("prefix index counts %llu entries, holds %llu", (unsigned long long)c->pcount, (unsigned long long)n);
+    }
+    if (c->pinned_evictions) FAIL("%llu pinned chunks were evicted", (unsigned long long)c->pinned_evictions);
+done:
+    free(refs);
+    free(is_free);
+    return rc;
+}

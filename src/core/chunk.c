@@ -1,0 +1,143 @@
+/* Chunks: variable-length runs of one sequence's tokens in whole pages, the
+ * unit of every policy decision (heat, age, TTL, owner, eviction).
+ *
+ * Dynamic chunking (config.dynamic_chunking): a chunk starting at token
+ * position p is given the size  clamp(pow2_floor(p / 4), min, max)  tokens,
+ * rounded to whole pages, so it is never longer than a quarter of the
+ * context before it.  Early positions (prompt heads, the parts that are
+ * shared across requests) get fine chunks, which keeps prefix sharing and
+ * eviction precise where it matters; deep positions get coarse chunks, which
+ * cuts per-chunk metadata and policy work to O(log L) chunks per doubling of
+ * the context while evicting one chunk still loses at most ~1/4 of what
+ * precedes it.  Chunks also split where a new request's prefix diverges
+ * (seq.c, fkv_seq_match).  See docs/ARCHITECTURE.md. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start)
+{
+    const fkv_config *cfg = &c->cfg;
+    if (!cfg->dynamic_chunking) return cfg->chunk_tokens;
+    uint32_t q = start / 4, t = 1;
+    while (t <= q / 2) t *= 2; /* pow2_floor(q), 1 for q <= 1 */
+    if (t < cfg->chunk_min_tokens) t = cfg->chunk_min_tokens;
+    uint32_t pt = cfg->page_tokens;
+    t = (t + pt - 1) / pt * pt;
+    if (t > cfg->chunk_max_tokens) t = cfg->chunk_max_tokens;
+    return t;
+}
+
+fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens)
+{
+    fkv__chunk *ch = calloc(1, sizeof *ch);
+    if (!ch) return NULL;
+    uint32_t pt = c->cfg.page_tokens;
+    ch->page_cap = (cap_tokens + pt - 1) / pt;
+    ch->pages = malloc((size_t)ch->page_cap * sizeof *ch->pages);
+    ch->phash = calloc(ch->page_cap, sizeof *ch->phash);
+    if (!ch->pages || !ch->phash) {
+        free(ch->pages);
+        free(ch->phash);
+        free(ch);
+        return NULL;
+    }
+    int64_t now = fkv__now(c);
+    ch->id = ++c->next_chunk_id;
+    ch->v.start = start;
+    ch->v.cap_tokens = cap_tokens;
+    ch->v.pages = ch->pages;
+    ch->v.dtype = c->cfg.dtype;
+    ch->v.resident = 1;
+    ch->v.access_count = 1;
+    ch->v.create_ns = now;
+    ch->v.last_access_ns = now;
+    if (owner) {
+        ch->cls = fkv_seq_class(owner);
+        ch->v.owner = owner->request_id;
+        ch->owner = owner;
+        /* predicted life: the owner's remaining tokens at its observed pace */
+        if (owner->expected_tokens > owner->len && owner->len > 0 && now > owner->create_ns)
+            ch->v.expected_ttl_ns =
+                (int64_t)((double)(now - owner->create_ns) / owner->len * (owner->expected_tokens - owner->len));
+    }
+    ch->all_next = c->all_chunks;
+    if (c->all_chunks) c->all_chunks->all_prev = ch;
+    c->all_chunks = ch;
+    c->n_resident++;
+    return ch;
+}
+
+void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
+    else c->all_chunks = ch->all_next;
+    if (ch->all_next) ch->all_next->all_prev = ch->all_prev;
+    free(ch->pages);
+    free(ch->phash);
+    free(ch);
+}
+
+/* Accounts n_new pages just written at ch->pages[v.n_pages ...]. */
+void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new)
+{
+    ch->v.n_pages += n_new;
+    c->pages_by_dtype[ch->v.dtype] += n_new;
+    if (ch->owner) fkv__owner_usage(c, ch->owner, n_new);
+}
+
+void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner)
+{
+    if (ch->owner == owner) return;
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
+    ch->owner = owner;
+    ch->v.owner = owner ? owner->request_id : 0;
+    if (owner) {
+        fkv__owner_usage(c, owner, ch->v.n_pages);
+    } else if (ch->prefix_hits > 0) {
+        /* a cached chunk is expected to be wanted again after about the gap
+         * at which new requests have matched it so far (twice, for slack) */
+        ch->v.expected_ttl_ns = 2 * (ch->v.last_access_ns - ch->v.create_ns) / (int64_t)ch->prefix_hits;
+        if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
+    } else {
+        ch->v.expected_ttl_ns = 0; /* unknown: no TTL */
+    }
+    fkv__place_update(c, ch);
+}
+
+void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
+{
+    ch->v.access_count++;
+    if (now > ch->v.last_access_ns) ch->v.last_access_ns = now;
+    if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
+    if (ch->ttl_idx) {
+        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
+        fkv__heap_fix(&c->ttl_heap, ch, offsetof(fkv__chunk, ttl_idx), offsetof(fkv__chunk, ttl_key));
+    }
+}
+
+/* Frees the chunk's pages.  A chunk still in some sequence's table stays as
+ * a hole (resident = 0) that fkv_seq_missing reports; an unreferenced one is
+ * destroyed. */
+void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->v.pins) c->pinned_evictions++;
+    fkv__place_remove(c, ch);
+    uint32_t free_before = c->n_free;
+    for (uint32_t j = 0; j < ch->v.n_pages; j++) {
+        if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+        fkv__page_unref(c, ch->pages[j]);
+    }
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
+    c->pages_by_dtype[ch->v.dtype] -= ch->v.n_pages;
+    c->resident_tokens -= ch->v.n_tokens;
+    c->n_resident--;
+    c->stats.fairkv_evicted_chunks_total[ch->cls]++;
+    c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
+    ch->v.n_pages = 0;
+    ch->v.pages = NULL;
+    ch->v.resident = 0;
+    ch->v.dtype = c->cfg.dtype;
+    if (ch->v.refs == 0) fkv__chunk_destroy(c, ch);
+}

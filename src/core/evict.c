@@ -1,0 +1,208 @@
+/* Victim selection around the policy: pinning, quotas, TTL and
+ * min_chunk_retention live here, once, for every policy.
+ *
+ * Every resident, unpinned chunk waits in exactly one place:
+ *  - the young FIFO while it is younger than min_chunk_retention;
+ *  - otherwise a policy instance: its owner's (quotas on) or the shared one
+ *    (unowned chunks of finished requests; every chunk when quotas are off).
+ * Cached chunks with a predicted TTL are also in a heap ordered by expiry.
+ *
+ * With quotas on, the victim comes from the first non-empty tier:
+ *   1. expired: a cached chunk past last_access + expected_ttl;
+ *   2. cached:  the policy's victim among unowned chunks (a finished
+ *      request's quota is zero, so all of its chunks are over quota);
+ *   3. the open request with the largest excess usage - quota (in pages):
+ *      the policy's victim among its chunks (tier over_quota if the excess
+ *      is positive, in_quota otherwise);
+ *   4. young:   the oldest chunk of the young FIFO.
+ * With quotas off: the policy's victim over all chunks, then young.
+ *
+ * Quota of open request i (pages):
+ *     quota_i = capacity * w_i * d_i^(1/T) / sum_j w_j * d_j^(1/T)
+ * where d_i is its demand in pages (its length, or expected_tokens if
+ * larger) and T the temperature: T = 1 gives every request the same
+ * fraction of its demand, T -> inf equal (weighted) shares, values between
+ * smooth from one to the other.  Quotas are refreshed when a request
+ * arrives or leaves and otherwise at most every capacity/64 allocated pages:
+ * demands change by one page at a time, so a stale quota is off by little,
+ * and a refresh costs O(open requests). */
+#include <math.h>
+#include <stddef.h>
+
+#include "core/internal.h"
+
+#define TTL_IDX offsetof(fkv__chunk, ttl_idx)
+#define TTL_KEY offsetof(fkv__chunk, ttl_key)
+
+void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->ttl_idx) fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+}
+
+void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
+{
+    switch (ch->place) {
+    case FKV__PLACE_POLICY:
+        ch->inst->ops->remove(ch->inst->state, ch);
+        ch->inst->n--;
+        ch->inst = NULL;
+        break;
+    case FKV__PLACE_YOUNG:
+        if (ch->yprev) ch->yprev->ynext = ch->ynext;
+        else c->young_head = ch->ynext;
+        if (ch->ynext) ch->ynext->yprev = ch->yprev;
+        else c->young_tail = ch->yprev;
+        ch->yprev = ch->ynext = NULL;
+        break;
+    default: break;
+    }
+    ch->place = FKV__PLACE_NONE;
+    fkv__ttl_remove(c, ch);
+}
+
+static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
+{
+    return (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
+}
+
+static void ttl_sync(fkv_cache *c, fkv__chunk *ch)
+{
+    int want = c->cfg.quotas && !ch->owner && ch->v.expected_ttl_ns > 0 && ch->place == FKV__PLACE_POLICY;
+    if (want && !ch->ttl_idx) {
+        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
+        fkv__heap_push(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+    } else if (!want && ch->ttl_idx) {
+        fkv__ttl_remove(c, ch);
+    }
+}
+
+static void place_policy(fkv_cache *c, fkv__chunk *ch)
+{
+    fkv__policy_inst *in = home(c, ch);
+    if (in->ops->insert(in->state, ch) != FKV_OK) return; /* out of memory: stays unevictable */
+    in->n++;
+    ch->inst = in;
+    ch->place = FKV__PLACE_POLICY;
+    ttl_sync(c, ch);
+}
+
+/* Puts the chunk where its state says it belongs.  A chunk already in the
+ * right place stays where it is, so list policies (SIEVE) keep its
+ * position when a request merely starts or stops holding it. */
+void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
+{
+    if (!ch->v.resident || ch->v.pins > 0) {
+        fkv__place_remove(c, ch);
+        return;
+    }
+    int64_t ret = c->cfg.min_chunk_retention_ns;
+    int young = ret > 0 && fkv__now(c) - ch->v.create_ns < ret;
+    if (young) {
+        if (ch->place == FKV__PLACE_YOUNG) return;
+        fkv__place_remove(c, ch);
+        ch->yprev = c->young_tail;
+        ch->ynext = NULL;
+        if (c->young_tail) c->young_tail->ynext = ch;
+        else c->young_head = ch;
+        c->young_tail = ch;
+        ch->place = FKV__PLACE_YOUNG;
+        return;
+    }
+    if (ch->place == FKV__PLACE_POLICY && ch->inst == home(c, ch)) {
+        ttl_sync(c, ch);
+        return;
+    }
+    fkv__place_remove(c, ch);
+    place_policy(c, ch);
+}
+
+/* Moves chunks that have outlived min_chunk_retention into their policy.
+ * The FIFO is in order of entry, which is creation order except for chunks
+ * re-entering after a pin; those wait at most one retention period more. */
+static void mature(fkv_cache *c, int64_t now)
+{
+    int64_t ret = c->cfg.min_chunk_retention_ns;
+    while (c->young_head && now - c->young_head->v.create_ns >= ret) {
+        fkv__chunk *ch = c->young_head;
+        fkv__place_remove(c, ch);
+        place_policy(c, ch);
+    }
+}
+
+void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta)
+{
+    s->usage_pages = (uint64_t)((int64_t)s->usage_pages + delta);
+    if (!c->cfg.quotas) return;
+    int over = (double)s->usage_pages > s->quota_pages;
+    if (over && !s->over_quota && delta > 0) c->stats.fairkv_quota_overruns_total[0]++;
+    s->over_quota = over;
+}
+
+void fkv__quota_refresh(fkv_cache *c)
+{
+    double inv_t = isinf(c->cfg.temperature) ? 0.0 : 1.0 / c->cfg.temperature;
+    uint32_t pt = c->cfg.page_tokens;
+    double sum = 0;
+    for (uint32_t i = 0; i < c->n_owners; i++) {
+        fkv_seq *s = c->owners[i];
+        uint32_t toks = s->len > s->expected_tokens ? s->len : s->expected_tokens;
+        double d = (double)((toks + pt - 1) / pt);
+        if (d < 1) d = 1;
+        s->quota_pages = s->weight * (inv_t == 1.0 ? d : pow(d, inv_t)); /* share, normalised below */
+        sum += s->quota_pages;
+    }
+    for (uint32_t i = 0; i < c->n_owners; i++) {
+        fkv_seq *s = c->owners[i];
+        s->quota_pages = sum > 0 ? (double)c->n_pages * s->quota_pages / sum : 0;
+        s->over_quota = (double)s->usage_pages > s->quota_pages;
+    }
+    c->quota_dirty = 0;
+    c->quota_epoch_allocs = 0;
+}
+
+static fkv__chunk *pick(fkv_cache *c, int *tier)
+{
+    int64_t now = fkv__now(c);
+    if (c->young_head) mature(c, now);
+    if (c->cfg.quotas) {
+        if (c->ttl_heap.n && c->ttl_heap.a[1]->ttl_key <= (double)now) {
+            *tier = FKV__TIER_EXPIRED;
+            return c->ttl_heap.a[1];
+        }
+        if (c->shared_inst->n) {
+            *tier = FKV__TIER_CACHED;
+            return c->shared_inst->ops->victim(c->shared_inst->state);
+        }
+        if (c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages) fkv__quota_refresh(c);
+        fkv_seq *best = NULL;
+        double best_excess = 0;
+        for (uint32_t i = 0; i < c->n_owners; i++) {
+            fkv_seq *s = c->owners[i];
+            if (!s->inst->n) continue;
+            double ex = (double)s->usage_pages - s->quota_pages;
+            if (!best || ex > best_excess) best = s, best_excess = ex;
+        }
+        if (best) {
+            *tier = best_excess > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
+            return best->inst->ops->victim(best->inst->state);
+        }
+    } else if (c->shared_inst->n) {
+        *tier = FKV__TIER_GLOBAL;
+        return c->shared_inst->ops->victim(c->shared_inst->state);
+    }
+    if (c->young_head) {
+        *tier = FKV__TIER_YOUNG;
+        return c->young_head;
+    }
+    return NULL;
+}
+
+fkv_status fkv__evict_one(fkv_cache *c)
+{
+    int tier = 0;
+    fkv__chunk *v = pick(c, &tier);
+    if (!v) return FKV_EFULL;
+    c->stats.fairkv_evictions_by_tier_total[tier]++;
+    fkv__chunk_evict(c, v);
+    return FKV_OK;
+}

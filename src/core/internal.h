@@ -1,0 +1,188 @@
+/* Internal structures of the cache core.  Not part of the public API. */
+#ifndef FKV_CORE_INTERNAL_H
+#define FKV_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fairkv.h"
+#include "metrics/metrics.h"
+#include "policy/policy.h"
+
+typedef struct fkv__chunk fkv__chunk;
+
+/* Where an evictable chunk currently waits. */
+enum fkv__place {
+    FKV__PLACE_NONE = 0, /* not evictable: pinned or evicted */
+    FKV__PLACE_POLICY,   /* in a policy instance (owner's or the shared one) */
+    FKV__PLACE_YOUNG     /* younger than min_chunk_retention: in the young FIFO */
+};
+
+struct fkv__chunk {
+    fkv_chunk_view v;      /* first member: a view pointer is a chunk pointer */
+    uint32_t *pages;       /* [page_cap] page ids; v.pages aliases it while resident */
+    uint64_t *phash;       /* [page_cap] prefix hash of each full page, 0 = none */
+    uint32_t page_cap;
+    uint64_t id;           /* creation order, unique: tie-break of every ordering */
+    fkv_seq *owner;        /* sequence charged for the pages; NULL = cached */
+    fkv_class cls;         /* class of the request that created it */
+    uint8_t place;         /* enum fkv__place */
+    fkv__policy_inst *inst; /* instance holding it when place == POLICY */
+    fkv__policy_node pn;    /* policy-private links and key */
+    fkv__chunk *yprev, *ynext; /* young FIFO links */
+    uint32_t ttl_idx;       /* index in the TTL heap + 1; 0 = not there */
+    double ttl_key;         /* expiry time of a cached chunk, ns */
+    uint64_t prefix_hits;   /* times a new request matched it */
+    fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
+};
+
+/* One open sequence = one request = one quota owner. */
+struct fkv_seq {
+    fkv_cache *cache;
+    uint64_t request_id, client_id;
+    double weight;
+    uint32_t expected_tokens;
+    uint32_t len;              /* tokens */
+    fkv__chunk **table;        /* [n_chunks] in position order */
+    uint32_t n_chunks, cap_chunks;
+    uint32_t pins;             /* nesting count of fkv_seq_pin */
+    /* quota bookkeeping */
+    uint32_t owner_idx;        /* index in cache->owners */
+    uint64_t usage_pages;      /* pages of chunks it owns */
+    double quota_pages;        /* fair share, recomputed lazily */
+    int over_quota;            /* last known state, for the overrun counter */
+    fkv__policy_inst *inst;    /* its own policy instance (quotas on) */
+    /* prefix hash chain */
+    uint64_t chain_hash;       /* hash of the last full page, 0 before the first */
+    int hashing;               /* 0 once the chain stopped (no tokens/ids given) */
+    int32_t *pending;          /* [page_tokens] tokens of the partial last page */
+    uint64_t *block_ids;       /* hash-id mode: [n_block_ids] */
+    uint32_t n_block_ids;
+    int64_t create_ns;
+};
+
+/* Prefix index: open addressing, linear probing, key 0 = empty. */
+typedef struct fkv__pentry {
+    uint64_t key;
+    fkv__chunk *chunk;
+    uint32_t page; /* index of the page in chunk->pages */
+} fkv__pentry;
+
+typedef struct fkv__heap {
+    fkv__chunk **a; /* 1-based positions stored in each chunk */
+    uint32_t n, cap;
+} fkv__heap;
+
+struct fkv_cache {
+    fkv_config cfg;
+    char policy_name[32];
+    char device_label[32];
+    pthread_mutex_t lock;
+
+    /* page pool */
+    uint32_t n_pages, n_free;
+    uint32_t *free_stack; /* [n_pages] */
+    uint32_t *page_ref;   /* [n_pages] chunks referencing each page */
+    uint16_t *page_fill;  /* [n_pages] tokens written in each page */
+    uint64_t fill_sum;    /* sum of page_fill over used pages */
+    uint64_t token_bytes; /* K+V bytes of one token, all layers */
+    uint64_t page_bytes;  /* K+V bytes of one page, all layers */
+    uint64_t layer_page_stride; /* bytes of one page in one layer's K (or V) */
+    uint8_t **k, **v;     /* [n_layers] storage (cpu), NULL (phantom) */
+    uint32_t *scratch;    /* [n_pages] temporary page lists */
+
+    /* chunks */
+    fkv__chunk *all_chunks;   /* list of every live chunk, resident or hole */
+    uint64_t pinned_evictions; /* must stay 0: checked by fkv__cache_check */
+    uint64_t next_chunk_id;
+    uint32_t n_resident;
+    uint64_t resident_tokens; /* sum of v.n_tokens over resident chunks */
+    uint64_t pages_by_dtype[FKV_N_DTYPES];
+
+    /* eviction */
+    const fkv__policy_ops *ops;
+    fkv__policy_params pparams;
+    fkv__policy_inst *shared_inst; /* unowned chunks; every chunk when quotas are off */
+    fkv__chunk *young_head, *young_tail;
+    fkv__heap ttl_heap;       /* cached chunks by expiry (quotas on) */
+    fkv_seq **owners;         /* open sequences */
+    uint32_t n_owners, cap_owners;
+    int quota_dirty;
+    uint64_t quota_epoch_allocs; /* page allocations since the last quota refresh */
+
+    /* prefix index */
+    fkv__pentry *ptab;
+    uint64_t pmask;
+    uint64_t pcount;
+
+    /* metrics */
+    fkv__stats stats;
+};
+
+/* core helpers shared between files (all called with the lock held) */
+int64_t fkv__now(fkv_cache *c);
+void fkv__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* pool.c */
+fkv_status fkv__pool_init(fkv_cache *c);
+void fkv__pool_fini(fkv_cache *c);
+fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out); /* evicts as needed */
+void fkv__page_ref(fkv_cache *c, uint32_t page);
+void fkv__page_unref(fkv_cache *c, uint32_t page);
+void fkv__page_copy(fkv_cache *c, uint32_t dst, uint32_t src);
+void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill);
+
+/* chunk.c */
+fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens);
+void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch);
+uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start);
+fkv_status fkv__chunk_reserve(fkv__chunk *ch, uint32_t pages);
+void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
+void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
+void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch);
+void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
+
+/* evict.c */
+void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */
+void fkv__place_remove(fkv_cache *c, fkv__chunk *ch);
+fkv_status fkv__evict_one(fkv_cache *c);
+void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
+void fkv__quota_refresh(fkv_cache *c);
+void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);
+
+/* prefix.c */
+fkv_status fkv__prefix_init(fkv_cache *c);
+void fkv__prefix_fini(fkv_cache *c);
+void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page);
+void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch);
+fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key);
+void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page);
+uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
+uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block);
+
+/* seq.c */
+fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
+void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
+void fkv__seq_detach(fkv_seq *s, uint32_t at);
+
+/* heap.c: indexed binary min-heap on (key, id); `idx` is a member offset */
+fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
+void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
+void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
+void fkv__heap_free(fkv__heap *h);
+
+/* check.c: full invariant check (tests, fuzzing); returns 0 when sound and
+ * writes the first broken invariant into msg. */
+int fkv__cache_check(fkv_cache *c, char *msg, size_t len);
+
+#define FKV__LOCK(c)                                     \
+    do {                                                 \
+        if ((c)->cfg.thread_safe) pthread_mutex_lock(&(c)->lock); \
+    } while (0)
+#define FKV__UNLOCK(c)                                   \
+    do {                                                 \
+        if ((c)->cfg.thread_safe) pthread_mutex_unlock(&(c)->lock); \
+    } while (0)
+
+#endif

@@ -1,0 +1,188 @@
+/* Prefix matching: a new request takes the resident pages of earlier
+ * requests' equal prefixes by reference.
+ *
+ * Matched pages are attached in the largest units possible:
+ *  - a whole earlier chunk, when every one of its pages matched and it is
+ *    complete (filled to its size): the chunk itself is shared, so its heat
+ *    is common to all its users;
+ *  - with dynamic chunking, an earlier chunk whose first r pages matched is
+ *    split at page r where the prefixes diverge (if no other sequence holds
+ *    it), and the matched head is shared whole;
+ *  - otherwise the matched pages go into a new chunk of the new sequence
+ *    that references them page by page (pages are refcounted). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#define PT(c) ((c)->cfg.page_tokens)
+
+/* Splits ch after its first r pages; the tail becomes a new chunk placed
+ * right after ch in its owner's table.  Needs ch->v.refs == 0, or 1 with
+ * the owner being that one holder. */
+static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
+{
+    uint32_t pt = PT(c);
+    fkv__chunk *t = fkv__chunk_new(c, NULL, ch->v.start + r * pt, ch->v.cap_tokens - r * pt);
+    if (!t) return NULL;
+    fkv_seq *own = ch->owner;
+    if (own) {
+        uint32_t at = 0;
+        while (at < own->n_chunks && own->table[at] != ch) at++;
+        if (at == own->n_chunks || fkv__seq_reserve(own, 1) != FKV_OK) {
+            /* not found (cannot happen) or no memory: do not split */
+            c->n_resident--;
+            fkv__chunk_destroy(c, t);
+            return NULL;
+        }
+    }
+    uint32_t moved = ch->v.n_pages - r;
+    for (uint32_t j = 0; j < moved; j++) {
+        t->pages[j] = ch->pages[r + j];
+        t->phash[j] = ch->phash[r + j];
+        if (t->phash[j]) fkv__prefix_repoint(c, t->phash[j], ch, t, j);
+        ch->phash[r + j] = 0;
+    }
+    t->cls = ch->cls;
+    t->v.dtype = ch->v.dtype;
+    t->v.n_tokens = ch->v.n_tokens - r * pt;
+    t->v.first_hash = t->phash[0];
+    t->v.access_count = ch->v.access_count;
+    t->v.create_ns = ch->v.create_ns;
+    t->v.last_access_ns = ch->v.last_access_ns;
+    t->v.expected_ttl_ns = ch->v.expected_ttl_ns;
+    t->prefix_hits = ch->prefix_hits;
+    /* move the page accounting from ch to t */
+    fkv__place_remove(c, ch);
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)moved);
+    c->pages_by_dtype[ch->v.dtype] -= moved;
+    ch->v.n_pages = r;
+    ch->v.n_tokens = r * pt;
+    ch->v.cap_tokens = r * pt;
+    fkv__chunk_add_pages(c, t, moved);
+    if (own) {
+        uint32_t at = 0;
+        while (own->table[at] != ch) at++;
+        t->owner = own;
+        t->v.owner = own->request_id;
+        fkv__owner_usage(c, own, moved);
+        fkv__seq_attach(own, t, at + 1);
+    }
+    fkv__place_update(c, t);
+    fkv__place_update(c, ch);
+    c->stats.fairkv_chunk_splits_total[0]++;
+    return t;
+}
+
+static int whole(const fkv__chunk *ch, uint32_t pt)
+{
+    return ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == ch->v.n_pages * pt;
+}
+
+fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched)
+{
+    if (!s || !matched) return fkv__fail(FKV_EINVAL, "fkv_seq_match: seq and matched must not be NULL");
+    fkv_cache *c = s->cache;
+    *matched = 0;
+    if (!tokens && !s->block_ids)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_match: tokens is NULL and the sequence has no block ids");
+    FKV__LOCK(c);
+    fkv_status st = FKV_OK;
+    if (s->len || s->n_chunks) {
+        st = fkv__fail(FKV_ESTATE, "fkv_seq_match: the sequence already holds %u tokens", s->len);
+        goto out;
+    }
+    c->stats.fairkv_prefix_queries_tokens_total[0] += n;
+    if (!c->cfg.prefix_cache) goto out;
+    uint32_t pt = PT(c), limit = n < max_tokens ? n : max_tokens;
+    uint32_t want = limit / pt, m = 0;
+    fkv__pentry *ent = want ? malloc((size_t)want * sizeof *ent) : NULL;
+    uint64_t *keys = want ? malloc((size_t)want * sizeof *keys) : NULL;
+    if (want && (!ent || !keys)) {
+        free(ent);
+        free(keys);
+        st = fkv__fail(FKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    uint64_t h = 0;
+    for (; m < want; m++) {
+        uint32_t pos = m * pt + pt - 1;
+        if (s->block_ids && !tokens) {
+            uint32_t b = (pos + 1 - pt) / c->cfg.block_tokens;
+            if (b >= s->n_block_ids) break;
+            h = fkv__hash_block(h, s->block_ids[b], ((pos + 1 - pt) % c->cfg.block_tokens) / pt);
+        } else {
+            h = fkv__hash_tokens(h, tokens + (size_t)m * pt, pt);
+        }
+        fkv__pentry *e = fkv__prefix_find(c, h);
+        if (!e || !e->chunk->v.resident) break;
+        ent[m] = *e;
+        keys[m] = h;
+    }
+    /* room for the worst case: one chunk per page */
+    if (m && fkv__seq_reserve(s, m)) {
+        free(ent);
+        free(keys);
+        st = fkv__fail(FKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    int64_t now = fkv__now(c);
+    uint32_t i = 0;
+    while (i < m) {
+        fkv__chunk *ch = ent[i].chunk;
+        uint32_t np = ch->v.n_pages, r = 0;
+        if (ent[i].page == 0 && ch->v.start == i * pt && ch->v.dtype == c->cfg.dtype) {
+            while (r < np && i + r < m && ent[i + r].chunk == ch && ent[i + r].page == r) r++;
+        }
+        if (r && r == np && whole(ch, pt)) {
+            /* share the whole chunk */
+        } else if (r && c->cfg.dynamic_chunking && r < np &&
+                   (ch->v.refs == 0 || (ch->v.refs == 1 && ch->owner)) && split(c, ch, r)) {
+            /* ch is now exactly the matched head */
+        } else {
+            ch = NULL;
+        }
+        if (ch) {
+            fkv__seq_attach(s, ch, s->n_chunks);
+            ch->prefix_hits++;
+            fkv__chunk_touch(c, ch, now);
+            i += r;
+            continue;
+        }
+        /* page by page into a chunk of our own */
+        uint32_t cap = fkv__chunk_target(c, i * pt);
+        fkv__chunk *own = fkv__chunk_new(c, s, i * pt, cap);
+        if (!own) {
+            st = fkv__fail(FKV_ENOMEM, "out of memory");
+            break;
+        }
+        uint32_t k = 0;
+        while (k < cap / pt && i < m) {
+            fkv__chunk *src = ent[i].chunk;
+            uint32_t pg = src->pages[ent[i].page];
+            fkv__page_ref(c, pg);
+            own->pages[k] = pg;
+            own->phash[k] = keys[i];
+            if (k == 0 || ent[i - 1].chunk != src) {
+                src->prefix_hits++;
+                fkv__chunk_touch(c, src, now);
+            }
+            k++;
+            i++;
+        }
+        own->v.n_tokens = k * pt;
+        own->v.first_hash = own->phash[0];
+        c->resident_tokens += own->v.n_tokens;
+        fkv__chunk_add_pages(c, own, k);
+        fkv__seq_attach(s, own, s->n_chunks);
+    }
+    s->len = i * pt;
+    s->chain_hash = i ? keys[i - 1] : 0;
+    c->stats.fairkv_prefix_hits_tokens_total[0] += s->len;
+    *matched = s->len;
+    free(ent);
+    free(keys);
+out:
+    FKV__UNLOCK(c);
+    return st;
+}

@@ -1,0 +1,114 @@
+/* The page pool: fixed-size pages are the only unit of memory.  Any n free
+ * pages satisfy an allocation of n pages (a free stack, no contiguity), so
+ * variable-size chunks cost no external fragmentation.  Storage is phantom
+ * (bytes only) or cpu: per layer, K and V arrays of
+ * [n_pages][page_tokens][n_kv_heads][head_dim] elements. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+fkv_status fkv__pool_init(fkv_cache *c)
+{
+    uint32_t n = c->n_pages;
+    c->free_stack = malloc((size_t)n * sizeof *c->free_stack);
+    c->page_ref = calloc(n, sizeof *c->page_ref);
+    c->page_fill = calloc(n, sizeof *c->page_fill);
+    c->scratch = malloc((size_t)n * sizeof *c->scratch);
+    if (!c->free_stack || !c->page_ref || !c->page_fill || !c->scratch) return FKV_ENOMEM;
+    /* pop order 0, 1, 2, ...: deterministic page ids */
+    for (uint32_t i = 0; i < n; i++) c->free_stack[i] = n - 1 - i;
+    c->n_free = n;
+    if (c->cfg.storage == FKV_STORAGE_CPU) {
+        uint32_t L = c->cfg.n_layers;
+        c->k = calloc(L, sizeof *c->k);
+        c->v = calloc(L, sizeof *c->v);
+        if (!c->k || !c->v) return FKV_ENOMEM;
+        size_t bytes = (size_t)c->layer_page_stride * n;
+        size_t rounded = (bytes + 63) / 64 * 64;
+        for (uint32_t l = 0; l < L; l++) {
+            c->k[l] = aligned_alloc(64, rounded);
+            c->v[l] = aligned_alloc(64, rounded);
+            if (!c->k[l] || !c->v[l]) return FKV_ENOMEM;
+            memset(c->k[l], 0, rounded);
+            memset(c->v[l], 0, rounded);
+        }
+    }
+    return FKV_OK;
+}
+
+void fkv__pool_fini(fkv_cache *c)
+{
+    if (c->k || c->v) {
+        for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
+            if (c->k) free(c->k[l]);
+            if (c->v) free(c->v[l]);
+        }
+    }
+    free(c->k);
+    free(c->v);
+    free(c->free_stack);
+    free(c->page_ref);
+    free(c->page_fill);
+    free(c->scratch);
+}
+
+/* Takes n pages, evicting chunks while fewer are free.  All or nothing: on
+ * FKV_EFULL no page was taken (chunks evicted on the way stay evicted: they
+ * were evictable and are reported as missing, nothing is lost). */
+fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out)
+{
+    if (n > c->n_pages) {
+        c->stats.fairkv_alloc_failures_total[0]++;
+        return fkv__fail(FKV_EFULL, "%u pages asked, the pool has %u", n, c->n_pages);
+    }
+    while (c->n_free < n) {
+        if (fkv__evict_one(c) != FKV_OK) {
+            c->stats.fairkv_alloc_failures_total[0]++;
+            return fkv__fail(FKV_EFULL, "%u pages needed, %u free and nothing evictable", n, c->n_free);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t p = c->free_stack[--c->n_free];
+        c->page_ref[p] = 1;
+        c->page_fill[p] = 0;
+        out[i] = p;
+    }
+    c->quota_epoch_allocs += n;
+    return FKV_OK;
+}
+
+void fkv__page_ref(fkv_cache *c, uint32_t page)
+{
+    c->page_ref[page]++;
+}
+
+void fkv__page_unref(fkv_cache *c, uint32_t page)
+{
+    if (--c->page_ref[page] == 0) {
+        c->fill_sum -= c->page_fill[page];
+        c->page_fill[page] = 0;
+        c->free_stack[c->n_free++] = page;
+    }
+}
+
+void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill)
+{
+    c->fill_sum += fill;
+    c->fill_sum -= c->page_fill[page];
+    c->page_fill[page] = (uint16_t)fill;
+}
+
+/* Copy-on-write: dst gets src's K/V in every layer and its fill. */
+void fkv__page_copy(fkv_cache *c, uint32_t dst, uint32_t src)
+{
+    if (c->k) {
+        size_t s = c->layer_page_stride;
+        for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
+            memcpy(c->k[l] + (size_t)dst * s, c->k[l] + (size_t)src * s, s);
+            memcpy(c->v[l] + (size_t)dst * s, c->v[l] + (size_t)src * s, s);
+        }
+    }
+    fkv__page_set_fill(c, dst, c->page_fill[src]);
+    c->stats.fairkv_cow_copies_total[0]++;
+}

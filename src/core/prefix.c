@@ -1,0 +1,109 @@
+/* Prefix index: a page-aligned hash chain, as vLLM's block hashes.
+ *
+ * Page i of a sequence is keyed by hash(key of page i-1, contents of page
+ * i), so equal keys mean equal prefixes up to that page (up to 64-bit hash
+ * collisions: with 2^20 resident pages the chance of any collision is about
+ * 2^-24).  A chain needs no tree walk: matching a prompt is one hash and one
+ * table probe per page, and the index is a flat open-addressing table sized
+ * for every page, so it never grows.  A radix tree would also find partial
+ * pages, which a page-aligned chain cannot; we give that up for the flat,
+ * allocation-free lookup.  Contents are token ids (XXH3 over the page's
+ * tokens) or, in hash-id mode, a trace's block id and the page's place in
+ * its block.
+ *
+ * Only full pages are indexed, each by the chunk that wrote it; other chunks
+ * sharing that page (after a fork or a partial match) do not index it. */
+#include <stdlib.h>
+#include <xxhash.h>
+
+#include "core/internal.h"
+
+fkv_status fkv__prefix_init(fkv_cache *c)
+{
+    uint64_t cap = 16;
+    while (cap < 2ull * c->n_pages) cap *= 2;
+    c->ptab = calloc(cap, sizeof *c->ptab);
+    if (!c->ptab) return FKV_ENOMEM;
+    c->pmask = cap - 1;
+    return FKV_OK;
+}
+
+void fkv__prefix_fini(fkv_cache *c)
+{
+    free(c->ptab);
+}
+
+static uint64_t nonzero(uint64_t h)
+{
+    return h ? h : 0x9e3779b97f4a7c15ull;
+}
+
+uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n)
+{
+    return nonzero(XXH3_64bits_withSeed(tokens, (size_t)n * sizeof *tokens, parent));
+}
+
+uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block)
+{
+    uint64_t buf[2] = {block_id, page_in_block};
+    return nonzero(XXH3_64bits_withSeed(buf, sizeof buf, parent ^ 0x5bd1e9955bd1e995ull));
+}
+
+fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
+{
+    for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
+        fkv__pentry *e = &c->ptab[i];
+        if (e->key == key) return e;
+        if (e->key == 0) return NULL;
+    }
+}
+
+/* Keeps the first writer of a key: a second copy of the same prefix is not
+ * indexed (and is freed when its own sequence lets go of it). */
+void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page)
+{
+    if (c->pcount + 1 > (c->pmask + 1) / 2) return; /* cannot happen: sized 2x pages */
+    for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
+        fkv__pentry *e = &c->ptab[i];
+        if (e->key == key) return;
+        if (e->key == 0) {
+            e->key = key;
+            e->chunk = ch;
+            e->page = page;
+            c->pcount++;
+            return;
+        }
+    }
+}
+
+/* Removes key if `ch` is the chunk indexed under it (backward-shift
+ * deletion keeps probe chains intact without tombstones). */
+void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch)
+{
+    fkv__pentry *e = fkv__prefix_find(c, key);
+    if (!e || e->chunk != ch) return;
+    uint64_t i = (uint64_t)(e - c->ptab);
+    c->pcount--;
+    for (;;) {
+        c->ptab[i].key = 0;
+        uint64_t j = i;
+        for (;;) {
+            j = (j + 1) & c->pmask;
+            if (c->ptab[j].key == 0) return;
+            uint64_t home = c->ptab[j].key & c->pmask;
+            /* move j back to i unless its home lies cyclically in (i, j] */
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) break;
+        }
+        c->ptab[i] = c->ptab[j];
+        i = j;
+    }
+}
+
+void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page)
+{
+    fkv__pentry *e = fkv__prefix_find(c, key);
+    if (e && e->chunk == from) {
+        e->chunk = to;
+        e->page = page;
+    }
+}

@@ -1,0 +1,384 @@
+/* Sequences: a request's chunk table, appends, forks, prefix matches, and
+ * what an engine step reads (touch, pin, missing, restore). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+#define PT(c) ((c)->cfg.page_tokens)
+
+void fkv_seq_params_default(fkv_seq_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->weight = 1.0;
+}
+
+fkv_class fkv_seq_class(const fkv_seq *s)
+{
+    const fkv_config *cfg = &s->cache->cfg;
+    uint32_t n = s->expected_tokens ? s->expected_tokens : s->len;
+    if (n < cfg->class_short_max) return FKV_CLASS_SHORT;
+    if (n <= cfg->class_medium_max) return FKV_CLASS_MEDIUM;
+    return FKV_CLASS_LONG;
+}
+
+uint32_t fkv_seq_len(const fkv_seq *s)
+{
+    return s ? s->len : 0;
+}
+
+uint64_t fkv_seq_id(const fkv_seq *s)
+{
+    return s ? s->request_id : 0;
+}
+
+/* ---------------------------------------------------------------- table */
+
+fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more)
+{
+    if (s->n_chunks + more <= s->cap_chunks) return FKV_OK;
+    uint32_t ncap = s->cap_chunks ? s->cap_chunks : 8;
+    while (ncap < s->n_chunks + more) ncap *= 2;
+    fkv__chunk **t = realloc(s->table, (size_t)ncap * sizeof *t);
+    if (!t) return FKV_ENOMEM;
+    s->table = t;
+    s->cap_chunks = ncap;
+    return FKV_OK;
+}
+
+/* Inserts ch at table index `at` (space reserved by the caller). */
+void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at)
+{
+    memmove(s->table + at + 1, s->table + at, (size_t)(s->n_chunks - at) * sizeof *s->table);
+    s->table[at] = ch;
+    s->n_chunks++;
+    ch->v.refs++;
+    ch->v.pins += s->pins;
+    fkv__place_update(s->cache, ch);
+}
+
+/* Lets go of a chunk no sequence may need any more: evicted holes and, with
+ * the prefix cache off, resident chunks are freed; the rest stay cached. */
+static void release_if_unused(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->v.refs) return;
+    if (!ch->v.resident) fkv__chunk_destroy(c, ch);
+    else if (!c->cfg.prefix_cache) fkv__chunk_evict(c, ch);
+}
+
+void fkv__seq_detach(fkv_seq *s, uint32_t at)
+{
+    fkv_cache *c = s->cache;
+    fkv__chunk *ch = s->table[at];
+    memmove(s->table + at, s->table + at + 1, (size_t)(s->n_chunks - at - 1) * sizeof *s->table);
+    s->n_chunks--;
+    ch->v.refs--;
+    ch->v.pins -= s->pins;
+    if (ch->owner == s) fkv__chunk_set_owner(c, ch, NULL); /* re-places it */
+    else fkv__place_update(c, ch);
+    release_if_unused(c, ch);
+}
+
+/* ---------------------------------------------------------------- create */
+
+static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
+{
+    if (!p->request_id) return fkv__fail(FKV_EINVAL, "fkv_seq_params.request_id: must be nonzero");
+    if (!(p->weight > 0) || p->weight > 1e9)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_params.weight=%g: must be in (0, 1e9]", p->weight);
+    if (p->n_block_ids && !p->block_ids)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_params.block_ids: NULL with n_block_ids=%u", p->n_block_ids);
+    for (uint32_t i = 0; i < c->n_owners; i++)
+        if (c->owners[i]->request_id == p->request_id)
+            return fkv__fail(FKV_EINVAL, "fkv_seq_params.request_id=%llu: already open",
+                             (unsigned long long)p->request_id);
+    if (c->n_owners == c->cap_owners) {
+        uint32_t ncap = c->cap_owners ? c->cap_owners * 2 : 16;
+        fkv_seq **o = realloc(c->owners, (size_t)ncap * sizeof *o);
+        if (!o) return fkv__fail(FKV_ENOMEM, "out of memory");
+        c->owners = o;
+        c->cap_owners = ncap;
+    }
+    fkv_seq *s = calloc(1, sizeof *s);
+    if (!s) return fkv__fail(FKV_ENOMEM, "out of memory");
+    s->cache = c;
+    s->request_id = p->request_id;
+    s->client_id = p->client_id;
+    s->weight = p->weight;
+    s->expected_tokens = p->expected_tokens;
+    s->hashing = c->cfg.prefix_cache;
+    s->create_ns = fkv__now(c);
+    s->pending = calloc(PT(c), sizeof *s->pending);
+    if (p->n_block_ids) {
+        s->block_ids = malloc((size_t)p->n_block_ids * sizeof *s->block_ids);
+        if (s->block_ids) memcpy(s->block_ids, p->block_ids, (size_t)p->n_block_ids * sizeof *s->block_ids);
+        s->n_block_ids = p->n_block_ids;
+    }
+    if (c->cfg.quotas) s->inst = fkv__policy_inst_new(c->ops, &c->pparams);
+    if (!s->pending || (p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
+        fkv__policy_inst_free(s->inst);
+        free(s->pending);
+        free(s->block_ids);
+        free(s);
+        return fkv__fail(FKV_ENOMEM, "out of memory");
+    }
+    s->owner_idx = c->n_owners;
+    c->owners[c->n_owners++] = s;
+    c->quota_dirty = 1;
+    *out = s;
+    return FKV_OK;
+}
+
+fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
+{
+    if (!c || !p || !out) return fkv__fail(FKV_EINVAL, "fkv_seq_create: cache, params and out must not be NULL");
+    *out = NULL;
+    FKV__LOCK(c);
+    fkv_status st = seq_new(c, p, out);
+    FKV__UNLOCK(c);
+    return st;
+}
+
+void fkv_seq_free(fkv_seq *s)
+{
+    if (!s) return;
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    while (s->n_chunks) fkv__seq_detach(s, s->n_chunks - 1);
+    fkv_seq *last = c->owners[--c->n_owners];
+    c->owners[s->owner_idx] = last;
+    last->owner_idx = s->owner_idx;
+    c->quota_dirty = 1;
+    fkv__policy_inst_free(s->inst);
+    free(s->table);
+    free(s->pending);
+    free(s->block_ids);
+    free(s);
+    FKV__UNLOCK(c);
+}
+
+/* ---------------------------------------------------------------- hashing */
+
+/* Key of the page that ends at token position `pos` (inclusive), or 0 when
+ * the chain cannot go on (no tokens, or past the block ids). */
+static uint64_t page_key(fkv_seq *s, uint64_t parent, const int32_t *page_tokens, uint32_t pos)
+{
+    fkv_cache *c = s->cache;
+    if (s->block_ids) {
+        uint32_t page_start = pos + 1 - PT(c);
+        uint32_t b = page_start / c->cfg.block_tokens;
+        if (b >= s->n_block_ids) return 0;
+        return fkv__hash_block(parent, s->block_ids[b], (page_start % c->cfg.block_tokens) / PT(c));
+    }
+    if (!page_tokens) return 0;
+    return fkv__hash_tokens(parent, page_tokens, PT(c));
+}
+
+/* ---------------------------------------------------------------- append */
+
+/* Pages an append of n tokens needs, and whether the tail must be copied. */
+typedef struct plan {
+    int appendable, cow_chunk, cow_page;
+    uint32_t pages;
+} plan;
+
+static plan make_plan(fkv_seq *s, uint32_t n)
+{
+    fkv_cache *c = s->cache;
+    uint32_t pt = PT(c);
+    plan p = {0, 0, 0, 0};
+    fkv__chunk *t = s->n_chunks ? s->table[s->n_chunks - 1] : NULL;
+    uint32_t take = 0;
+    if (t && t->v.resident && t->v.dtype == c->cfg.dtype && t->v.n_tokens < t->v.cap_tokens &&
+        t->v.start + t->v.n_tokens == s->len) {
+        p.appendable = 1;
+        uint32_t partial = t->v.n_tokens % pt;
+        p.cow_chunk = t->v.refs > 1;
+        p.cow_page = partial && (p.cow_chunk || c->page_ref[t->pages[t->v.n_pages - 1]] > 1);
+        take = t->v.cap_tokens - t->v.n_tokens;
+        if (take > n) take = n;
+        uint32_t free_slots = partial ? pt - partial : 0;
+        if (take > free_slots) p.pages += (take - free_slots + pt - 1) / pt;
+        p.pages += (uint32_t)p.cow_page;
+    }
+    uint32_t pos = s->len + take, rest = n - take;
+    while (rest) {
+        uint32_t k = fkv__chunk_target(c, pos);
+        if (k > rest) k = rest;
+        p.pages += (k + pt - 1) / pt;
+        pos += k;
+        rest -= k;
+    }
+    return p;
+}
+
+/* Replaces the shared tail chunk by a private copy that shares its full
+ * pages and copies only a partial last page (taken from `fresh`). */
+static fkv__chunk *cow_tail(fkv_seq *s, const uint32_t **fresh)
+{
+    fkv_cache *c = s->cache;
+    uint32_t at = s->n_chunks - 1;
+    fkv__chunk *t = s->table[at];
+    fkv__chunk *n = fkv__chunk_new(c, s, t->v.start, t->v.cap_tokens);
+    if (!n) return NULL;
+    uint32_t partial = t->v.n_tokens % PT(c);
+    for (uint32_t j = 0; j < t->v.n_pages; j++) {
+        if (j == t->v.n_pages - 1 && partial) {
+            uint32_t p = *(*fresh)++;
+            fkv__page_copy(c, p, t->pages[j]);
+            n->pages[j] = p;
+        } else {
+            fkv__page_ref(c, t->pages[j]);
+            n->pages[j] = t->pages[j];
+            n->phash[j] = t->phash[j]; /* indexed by t, not by n */
+        }
+    }
+    n->v.n_tokens = t->v.n_tokens;
+    n->v.first_hash = t->v.first_hash;
+    n->v.access_count = t->v.access_count;
+    n->v.create_ns = t->v.create_ns;
+    c->resident_tokens += n->v.n_tokens;
+    fkv__chunk_add_pages(c, n, t->v.n_pages);
+    fkv__seq_detach(s, at);
+    fkv__seq_attach(s, n, s->n_chunks);
+    return n;
+}
+
+fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slot *slots)
+{
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_append: seq is NULL");
+    if (n == 0) return FKV_OK;
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    fkv_status st = FKV_OK;
+    uint32_t pt = PT(c);
+    if ((uint64_t)s->len + n > UINT32_MAX - pt) {
+        st = fkv__fail(FKV_EINVAL, "fkv_seq_append: n=%u: sequence would exceed 2^32 tokens", n);
+        goto out;
+    }
+    plan p = make_plan(s, n);
+    uint32_t first_new;
+    uint32_t new_chunks_max = n / c->cfg.chunk_min_tokens + 2;
+    if ((st = fkv__seq_reserve(s, new_chunks_max + 1))) {
+        fkv__set_error("out of memory");
+        goto out;
+    }
+    /* the tail must survive the evictions the allocation may cause */
+    fkv__chunk *t = s->n_chunks ? s->table[s->n_chunks - 1] : NULL;
+    if (p.appendable) {
+        t->v.pins++;
+        fkv__place_update(c, t);
+    }
+    st = fkv__pool_alloc(c, p.pages, c->scratch);
+    if (p.appendable) {
+        t->v.pins--;
+        fkv__place_update(c, t);
+    }
+    if (st) goto out;
+
+    const uint32_t *fresh = c->scratch;
+    /* New chunks are held pinned until they are filled, so a policy first
+     * sees them complete (Belady keys on their content). */
+    first_new = s->n_chunks;
+    if (p.cow_chunk) {
+        t = cow_tail(s, &fresh);
+        if (!t) {
+            st = fkv__fail(FKV_ENOMEM, "out of memory");
+            goto unused;
+        }
+    } else if (p.cow_page) {
+        uint32_t j = t->v.n_pages - 1, np = *fresh++;
+        fkv__page_copy(c, np, t->pages[j]);
+        fkv__page_unref(c, t->pages[j]);
+        t->pages[j] = np;
+    }
+    if (!p.appendable) t = NULL;
+    if (!tokens) s->hashing = s->hashing && s->block_ids;
+
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t pos = s->len;
+        if (!t || t->v.n_tokens == t->v.cap_tokens) {
+            t = fkv__chunk_new(c, s, pos, fkv__chunk_target(c, pos));
+            if (!t) {
+                st = fkv__fail(FKV_ENOMEM, "out of memory");
+                goto unused;
+            }
+            t->v.pins++;
+            fkv__seq_attach(s, t, s->n_chunks);
+        }
+        if (t->v.n_tokens % pt == 0) {
+            t->pages[t->v.n_pages] = *fresh++;
+            fkv__chunk_add_pages(c, t, 1);
+        }
+        uint32_t pj = t->v.n_pages - 1, page = t->pages[pj], slot = t->v.n_tokens % pt;
+        if (slots) slots[i] = (fkv_slot){page, slot};
+        fkv__page_set_fill(c, page, slot + 1);
+        t->v.n_tokens++;
+        c->resident_tokens++;
+        s->len++;
+        if (s->hashing && tokens) s->pending[pos % pt] = tokens[i];
+        if (s->hashing && pos % pt == pt - 1) {
+            uint64_t h = page_key(s, s->chain_hash, tokens ? s->pending : NULL, pos);
+            if (!h) {
+                s->hashing = 0;
+            } else {
+                s->chain_hash = h;
+                t->phash[pj] = h;
+                if (pj == 0) t->v.first_hash = h;
+                fkv__prefix_insert(c, h, t, pj);
+            }
+        }
+    }
+    goto release;
+unused: /* out of host memory half way: give back the pages not used */
+    while (fresh < c->scratch + p.pages) fkv__page_unref(c, *fresh++);
+release:
+    for (uint32_t i = first_new; i < s->n_chunks; i++) {
+        s->table[i]->v.pins--;
+        fkv__place_update(c, s->table[i]);
+    }
+out:
+    FKV__UNLOCK(c);
+    return st;
+}
+
+/* ---------------------------------------------------------------- fork */
+
+fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
+{
+    if (!s || !p || !child) return fkv__fail(FKV_EINVAL, "fkv_seq_fork: seq, params and child must not be NULL");
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    fkv_seq *k = NULL;
+    fkv_status st = seq_new(c, p, &k);
+    if (!st && fkv__seq_reserve(k, s->n_chunks)) {
+        st = fkv__fail(FKV_ENOMEM, "out of memory");
+    }
+    if (st) {
+        if (k) { /* undo seq_new */
+            FKV__UNLOCK(c);
+            fkv_seq_free(k);
+            return st;
+        }
+        FKV__UNLOCK(c);
+        return st;
+    }
+    for (uint32_t i = 0; i < s->n_chunks; i++) fkv__seq_attach(k, s->table[i], i);
+    k->len = s->len;
+    k->chain_hash = s->chain_hash;
+    k->hashing = s->hashing;
+    memcpy(k->pending, s->pending, PT(c) * sizeof *k->pending);
+    if (!p->n_block_ids && s->block_ids) {
+        k->block_ids = malloc((size_t)s->n_block_ids * sizeof *k->block_ids);
+        if (k->block_ids) {
+            memcpy(k->block_ids, s->block_ids, (size_t)s->n_block_ids * sizeof *k->block_ids);
+            k->n_block_ids = s->n_block_ids;
+        } else {
+            k->hashing = 0;
+        }
+    }
+    if (!k->expected_tokens) k->expected_tokens = s->expected_tokens;
+    *child = k;
+    FKV__UNLOCK(c);
+    return FKV_OK;
+}

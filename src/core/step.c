@@ -1,0 +1,186 @@
+/* What one engine step does with a sequence: pin it, read it (touch: hits,
+ * misses, heat), find the evicted ranges and give them pages again. */
+#include <string.h>
+
+#include "core/internal.h"
+
+#define PT(c) ((c)->cfg.page_tokens)
+
+fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing)
+{
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_touch: seq is NULL");
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    int64_t now = fkv__now(c);
+    fkv_class cl = fkv_seq_class(s);
+    uint64_t hit = 0, miss = 0;
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (!ch->v.resident) {
+            miss += ch->v.n_tokens;
+            continue;
+        }
+        hit += ch->v.n_tokens;
+        /* a chunk whose owner left is adopted by the next open reader */
+        if (!ch->owner && c->cfg.quotas) fkv__chunk_set_owner(c, ch, s);
+        fkv__chunk_touch(c, ch, now);
+    }
+    c->stats.fairkv_hit_tokens_total[cl] += (double)hit;
+    c->stats.fairkv_miss_tokens_total[cl] += (double)miss;
+    if (missing) *missing = (uint32_t)miss;
+    FKV__UNLOCK(c);
+    return FKV_OK;
+}
+
+static void pin_all(fkv_seq *s, int delta)
+{
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        ch->v.pins = (uint32_t)((int)ch->v.pins + delta);
+        if ((delta > 0 && ch->v.pins == 1) || ch->v.pins == 0) fkv__place_update(s->cache, ch);
+    }
+}
+
+fkv_status fkv_seq_pin(fkv_seq *s)
+{
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_pin: seq is NULL");
+    FKV__LOCK(s->cache);
+    s->pins++;
+    pin_all(s, 1);
+    FKV__UNLOCK(s->cache);
+    return FKV_OK;
+}
+
+fkv_status fkv_seq_unpin(fkv_seq *s)
+{
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_unpin: seq is NULL");
+    fkv_status st = FKV_OK;
+    FKV__LOCK(s->cache);
+    if (!s->pins) {
+        st = fkv__fail(FKV_ESTATE, "fkv_seq_unpin: request %llu is not pinned", (unsigned long long)s->request_id);
+    } else {
+        s->pins--;
+        pin_all(s, -1);
+    }
+    FKV__UNLOCK(s->cache);
+    return st;
+}
+
+fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n)
+{
+    if (!s || !n || (cap && !out)) return fkv__fail(FKV_EINVAL, "fkv_seq_missing: NULL argument");
+    FKV__LOCK(s->cache);
+    size_t k = 0;
+    int open = 0;
+    fkv_range cur = {0, 0};
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (ch->v.resident) continue;
+        uint32_t a = ch->v.start, b = ch->v.start + ch->v.n_tokens;
+        if (open && cur.end == a) {
+            cur.end = b;
+            continue;
+        }
+        if (open) {
+            if (k < cap) out[k] = cur;
+            k++;
+        }
+        cur = (fkv_range){a, b};
+        open = 1;
+    }
+    if (open) {
+        if (k < cap) out[k] = cur;
+        k++;
+    }
+    *n = k;
+    FKV__UNLOCK(s->cache);
+    return FKV_OK;
+}
+
+fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots, uint32_t *n_restored)
+{
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_restore: seq is NULL");
+    if (start > end) return fkv__fail(FKV_EINVAL, "fkv_seq_restore: start=%u > end=%u", start, end);
+    fkv_cache *c = s->cache;
+    uint32_t pt = PT(c);
+    FKV__LOCK(c);
+    fkv_status st = FKV_OK;
+    uint64_t pages = 0;
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (!ch->v.resident && ch->v.start < end && ch->v.start + ch->v.n_tokens > start)
+            pages += (ch->v.n_tokens + pt - 1) / pt;
+    }
+    if (n_restored) *n_restored = 0;
+    if (pages > c->n_pages) {
+        st = fkv__fail(FKV_EFULL, "fkv_seq_restore: %llu pages needed, the pool has %u", (unsigned long long)pages,
+                       c->n_pages);
+        goto out;
+    }
+    if ((st = fkv__pool_alloc(c, (uint32_t)pages, c->scratch))) goto out;
+    const uint32_t *fresh = c->scratch;
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (ch->v.resident || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
+        uint32_t np = (ch->v.n_tokens + pt - 1) / pt;
+        for (uint32_t j = 0; j < np; j++) {
+            ch->pages[j] = *fresh++;
+            uint32_t fill = j + 1 < np ? pt : ch->v.n_tokens - j * pt;
+            fkv__page_set_fill(c, ch->pages[j], fill);
+            if (ch->phash[j]) fkv__prefix_insert(c, ch->phash[j], ch, j);
+        }
+        if (slots)
+            for (uint32_t t = 0; t < ch->v.n_tokens; t++) slots[done + t] = (fkv_slot){ch->pages[t / pt], t % pt};
+        done += ch->v.n_tokens;
+        ch->v.pages = ch->pages;
+        ch->v.resident = 1;
+        ch->v.dtype = c->cfg.dtype;
+        c->n_resident++;
+        c->resident_tokens += ch->v.n_tokens;
+        if (!ch->owner && c->cfg.quotas) {
+            ch->owner = s;
+            ch->v.owner = s->request_id;
+        }
+        fkv__chunk_add_pages(c, ch, np);
+        fkv__place_update(c, ch);
+    }
+    c->stats.fairkv_restored_tokens_total[0] += done;
+    if (n_restored) *n_restored = done;
+out:
+    FKV__UNLOCK(c);
+    return st;
+}
+
+fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n)
+{
+    if (!s || !chunks || !n) return fkv__fail(FKV_EINVAL, "fkv_seq_chunks: NULL argument");
+    FKV__LOCK(s->cache);
+    /* the table holds chunk pointers whose first member is the view */
+    *chunks = (const fkv_chunk_view *const *)(const void *)s->table;
+    *n = s->n_chunks;
+    FKV__UNLOCK(s->cache);
+    return FKV_OK;
+}
+
+fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens, uint32_t pos,
+                             fkv_slot *out)
+{
+    if (!chunks || !out || !page_tokens) return fkv__fail(FKV_EINVAL, "fkv_chunks_locate: NULL argument");
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* first chunk with start > pos */
+        size_t mid = (lo + hi) / 2;
+        if (chunks[mid]->start <= pos) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return fkv__fail(FKV_EINVAL, "fkv_chunks_locate: pos=%u before the first chunk", pos);
+    const fkv_chunk_view *v = chunks[lo - 1];
+    if (pos >= v->start + v->n_tokens) return fkv__fail(FKV_EINVAL, "fkv_chunks_locate: pos=%u past the end", pos);
+    if (!v->resident) return fkv__fail(FKV_ENOENT, "fkv_chunks_locate: pos=%u was evicted", pos);
+    if (v->dtype != FKV_F32 && v->dtype != FKV_F16)
+        return fkv__fail(FKV_EUNSUPPORTED, "fkv_chunks_locate: pos=%u is in a %s chunk", pos, fkv_dtype_name(v->dtype));
+    uint32_t t = pos - v->start;
+    out->page = v->pages[t / page_tokens];
+    out->slot = t % page_tokens;
+    return FKV_OK;
+}

@@ -1,0 +1,150 @@
+/* Prometheus text (exposition format 0.0.4) and JSON, both generated from
+ * the FKV_METRICS list. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+void fkv__metrics_refresh(fkv_cache *c)
+{
+    fkv__stats *st = &c->stats;
+    st->kv_cache_chunk_size[0] = c->n_resident ? (double)c->resident_tokens / c->n_resident : 0;
+    for (int i = 0; i < FKV_N_CLASSES; i++) {
+        double h = st->fairkv_hit_tokens_total[i], m = st->fairkv_miss_tokens_total[i];
+        st->kv_cache_miss_rate[i] = h + m > 0 ? m / (h + m) : 0;
+    }
+    uint32_t used = c->n_pages - c->n_free;
+    st->fairkv_pages_used[0] = used;
+    st->fairkv_pages_free[0] = c->n_free;
+    st->fairkv_usage_ratio[0] = (double)used / c->n_pages;
+    for (int d = 0; d < FKV_N_DTYPES; d++)
+        st->fairkv_bytes[d] = (double)c->pages_by_dtype[d] * (double)c->page_bytes;
+    st->fairkv_chunks_resident[0] = c->n_resident;
+    st->fairkv_sequences[0] = c->n_owners;
+    double slots = (double)used * c->cfg.page_tokens;
+    st->fairkv_fragmentation_ratio[0] = slots > 0 ? 1.0 - (double)c->fill_sum / slots : 0;
+}
+
+/* A bounded writer that keeps counting past the end of the buffer. */
+typedef struct out {
+    char *buf;
+    size_t cap, len;
+} out;
+
+static void put(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->cap ? o->cap - o->len : 0;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n;
+}
+
+static const char *tier_names[FKV__L_TIER] = {"expired", "cached", "over_quota", "in_quota", "young", "global"};
+
+/* label name and value of entry i of a metric with these labels */
+static const char *label_name(int labels)
+{
+    switch (labels) {
+    case 1: return "request_type";
+    case 2: return "device";
+    case 3: return "precision";
+    case 4: return "tier";
+    default: return NULL;
+    }
+}
+
+static const char *label_value(const fkv_cache *c, int labels, int i)
+{
+    switch (labels) {
+    case 1: return fkv_class_name((fkv_class)i);
+    case 2: return c->device_label;
+    case 3: return fkv_dtype_name((fkv_dtype)i);
+    case 4: return tier_names[i];
+    default: return "";
+    }
+}
+
+enum { LK_NONE = 0, LK_CLASS = 1, LK_DEVICE = 2, LK_DTYPE = 3, LK_TIER = 4 };
+
+static void prom_value(out *o, double v)
+{
+    if (v == (double)(int64_t)v && v < 9e15 && v > -9e15) put(o, "%lld\n", (long long)v);
+    else put(o, "%.17g\n", v);
+}
+
+static void prom_metric(out *o, const fkv_cache *c, const char *name, const char *type, int lk, int n,
+                        const double *vals, const char *help)
+{
+    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    for (int i = 0; i < n; i++) {
+        put(o, "%s", name);
+        if (lk != LK_NONE) put(o, "{%s=\"%s\"}", label_name(lk), label_value(c, lk, i));
+        put(o, " ");
+        prom_value(o, vals[i]);
+    }
+}
+
+#define LK_OF_NONE LK_NONE
+#define LK_OF_CLASS LK_CLASS
+#define LK_OF_DEVICE LK_DEVICE
+#define LK_OF_DTYPE LK_DTYPE
+#define LK_OF_TIER LK_TIER
+#define TYPE_COUNTER "counter"
+#define TYPE_GAUGE "gauge"
+
+fkv_status fkv_cache_metrics_prometheus(fkv_cache *c, char *buf, size_t cap, size_t *len)
+{
+    if (!c || (!buf && cap) || !len) return fkv__fail(FKV_EINVAL, "fkv_cache_metrics_prometheus: NULL argument");
+    FKV__LOCK(c);
+    fkv__metrics_refresh(c);
+    out o = {buf, cap, 0};
+#define X(name, type, labels, help) \
+    prom_metric(&o, c, #name, TYPE_##type, LK_OF_##labels, FKV__L_##labels, c->stats.name, help);
+    FKV_METRICS(X)
+#undef X
+    FKV__UNLOCK(c);
+    if (cap) buf[o.len < cap ? o.len : cap - 1] = 0;
+    *len = o.len;
+    return FKV_OK;
+}
+
+static void json_num(out *o, double v)
+{
+    if (v == (double)(int64_t)v && v < 9e15 && v > -9e15) put(o, "%lld", (long long)v);
+    else put(o, "%.17g", v);
+}
+
+fkv_status fkv_cache_metrics_json(fkv_cache *c, char *buf, size_t cap, size_t *len)
+{
+    if (!c || (!buf && cap) || !len) return fkv__fail(FKV_EINVAL, "fkv_cache_metrics_json: NULL argument");
+    FKV__LOCK(c);
+    fkv__metrics_refresh(c);
+    out o = {buf, cap, 0};
+    put(&o, "{\"policy\":\"%s\",\"pages\":%u", c->policy_name, c->n_pages);
+#define X(name, type, labels, help)                                              \
+    do {                                                                         \
+        int lk_ = LK_OF_##labels;                                                \
+        put(&o, ",\"%s\":", #name);                                              \
+        if (lk_ == LK_NONE || lk_ == LK_DEVICE) {                                \
+            json_num(&o, c->stats.name[0]);                                      \
+        } else {                                                                 \
+            put(&o, "{");                                                        \
+            for (int i_ = 0; i_ < FKV__L_##labels; i_++) {                       \
+                put(&o, "%s\"%s\":", i_ ? "," : "", label_value(c, lk_, i_));     \
+                json_num(&o, c->stats.name[i_]);                                 \
+            }                                                                    \
+            put(&o, "}");                                                        \
+        }                                                                        \
+    } while (0);
+    FKV_METRICS(X)
+#undef X
+    put(&o, "}\n");
+    FKV__UNLOCK(c);
+    if (cap) buf[o.len < cap ? o.len : cap - 1] = 0;
+    *len = o.len;
+    return FKV_OK;
+}

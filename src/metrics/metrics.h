@@ -1,0 +1,64 @@
+/* The cache's metrics, from one X-macro list: the stats struct, the JSON
+ * dump and the Prometheus text are all generated from it, so a name cannot
+ * drift between them.  The seed's two names (section 5.1) are kept exactly.
+ *
+ * X(name, type, labels, help)
+ *   type:   COUNTER or GAUGE
+ *   labels: NONE, CLASS (request_type=short|medium|long), DEVICE
+ *           (device=<config.device_label>), DTYPE (precision=f32|f16|int8|int4),
+ *           TIER (tier=expired|cached|over_quota|in_quota|young|global)
+ */
+#ifndef FKV_METRICS_H
+#define FKV_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FKV_METRICS(X)                                                                           \
+    X(kv_cache_chunk_size, GAUGE, DEVICE, "Mean size of resident KV cache chunks, in tokens")    \
+    X(kv_cache_miss_rate, GAUGE, CLASS,                                                          \
+      "Fraction of KV tokens read by engine steps that had been evicted, per request class")    \
+    X(fairkv_hit_tokens_total, COUNTER, CLASS, "KV tokens read by engine steps and resident")    \
+    X(fairkv_miss_tokens_total, COUNTER, CLASS, "KV tokens read by engine steps but evicted")    \
+    X(fairkv_evicted_chunks_total, COUNTER, CLASS, "Chunks evicted, by class of their creator")  \
+    X(fairkv_evictions_by_tier_total, COUNTER, TIER, "Chunks evicted, by the tier that chose them") \
+    X(fairkv_evicted_pages_total, COUNTER, NONE, "Pages freed by eviction")                      \
+    X(fairkv_pages_used, GAUGE, NONE, "Pages in use")                                            \
+    X(fairkv_pages_free, GAUGE, NONE, "Pages free")                                              \
+    X(fairkv_usage_ratio, GAUGE, NONE, "Pages in use over all pages")                            \
+    X(fairkv_bytes, GAUGE, DTYPE, "Bytes of KV held, by precision (pages)")                      \
+    X(fairkv_chunks_resident, GAUGE, NONE, "Resident chunks")                                    \
+    X(fairkv_sequences, GAUGE, NONE, "Open sequences")                                           \
+    X(fairkv_quota_overruns_total, COUNTER, NONE,                                                \
+      "Times an allocation took a request over its quota")                                       \
+    X(fairkv_fragmentation_ratio, GAUGE, NONE,                                                   \
+      "Unused token slots in used pages over all slots of used pages (internal fragmentation)")  \
+    X(fairkv_prefix_queries_tokens_total, COUNTER, NONE, "Prompt tokens looked up in the prefix cache") \
+    X(fairkv_prefix_hits_tokens_total, COUNTER, NONE, "Prompt tokens found in the prefix cache")  \
+    X(fairkv_cow_copies_total, COUNTER, NONE, "Pages copied on first write into a shared page")  \
+    X(fairkv_chunk_splits_total, COUNTER, NONE, "Chunks split where prefixes diverge")           \
+    X(fairkv_restored_tokens_total, COUNTER, NONE, "Evicted tokens given pages again to recompute") \
+    X(fairkv_alloc_failures_total, COUNTER, NONE, "Allocations refused with FKV_EFULL")
+
+enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6 };
+
+enum fkv__tier {
+    FKV__TIER_EXPIRED = 0, /* cached chunk past its predicted TTL */
+    FKV__TIER_CACHED,      /* unowned chunk (finished request) */
+    FKV__TIER_OVER_QUOTA,  /* chunk of a request over its quota */
+    FKV__TIER_IN_QUOTA,    /* chunk of the request nearest its quota */
+    FKV__TIER_YOUNG,       /* younger than min_chunk_retention: last resort */
+    FKV__TIER_GLOBAL       /* quotas off: the policy alone */
+};
+
+typedef struct fkv__stats {
+#define FKV__STAT_FIELD(name, type, labels, help) double name[FKV__L_##labels];
+    FKV_METRICS(FKV__STAT_FIELD)
+#undef FKV__STAT_FIELD
+} fkv__stats;
+
+struct fkv_cache;
+/* Fills the gauges from the cache state (lock held). */
+void fkv__metrics_refresh(struct fkv_cache *c);
+
+#endif

@@ -1,0 +1,77 @@
+/* Eviction policy plug-in interface.
+ *
+ * A policy orders the evictable chunks of one instance; the cache keeps
+ * everything else (pinning, quotas, min_chunk_retention, TTL) around it, so
+ * every policy gets those for free.  The cache creates one instance for the
+ * shared (unowned) chunks and, with quotas on, one per open sequence.
+ *
+ * A policy is one .c file defining a const fkv__policy_ops and one line in
+ * registry.c.  Chunks carry a small policy-private node (fkv__policy_node)
+ * so no policy allocates per chunk.
+ */
+#ifndef FKV_POLICY_H
+#define FKV_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fairkv.h"
+
+typedef struct fkv__chunk fkv__chunk;
+
+/* Per-chunk state owned by whichever policy instance holds the chunk. */
+typedef struct fkv__policy_node {
+    double key;           /* heap policies: smaller = evicted sooner */
+    uint32_t hidx;        /* heap position + 1; 0 = not in a heap */
+    fkv__chunk *prev, *next; /* list policies */
+    uint8_t visited;      /* SIEVE */
+} fkv__policy_node;
+
+typedef struct fkv__policy_params {
+    double alpha, beta;     /* F-LRU weights */
+    double age_unit_ns;     /* F-LRU age unit */
+    fkv_next_use_fn next_use; /* Belady */
+    void *next_use_ctx;
+} fkv__policy_params;
+
+typedef struct fkv__policy_ops {
+    const char *name;
+    const char *help;
+    /* required: make the instance state */
+    fkv_status (*create)(const fkv__policy_params *p, void **state);
+    /* required */
+    void (*destroy)(void *state);
+    /* required: the chunk became evictable in this instance */
+    fkv_status (*insert)(void *state, fkv__chunk *ch);
+    /* required: the chunk leaves the instance (pinned, evicted, moved) */
+    void (*remove)(void *state, fkv__chunk *ch);
+    /* may be NULL: the chunk, held by this instance, was read; its
+     * access_count and last_access_ns are already updated */
+    void (*access)(void *state, fkv__chunk *ch);
+    /* required: the chunk to evict next, left in place; NULL when empty */
+    fkv__chunk *(*victim)(void *state);
+} fkv__policy_ops;
+
+typedef struct fkv__policy_inst {
+    const fkv__policy_ops *ops;
+    void *state;
+    uint32_t n; /* chunks held */
+} fkv__policy_inst;
+
+/* registry.c */
+const fkv__policy_ops *fkv__policy_find(const char *name);
+fkv__policy_inst *fkv__policy_inst_new(const fkv__policy_ops *ops, const fkv__policy_params *p);
+void fkv__policy_inst_free(fkv__policy_inst *in);
+
+/* Shared by the heap-ordered policies (heap_policy.c): a min-heap on
+ * chunk->pn.key with the chunk id as tie-break; `keyfn` computes the key. */
+typedef double (*fkv__keyfn)(const fkv__policy_params *p, const fkv__chunk *ch);
+typedef struct fkv__heap_policy fkv__heap_policy;
+fkv_status fkv__hp_create(const fkv__policy_params *p, fkv__keyfn key, void **state);
+void fkv__hp_destroy(void *state);
+fkv_status fkv__hp_insert(void *state, fkv__chunk *ch);
+void fkv__hp_remove(void *state, fkv__chunk *ch);
+void fkv__hp_access(void *state, fkv__chunk *ch);
+fkv__chunk *fkv__hp_victim(void *state);
+
+#endif

@@ -1,0 +1,324 @@
+/* Random operation sequences over a small cache with real (cpu) storage,
+ * shared by tests/test_ops_random.c and fuzz/fuzz_ops.c.
+ *
+ * Every appended token's K vector is written as a function of (token id,
+ * position); whatever the cache does (sharing, copy-on-write, eviction,
+ * restore), reading a resident token through the chunk table must give that
+ * value back.  After every op the full invariant checker runs (or every
+ * `check_every` ops). */
+#ifndef FKV_OPS_DRIVER_H
+#define FKV_OPS_DRIVER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "fairkv.h"
+
+#define OPS_MAX_SEQS 24
+#define OPS_MAX_LEN 600
+
+typedef struct ops_src {
+    const uint8_t *data; /* fuzz input, or NULL for the RNG */
+    size_t len, pos;
+    uint64_t rng;
+} ops_src;
+
+static uint32_t ops_next(ops_src *s, uint32_t bound)
+{
+    uint64_t x;
+    if (s->data) {
+        if (s->pos >= s->len) return 0;
+        x = s->data[s->pos++];
+        if (bound > 256 && s->pos < s->len) x = x << 8 | s->data[s->pos++];
+    } else {
+        s->rng += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+        x = s->rng;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        x ^= x >> 31;
+    }
+    return bound ? (uint32_t)(x % bound) : 0;
+}
+
+typedef struct ops_seq {
+    fkv_seq *s;
+    int32_t tokens[OPS_MAX_LEN];
+    uint32_t len;
+    int pinned;
+} ops_seq;
+
+typedef struct ops_state {
+    fkv_cache *c;
+    int64_t now;
+    ops_seq seqs[OPS_MAX_SEQS];
+    uint32_t n;
+    uint64_t next_id;
+    char msg[256];
+    uint64_t ops, efull, checks;
+} ops_state;
+
+static float ops_value(int32_t tok, uint32_t pos)
+{
+    return (float)(tok * 1000 + (int32_t)(pos % 1000));
+}
+
+static int64_t ops_next_use(void *ctx, const fkv_chunk_view *v)
+{
+    (void)ctx;
+    return (int64_t)((v->start * 2654435761u) ^ (uint32_t)v->create_ns) & 0xffffff;
+}
+
+static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal", "sieve", "belady"};
+
+/* Config variant k: policies x quotas x dynamic chunking x retention. */
+static fkv_status ops_open(ops_state *st, uint32_t k)
+{
+    memset(st, 0, sizeof *st);
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = 1;
+    cfg.head_dim = 2;
+    cfg.dtype = FKV_F32;
+    cfg.page_tokens = 4;
+    cfg.chunk_tokens = 8;
+    cfg.chunk_min_tokens = 4;
+    cfg.chunk_max_tokens = 16;
+    cfg.block_tokens = 8;
+    cfg.capacity_pages = 96;
+    cfg.storage = FKV_STORAGE_CPU;
+    cfg.policy = ops_policies[k % 6];
+    cfg.quotas = (k / 6) % 2;
+    cfg.dynamic_chunking = (k / 12) % 2;
+    cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
+    cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
+    cfg.next_use = ops_next_use;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &st->now;
+    cfg.thread_safe = 0;
+    st->next_id = 1;
+    return fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
+}
+
+static void ops_close(ops_state *st)
+{
+    fkv_cache_destroy(st->c);
+    st->c = NULL;
+}
+
+static void ops_write(ops_state *st, ops_seq *q, const fkv_slot *slots, uint32_t from, uint32_t n)
+{
+    void *k, *v;
+    uint64_t stride;
+    if (fkv_cache_layer_storage(st->c, 0, &k, &v, &stride)) return;
+    for (uint32_t i = 0; i < n; i++) {
+        float *kp = (float *)((char *)k + slots[i].page * stride) + slots[i].slot * 2;
+        float *vp = (float *)((char *)v + slots[i].page * stride) + slots[i].slot * 2;
+        kp[0] = ops_value(q->tokens[from + i], from + i);
+        vp[0] = -kp[0];
+    }
+}
+
+/* Every resident token reads back what was written for it. */
+static int ops_verify(ops_state *st, ops_seq *q)
+{
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    void *k, *v;
+    uint64_t stride;
+    if (fkv_seq_chunks(q->s, &ch, &n) || fkv_cache_layer_storage(st->c, 0, &k, &v, &stride)) return 1;
+    if (fkv_seq_len(q->s) != q->len) {
+        snprintf(st->msg, sizeof st->msg, "length %u, driver has %u", fkv_seq_len(q->s), q->len);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!ch[i]->resident) continue;
+        for (uint32_t t = 0; t < ch[i]->n_tokens; t++) {
+            uint32_t pos = ch[i]->start + t;
+            uint32_t page = ch[i]->pages[t / 4], slot = t % 4;
+            const float *kp = (const float *)((const char *)k + page * stride) + slot * 2;
+            const float *vp = (const float *)((const char *)v + page * stride) + slot * 2;
+            float want = ops_value(q->tokens[pos], pos);
+            if (kp[0] != want || vp[0] != -want) {
+                snprintf(st->msg, sizeof st->msg, "request %llu pos %u: K=%g V=%g, want %g",
+                         (unsigned long long)fkv_seq_id(q->s), pos, kp[0], vp[0], want);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void ops_drop(ops_state *st, uint32_t i)
+{
+    fkv_seq_free(st->seqs[i].s);
+    st->seqs[i] = st->seqs[--st->n];
+}
+
+/* One random operation.  Returns 0, or 1 with st->msg set on a failure. */
+static int ops_step(ops_state *st, ops_src *src)
+{
+    fkv_slot slots[OPS_MAX_LEN];
+    uint32_t op = ops_next(src, 9);
+    st->ops++;
+    st->now += ops_next(src, 20);
+    ops_seq *q = st->n ? &st->seqs[ops_next(src, st->n)] : NULL;
+    switch (op) {
+    case 0:
+    case 1: { /* new request: a prompt that often shares a prefix */
+        if (st->n == OPS_MAX_SEQS) break;
+        ops_seq *nq = &st->seqs[st->n];
+        memset(nq, 0, sizeof *nq);
+        uint32_t base = ops_next(src, 3), plen = 1 + ops_next(src, 60), same = ops_next(src, plen + 1);
+        for (uint32_t i = 0; i < plen; i++) nq->tokens[i] = i < same ? (int32_t)(base * 7 + i % 5) : (int32_t)ops_next(src, 50);
+        fkv_seq_params p;
+        fkv_seq_params_default(&p);
+        p.request_id = st->next_id++;
+        p.expected_tokens = plen + ops_next(src, 200);
+        uint64_t blocks[8];
+        int hashmode = ops_next(src, 4) == 0 && plen >= 8;
+        if (hashmode) { /* block ids as a trace gives them: same ids for a same prefix */
+            for (uint32_t b = 0; b < 8; b++) blocks[b] = (uint64_t)(base + 1) * 100 + (b * 8 < same ? b : 50 + ops_next(src, 3));
+            p.block_ids = blocks;
+            p.n_block_ids = plen / 8; /* full blocks of the prompt only */
+        }
+        if (fkv_seq_create(st->c, &p, &nq->s)) {
+            snprintf(st->msg, sizeof st->msg, "create: %s", fkv_cache_last_error(st->c));
+            return 1;
+        }
+        st->n++;
+        uint32_t m = 0;
+        if (!hashmode && fkv_seq_match(nq->s, nq->tokens, plen, plen - 1, &m)) {
+            snprintf(st->msg, sizeof st->msg, "match: %s", fkv_cache_last_error(st->c));
+            return 1;
+        }
+        if (hashmode) { /* ids cover 8-token blocks; tokens must agree with them for verification */
+            for (uint32_t i = 0; i < plen; i++) nq->tokens[i] = (int32_t)(blocks[i / 8] % 1000) * 10 + (int32_t)(i % 8);
+            if (fkv_seq_match(nq->s, NULL, plen, plen - 1, &m)) {
+                snprintf(st->msg, sizeof st->msg, "match ids: %s", fkv_cache_last_error(st->c));
+                return 1;
+            }
+        }
+        nq->len = m;
+        if (m > plen) {
+            snprintf(st->msg, sizeof st->msg, "matched %u of %u", m, plen);
+            return 1;
+        }
+        fkv_status rc = fkv_seq_append(nq->s, hashmode ? NULL : nq->tokens + m, plen - m, slots);
+        if (rc == FKV_EFULL) {
+            st->efull++;
+            if (fkv_seq_len(nq->s) != m) {
+                snprintf(st->msg, sizeof st->msg, "EFULL append changed the length");
+                return 1;
+            }
+        } else if (rc) {
+            snprintf(st->msg, sizeof st->msg, "append: %s", fkv_cache_last_error(st->c));
+            return 1;
+        } else {
+            ops_write(st, nq, slots, m, plen - m);
+            nq->len = plen;
+        }
+        break;
+    }
+    case 2: { /* decode: append a few tokens */
+        if (!q) break;
+        uint32_t n = 1 + ops_next(src, 12);
+        if (q->len + n > OPS_MAX_LEN) break;
+        for (uint32_t i = 0; i < n; i++) q->tokens[q->len + i] = (int32_t)ops_next(src, 50);
+        fkv_status rc = fkv_seq_append(q->s, q->tokens + q->len, n, slots);
+        if (rc == FKV_EFULL) {
+            st->efull++;
+        } else if (rc) {
+            snprintf(st->msg, sizeof st->msg, "append: %s", fkv_cache_last_error(st->c));
+            return 1;
+        } else {
+            ops_write(st, q, slots, q->len, n);
+            q->len += n;
+        }
+        break;
+    }
+    case 3: { /* fork */
+        if (!q || st->n == OPS_MAX_SEQS) break;
+        ops_seq *nq = &st->seqs[st->n];
+        fkv_seq_params p;
+        fkv_seq_params_default(&p);
+        p.request_id = st->next_id++;
+        if (fkv_seq_fork(q->s, &p, &nq->s)) {
+            snprintf(st->msg, sizeof st->msg, "fork: %s", fkv_cache_last_error(st->c));
+            return 1;
+        }
+        memcpy(nq->tokens, q->tokens, q->len * sizeof q->tokens[0]);
+        nq->len = q->len;
+        nq->pinned = 0;
+        st->n++;
+        break;
+    }
+    case 4: /* request ends */
+        if (!q) break;
+        ops_drop(st, (uint32_t)(q - st->seqs));
+        break;
+    case 5: { /* engine step reads it: touch, restore what is missing */
+        if (!q) break;
+        uint32_t missing = 0;
+        if (fkv_seq_touch(q->s, &missing)) return 1;
+        fkv_range r[64];
+        size_t nr = 0;
+        fkv_seq_missing(q->s, r, 64, &nr);
+        uint32_t sum = 0;
+        for (size_t i = 0; i < nr && i < 64; i++) sum += r[i].end - r[i].start;
+        if (nr <= 64 && sum != missing) {
+            snprintf(st->msg, sizeof st->msg, "touch says %u missing, ranges sum to %u", missing, sum);
+            return 1;
+        }
+        if (nr && nr <= 64) {
+            uint32_t got = 0;
+            fkv_status rc = fkv_seq_restore(q->s, r[0].start, r[0].end, slots, &got);
+            if (rc == FKV_OK) {
+                if (got != r[0].end - r[0].start) {
+                    snprintf(st->msg, sizeof st->msg, "restored %u of %u", got, r[0].end - r[0].start);
+                    return 1;
+                }
+                ops_write(st, q, slots, r[0].start, got);
+            } else if (rc != FKV_EFULL) {
+                return 1;
+            }
+        }
+        if (ops_verify(st, q)) return 1;
+        break;
+    }
+    case 6: /* pin / unpin */
+        if (!q) break;
+        if (q->pinned) {
+            if (fkv_seq_unpin(q->s)) return 1;
+            q->pinned = 0;
+        } else if (ops_next(src, 2)) {
+            if (fkv_seq_pin(q->s)) return 1;
+            q->pinned = 1;
+        }
+        break;
+    case 7: { /* explicit eviction */
+        uint32_t freed = 0;
+        fkv_status rc = fkv_cache_evict(st->c, ops_next(src, 40), &freed);
+        if (rc && rc != FKV_EFULL) return 1;
+        break;
+    }
+    default: /* let time pass */
+        st->now += ops_next(src, 200);
+        break;
+    }
+    return 0;
+}
+
+static int ops_check(ops_state *st)
+{
+    st->checks++;
+    if (fkv__cache_check(st->c, st->msg, sizeof st->msg)) return 1;
+    for (uint32_t i = 0; i < st->n; i++)
+        if (ops_verify(st, &st->seqs[i])) return 1;
+    return 0;
+}
+
+#endif
