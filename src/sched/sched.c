@@ -203,6 +203,12 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
     if (i == s->n_run) return fail(s, FKV_ESTATE, "preempt: request %llu not running", (unsigned long long)r->id);
     memmove(s->run + i, s->run + i + 1, (s->n_run - i - 1) * sizeof *s->run);
     s->n_run--;
+    /* state first: unpinning hands the chunks to the policy, which may ask
+     * (Belady) what the request will do next */
+    r->state = FKV_REQ_WAITING;
+    r->preemptions++;
+    r->preempt_order = ++s->preempt_counter;
+    s->preemptions++;
     if (r->seq) fkv_seq_unpin(r->seq);
     if (s->cfg.on_preempt == FKV_PREEMPT_FREE && r->seq) {
         /* everything computed so far (and the last emitted token) is
@@ -213,9 +219,6 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
         r->computed = 0;
         r->target = redo;
     }
-    r->preemptions++;
-    r->preempt_order = ++s->preempt_counter;
-    s->preemptions++;
     return wait_push(s, r, 1);
 }
 
@@ -496,12 +499,15 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
         if (rc == NOROOM) {
             /* back to where it was; it keeps its sequence (unpinned) */
             s->n_run--;
+            r->state = FKV_REQ_WAITING;
             if (r->seq) fkv_seq_unpin(r->seq);
             r->admit_order = prev_order;
             if (s->n_run == 0 && b->n == 0) {
                 /* nothing else holds pinned memory: it can never fit */
-                r->state = FKV_REQ_RUNNING;
-                reject(s, r);
+                release_seq(s, r);
+                r->state = FKV_REQ_REJECTED;
+                s->client_live[r->client]--;
+                s->rejections++;
                 continue;
             }
             if (s->cfg.on_preempt == FKV_PREEMPT_FREE) release_seq(s, r), r->computed = 0;

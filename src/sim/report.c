@@ -78,7 +78,13 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     fkv_lat_stats_compute(r->ttft_ns, r->cls, r->n, &o->ttft);
     fkv_lat_stats_compute(r->tpot_ns, r->cls, r->n, &o->tpot);
     uint64_t touched = r->hit_tokens + r->miss_tokens;
-    o->hit_rate = touched ? (double)r->hit_tokens / (double)touched : 1.0;
+    o->cache_hit_rate = touched ? (double)r->hit_tokens / (double)touched : 1.0;
+    /* reads served from the cache / reads: comparable between schemes that
+     * keep a preempted sequence (its evicted chunks miss at the next touch)
+     * and schemes that free it (its tokens are prefilled again, never
+     * touched as misses) */
+    uint64_t lost = r->recomputed_tokens + r->reloaded_tokens;
+    o->hit_rate = r->hit_tokens + lost ? (double)r->hit_tokens / (double)(r->hit_tokens + lost) : 1.0;
     o->prefix_hit_rate = r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
     o->recomputed_tokens = r->recomputed_tokens;
     o->reloaded_tokens = r->reloaded_tokens;
@@ -165,8 +171,9 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
             m->arrival_rate, m->capacity_rps, (unsigned long long)m->seed, m->admission, m->batching);
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,\"fairness_gain\":%.4f,", i ? "," : "",
-                x->name, x->hit_rate, x->prefix_hit_rate, x->fairness_gain);
+        fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"cache_hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,"
+                   "\"fairness_gain\":%.4f,", i ? "," : "", x->name, x->hit_rate, x->cache_hit_rate,
+                x->prefix_hit_rate, x->fairness_gain);
         json_lat(f, "e2e", &x->e2e);
         fputc(',', f);
         json_lat(f, "ttft", &x->ttft);

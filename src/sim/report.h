@@ -24,7 +24,8 @@ typedef struct fkv_lat_stats {
 typedef struct fkv_scheme_summary {
     char name[32];
     fkv_lat_stats e2e, ttft, tpot;
-    double hit_rate;         /* touched tokens found resident */
+    double hit_rate;         /* context reads served from cache / (those + recomputed + reloaded) */
+    double cache_hit_rate;   /* the cache's own counter: touched tokens found resident */
     double prefix_hit_rate;  /* prompt tokens found in the prefix cache */
     double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
     uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;

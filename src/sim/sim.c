@@ -34,25 +34,28 @@ typedef struct belady_ctx {
     const int64_t *now;
 } belady_ctx;
 
-/* Next use of a chunk, ns.  A running request reads its whole context at
- * every step: now.  A preempted request (kept sequence) resumes in
- * preemption order, latest first (it went to the queue's front): the later
- * it was preempted, the sooner.  A finished request's chunks (owner 0) are
- * read again only through a prefix match; in the seed and Azure workloads
- * no request shares a prefix, and for traces with shared prefixes the
- * simulator does not yet map page hashes to future arrivals, so they count
- * as never used (documented in docs/EVALUATION-sim.md). */
+/* Next use of a chunk, ns.  The policy keys a chunk when it becomes
+ * evictable and when it is read, so the answer must be an absolute time
+ * that stays comparable as the clock moves.  A running request reads its
+ * whole context at every step: now.  A preempted request (kept sequence)
+ * resumes in preemption order, latest first (it went to the queue's front);
+ * its resume time is unknown, so it is placed after every running use, the
+ * later preempted the sooner.  A finished request's chunks (owner 0 or
+ * state done) are read again only through a prefix match; in the seed and
+ * Azure workloads no request shares a prefix, and for traces with shared
+ * prefixes the simulator does not map page hashes to future arrivals, so
+ * they count as never used.  This is MIN with an ordinal estimate for
+ * preempted requests, not an exact oracle (docs/EVALUATION-sim.md). */
 static int64_t belady_next_use(void *vctx, const fkv_chunk_view *ch)
 {
     const belady_ctx *b = vctx;
-    int64_t now = *b->now;
     if (ch->owner == 0 || ch->owner > b->n) return INT64_MAX;
     const fkv_req *r = &b->reqs[ch->owner - 1];
     switch (r->state) {
-    case FKV_REQ_RUNNING: return now;
+    case FKV_REQ_RUNNING: return *b->now;
     case FKV_REQ_WAITING: {
-        uint64_t o = r->preempt_order < 1000000000ULL ? r->preempt_order : 1000000000ULL;
-        return now + 1 + (int64_t)(1000000000ULL - o);
+        uint64_t o = r->preempt_order < (1ULL << 40) ? r->preempt_order : (1ULL << 40);
+        return INT64_MAX / 2 - (int64_t)o;
     }
     default: return INT64_MAX;
     }

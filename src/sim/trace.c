@@ -187,6 +187,7 @@ static fkv_status parse_azure_line(parser *p, char *line, int64_t *t0)
     if (!r) return FKV_ENOMEM;
     if (p->w->n == 1) *t0 = t;
     r->arrival_ns = t - *t0; /* may be negative if unsorted; sorted below */
+    r->client = UINT64_MAX;
     return set_sizes(p, r, in, out);
 }
 
