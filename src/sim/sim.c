@@ -54,8 +54,11 @@ static int64_t belady_next_use(void *vctx, const fkv_chunk_view *ch)
     switch (r->state) {
     case FKV_REQ_RUNNING: return *b->now;
     case FKV_REQ_WAITING: {
+        /* 2^50 ns (13 days) lies beyond any simulated time and keeps the
+         * policy's double keys exact (53-bit mantissa): near INT64_MAX/2
+         * consecutive orders would round to one key */
         uint64_t o = r->preempt_order < (1ULL << 40) ? r->preempt_order : (1ULL << 40);
-        return INT64_MAX / 2 - (int64_t)o;
+        return (INT64_C(1) << 50) - (int64_t)o;
     }
     default: return INT64_MAX;
     }
