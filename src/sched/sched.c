@@ -77,6 +77,7 @@ void fkv_sched_destroy(fkv_sched *s)
     if (!s) return;
     for (size_t i = 0; i < s->n_run; i++)
         if (s->run[i]->seq) {
+            fkv_seq_unpin(s->run[i]->seq);
             fkv_seq_free(s->run[i]->seq);
             s->run[i]->seq = NULL;
         }
@@ -455,10 +456,11 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     b->preempted = 0;
     b->wake_ns = 0;
     uint32_t budget = s->cfg.max_batch_tokens;
-    for (size_t i = 0; i < s->n_run; i++) {
-        s->run[i]->served = 0;
-        if (s->run[i]->seq) fkv_seq_pin(s->run[i]->seq);
-    }
+    /* running requests stay pinned from admission to the end (or their
+     * preemption): every step reads their whole context, and no cache call
+     * happens between steps, so unpinning them in between would only churn
+     * the policy's structures */
+    for (size_t i = 0; i < s->n_run; i++) s->run[i]->served = 0;
     /* running requests, oldest first; preemption removes from the tail side */
     for (size_t i = 0; i < s->n_run;) {
         fkv_req *r = s->run[i];
@@ -546,12 +548,12 @@ fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns)
             s->done++;
         }
     }
-    /* unpin everyone pinned at step start; drop the finished ones */
+    /* drop the finished ones (unpinned: their chunks join the prefix cache) */
     size_t w = 0;
     for (size_t i = 0; i < s->n_run; i++) {
         fkv_req *r = s->run[i];
-        if (r->seq) fkv_seq_unpin(r->seq);
         if (r->state == FKV_REQ_DONE) {
+            if (r->seq) fkv_seq_unpin(r->seq);
             release_seq(s, r);
             s->client_live[r->client]--;
         } else {

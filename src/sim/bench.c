@@ -10,7 +10,8 @@
  * live KV demand, i.e. the largest number of tokens held at once by open
  * requests when memory is unlimited, at the highest load of the run; raised
  * if needed to the largest single request plus one 256-token chunk, so that
- * every request fits alone.  0.75 makes memory short during bursts, not all
+ * every request fits alone; and never above the GPUs' memory left after the
+ * fp16 weights (80 GB per GPU x tp - 2 bytes x parameters).  0.75 makes memory short during bursts, not all
  * the time: at 0.5 the seed workload's effective throughput falls below its
  * arrival rate and every scheme's latency is set by an ever-growing queue.
  */
@@ -135,6 +136,7 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 0 || d > 1e8 || d != floor(d)) return bad(a, v);
         o->requests = (size_t)d;
+        o->requests_set = 1;
     } else if (!strcmp(a, "--load")) {
         TAKE();
         if (range(v, &o->load_lo, &o->load_hi, &o->load_step) || o->load_lo <= 0) return bad(a, v);
@@ -237,8 +239,10 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
     if ((st = fkv_profile_get(o->profile, o->data_dir, &c->profile, err, errlen)) != FKV_OK) return st;
     o->sim.profile = &c->profile;
     if (o->trace) {
-        st = fkv_trace_load(o->trace, (fkv_trace_format)o->trace_format, o->requests, o->sim.sched.n_clients, &c->base,
-                            err, errlen);
+        /* a trace is read whole unless --requests was given */
+        size_t limit = o->requests_set ? o->requests : 0;
+        st = fkv_trace_load(o->trace, (fkv_trace_format)o->trace_format, limit, o->sim.sched.n_clients, &c->base, err,
+                            errlen);
         if (st) return st;
     } else {
         if ((st = fkv_workload_seed(o->requests ? o->requests : 2000, o->seed, o->sim.sched.n_clients, &c->base)) != FKV_OK) {
@@ -268,6 +272,15 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
         fkv_workload_free(&w);
         if (st) return st;
         c->capacity_tokens = (uint64_t)ceil(o->cap_frac * (double)peak);
+        /* never more than the GPUs hold after the fp16 weights */
+        const fkv_model_geom *mg = c->profile.model;
+        double hbm = c->profile.gpu_mem_bytes * c->profile.tp - 2.0 * mg->params;
+        uint64_t hbm_tokens = hbm > 0 ? (uint64_t)(hbm / (double)tb) : 0;
+        int capped = 0;
+        if (hbm_tokens && c->capacity_tokens > hbm_tokens) {
+            c->capacity_tokens = hbm_tokens;
+            capped = 1;
+        }
         uint32_t biggest = 0;
         for (size_t i = 0; i < c->base.n; i++)
             if (c->base.reqs[i].prompt + c->base.reqs[i].output > biggest)
@@ -277,8 +290,9 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
             c->capacity_tokens = (uint64_t)biggest + 256;
             raised = 1;
         }
-        snprintf(c->capacity_rule, sizeof c->capacity_rule, "%.2f x peak live demand %llu tokens%s", o->cap_frac,
-                 (unsigned long long)peak, raised ? ", raised to the largest request" : "");
+        snprintf(c->capacity_rule, sizeof c->capacity_rule, "%.2f x peak live demand %llu tokens%s%s", o->cap_frac,
+                 (unsigned long long)peak, capped ? ", capped at the HBM left after the weights" : "",
+                 raised ? ", raised to the largest request" : "");
     }
     return FKV_OK;
 }
@@ -360,7 +374,7 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
         double dt = wall() - t0;
         fkv_summarize(&r, &sums[i]);
         sums[i].sim_wall_s = dt;
-        if (!c->o->quiet && isatty(2))
+        if (!c->o->quiet)
             fprintf(stderr, "  %-13s %zu requests simulated in %.2f s\n", sel[i]->name, w->n, dt);
         if (res) res[i] = r;
         else fkv_sim_result_free(&r);

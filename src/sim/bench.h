@@ -13,6 +13,7 @@ typedef struct fkv_bench_opts {
     const char *trace;      /* file, or NULL */
     int trace_format;       /* fkv_trace_format */
     size_t requests;        /* 0 = whole trace; seed: count to generate */
+    int requests_set;       /* --requests given (a trace is read whole otherwise) */
     double load_lo, load_hi, load_step; /* load_lo < 0: native trace timing */
     double time_scale;      /* trace timing multiplier when no load is set */
     const char *schemes;    /* comma list or NULL = all available */
