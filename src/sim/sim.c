@@ -1,6 +1,8 @@
 /* The simulator's event loop (see sim.h). */
 #include "sim/sim.h"
 
+#include "sim/oracle.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,24 +34,36 @@ typedef struct belady_ctx {
     const fkv_req *reqs;
     size_t n;
     const int64_t *now;
+    fkv_oracle *oracle; /* future prefix reads; NULL without shared blocks */
+    size_t frontier;    /* requests below it have all started */
 } belady_ctx;
 
 /* Next use of a chunk, ns.  The policy keys a chunk when it becomes
  * evictable and when it is read, so the answer must be an absolute time
- * that stays comparable as the clock moves.  A running request reads its
- * whole context at every step: now.  A preempted request (kept sequence)
- * resumes in preemption order, latest first (it went to the queue's front);
- * its resume time is unknown, so it is placed after every running use, the
- * later preempted the sooner.  A finished request's chunks (owner 0 or
- * state done) are read again only through a prefix match; in the seed and
- * Azure workloads no request shares a prefix, and for traces with shared
- * prefixes the simulator does not map page hashes to future arrivals, so
- * they count as never used.  This is MIN with an ordinal estimate for
- * preempted requests, not an exact oracle (docs/EVALUATION-sim.md). */
+ * that stays comparable as the clock moves.
+ *  - A running request reads its whole context at every step (its chunks
+ *    are pinned anyway): now.
+ *  - A preempted request (kept sequence) resumes in preemption order,
+ *    latest first (it went to the queue's front); its resume time is
+ *    unknown, so it is placed after every running use and every known
+ *    arrival, the later preempted the sooner.
+ *  - A cached chunk (its request finished) is read again only through a
+ *    prefix match: the oracle knows which later request's prompt holds its
+ *    first page and when that request arrives; none = never.
+ * This is MIN with an ordinal estimate for preempted requests, not an exact
+ * oracle of the closed loop (docs/EVALUATION-sim.md). */
 static int64_t belady_next_use(void *vctx, const fkv_chunk_view *ch)
 {
-    const belady_ctx *b = vctx;
-    if (ch->owner == 0 || ch->owner > b->n) return INT64_MAX;
+    belady_ctx *b = vctx;
+    if (ch->owner == 0 || ch->owner > b->n) {
+        if (!b->oracle) return INT64_MAX;
+        while (b->frontier < b->n) {
+            const fkv_req *f = &b->reqs[b->frontier];
+            if (f->state == FKV_REQ_PENDING || (f->state == FKV_REQ_WAITING && f->admit_order == 0)) break;
+            b->frontier++;
+        }
+        return fkv_oracle_next(b->oracle, ch->first_hash, b->reqs, b->frontier, *b->now);
+    }
     const fkv_req *r = &b->reqs[ch->owner - 1];
     switch (r->state) {
     case FKV_REQ_RUNNING: return *b->now;
@@ -213,7 +227,9 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
     res->capacity_tokens = sc ? cfg->capacity_tokens : 0;
 
     int64_t now = 0;
-    belady_ctx bctx = {reqs, w->n, &now};
+    belady_ctx bctx = {reqs, w->n, &now, NULL, 0};
+    if (sc && cfg->capacity_tokens && !strcmp(sc->policy, "belady") && sc->prefix_cache)
+        bctx.oracle = fkv_oracle_build(w, sc->page_tokens, cfg->sched.block_tokens);
     fkv_cache *cache = NULL;
     fkv_sched *s = NULL;
     fkv_status st = FKV_OK;
@@ -270,6 +286,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
 out:
     fkv_sched_destroy(s);
     if (cache) fkv_cache_destroy(cache);
+    fkv_oracle_free(bctx.oracle);
     free(reqs);
     if (st) fkv_sim_result_free(res);
     return st;
