@@ -85,7 +85,7 @@ static int parse_ms(const char *s, double *out)
     double v = strtod(s, &end);
     if (errno || end == s) return -1;
     while (*end == ' ' || *end == '\r') end++;
-    if (*end || !(v >= 0) || v > 1e15) return -1;
+    if (*end || !(v >= 0) || v > 1e12) return -1; /* ms; 1e12 ms = 31 years keeps ns in int64 */
     *out = v;
     return 0;
 }
@@ -104,11 +104,12 @@ static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
 
 /* "YYYY-MM-DD hh:mm:ss[.fraction]" -> ns since 1970 (zone ignored: only
  * differences matter). */
+/* Years 1970-2200 keep nanoseconds within int64. */
 static int parse_timestamp(const char *s, int64_t *out)
 {
     int y, mo, d, h, mi, se, n = 0;
     if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 || n < 19) return -1;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60 || y < 1970 || h < 0 || mi < 0 || se < 0)
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60 || y < 1970 || y > 2200 || h < 0 || mi < 0 || se < 0)
         return -1;
     s += n;
     int64_t frac = 0, scale = 1000000000;
@@ -222,7 +223,7 @@ static fkv_status parse_mooncake_line(parser *p, const char *line, size_t len)
     const cJSON *out = cJSON_GetObjectItemCaseSensitive(j, "output_length");
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hash_ids");
     double v;
-    if (!cJSON_IsNumber(ts) || !((v = ts->valuedouble) >= 0) || v > 1e15) {
+    if (!cJSON_IsNumber(ts) || !((v = ts->valuedouble) >= 0) || v > 1e12) {
         st = perr(p, "field timestamp: missing or not a non-negative number (ms)");
         goto out;
     }
@@ -378,7 +379,7 @@ fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_t
     }
     /* block pointers are fixed only now: w->blocks moved while growing */
     for (size_t i = 0; i < w->n; i++)
-        w->reqs[i].block_ids = p.boff[i] == SIZE_MAX ? NULL : w->blocks + p.boff[i];
+        w->reqs[i].block_ids = p.boff[i] == SIZE_MAX || !w->reqs[i].n_block_ids ? NULL : w->blocks + p.boff[i];
     free(p.boff);
     qsort(w->reqs, w->n, sizeof *w->reqs, cmp_req);
     int64_t first = w->reqs[0].arrival_ns;

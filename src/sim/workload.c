@@ -62,8 +62,11 @@ void fkv_workload_scale_time(fkv_workload *w, double factor)
 {
     if (!w->n) return;
     int64_t t0 = w->reqs[0].arrival_ns;
-    for (size_t i = 0; i < w->n; i++)
-        w->reqs[i].arrival_ns = t0 + (int64_t)llround((double)(w->reqs[i].arrival_ns - t0) * factor);
+    for (size_t i = 0; i < w->n; i++) {
+        double t = (double)(w->reqs[i].arrival_ns - t0) * factor;
+        if (t > 4e18) t = 4e18; /* 126 years: keeps int64 ns */
+        w->reqs[i].arrival_ns = t0 + (int64_t)llround(t);
+    }
 }
 
 int64_t fkv_workload_span(const fkv_workload *w)
