@@ -105,7 +105,7 @@ fkv_oracle *fkv_oracle_build(const fkv_workload *w, uint32_t page_tokens, uint32
             o->pairs[o->n_pairs++] = (pair){h, (uint32_t)i};
         }
     }
-    qsort(o->pairs, o->n_pairs, sizeof *o->pairs, cmp_pair);
+    if (o->n_pairs) qsort(o->pairs, o->n_pairs, sizeof *o->pairs, cmp_pair);
     size_t keys = 0;
     for (size_t i = 0; i < o->n_pairs; i++) keys += i == 0 || o->pairs[i].key != o->pairs[i - 1].key;
     uint64_t size = 16;
