@@ -153,7 +153,7 @@ int fkv_cli_run(int argc, char **argv)
 {
     fkv_bench_opts o;
     fkv_bench_opts_default(&o);
-    o.requests = 5000;
+    o.requests = 20000; /* 2,000 long requests: enough for a long-class P99 */
     int r = parse_all(&o, argc, argv, "run");
     if (r >= 0) return r;
     return bench_main(&o);
