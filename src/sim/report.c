@@ -85,7 +85,12 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
      * touched as misses) */
     uint64_t lost = r->recomputed_tokens + r->reloaded_tokens;
     o->hit_rate = r->hit_tokens + lost ? (double)r->hit_tokens / (double)(r->hit_tokens + lost) : 1.0;
-    o->prefix_hit_rate = r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
+    /* prompt tokens found in the prefix cache at a request's first
+     * admission; the cache's own counter also counts the re-matches of
+     * requests resumed after a freeing preemption (their own blocks) */
+    o->prefix_hit_rate = r->prompt_tokens_all ? (double)r->matched_tokens / (double)r->prompt_tokens_all : 0;
+    o->cache_prefix_hit_rate =
+        r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
     o->recomputed_tokens = r->recomputed_tokens;
     o->reloaded_tokens = r->reloaded_tokens;
     o->preemptions = r->preemptions;
@@ -172,8 +177,8 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
         fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"cache_hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,"
-                   "\"fairness_gain\":%.4f,", i ? "," : "", x->name, x->hit_rate, x->cache_hit_rate,
-                x->prefix_hit_rate, x->fairness_gain);
+                   "\"cache_prefix_hit_rate\":%.6f,\"fairness_gain\":%.4f,", i ? "," : "", x->name, x->hit_rate,
+                x->cache_hit_rate, x->prefix_hit_rate, x->cache_prefix_hit_rate, x->fairness_gain);
         json_lat(f, "e2e", &x->e2e);
         fputc(',', f);
         json_lat(f, "ttft", &x->ttft);

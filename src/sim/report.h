@@ -26,7 +26,8 @@ typedef struct fkv_scheme_summary {
     fkv_lat_stats e2e, ttft, tpot;
     double hit_rate;         /* context reads served from cache / (those + recomputed + reloaded) */
     double cache_hit_rate;   /* the cache's own counter: touched tokens found resident */
-    double prefix_hit_rate;  /* prompt tokens found in the prefix cache */
+    double prefix_hit_rate;  /* prompt tokens found in the prefix cache at first admission */
+    double cache_prefix_hit_rate; /* the cache's counter (includes re-matches after preemption) */
     double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
     uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;
     size_t done, rejected;

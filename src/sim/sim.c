@@ -259,6 +259,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         res->recomputed_tokens += r->recomputed;
         res->reloaded_tokens += r->reloaded;
         res->matched_tokens += r->matched;
+        res->prompt_tokens_all += r->prompt;
         if (r->state == FKV_REQ_REJECTED) {
             res->rejected++;
             continue;

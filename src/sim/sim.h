@@ -63,7 +63,8 @@ typedef struct fkv_sim_result {
     uint64_t recomputed_tokens, reloaded_tokens, matched_tokens;
     uint64_t preemptions;
     uint64_t steps;
-    uint64_t output_tokens, prompt_tokens;
+    uint64_t output_tokens, prompt_tokens; /* of finished requests */
+    uint64_t prompt_tokens_all;            /* of every request */
     uint64_t peak_live_tokens;
     uint64_t max_step_tokens;
     int64_t makespan_ns;
