@@ -7,8 +7,9 @@
  * preemption).  The caller executes the step (the simulator prices it with a
  * cost profile, the engine runs the model) and then reports its end time.
  *
- * Step rule (continuous batching, vLLM/Orca style): every running request is
- * pinned; running requests are served oldest first, each getting first the
+ * Step rule (continuous batching, vLLM/Orca style): a running request stays
+ * pinned from its admission to its end or preemption (every step reads its
+ * whole context); running requests are served oldest first, each getting first the
  * tokens its evicted ranges need (recompute, or reload from a host tier),
  * then one decode token or a prefill chunk; then waiting requests are
  * admitted (FCFS or VTC) while the token budget, the running-request limit
