@@ -237,8 +237,73 @@ static void budget(const fkv_scheme *sc, uint32_t max_tokens)
     fkv_workload_free(&w);
 }
 
+/* Victim rules on a cache of 7 pages of 16 tokens: A (prompt 60, 4 pages)
+ * and B (prompt 40, 3 pages) fill it in step 1 and then decode in
+ * lockstep.  A, served first in every step, needs its 5th page at token 64
+ * (its 4th decode) while B is not yet served: both are candidates.
+ * Last-started picks B (admitted second); fewest-output ties on output and
+ * picks the longer prompt, A itself.  With KEEP the victim keeps its
+ * sequence, with FREE it has none while it waits.  Both finish either way. */
+static void victims(fkv_victim_rule rule, fkv_preempt_mode mode, int want_a)
+{
+    fkv_config cc;
+    fkv_config_default(&cc);
+    int64_t now = 0;
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 7;
+    cc.policy = "lru";
+    cc.quotas = 0;
+    cc.chunk_tokens = 16;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = rule;
+    sc.on_preempt = mode;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    spec sp[] = {{0, 60, 40}, {0, 40, 40}};
+    fkv_workload w;
+    make(&w, sp, 2);
+    REQUIRE(fkv_sched_add(s, &w.reqs[0]) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &w.reqs[1]) == FKV_OK);
+    fkv_batch b = {0};
+    fkv_req *first = NULL;
+    int steps = 0;
+    while (fkv_sched_finished(s) < 2 && steps < 10000) {
+        REQUIRE(fkv_sched_step(s, now, &b) == FKV_OK);
+        if (b.preempted && !first) {
+            first = w.reqs[0].state == FKV_REQ_WAITING ? &w.reqs[0] : &w.reqs[1];
+            CHECK(first->state == FKV_REQ_WAITING);
+            CHECK(mode == FKV_PREEMPT_KEEP ? first->seq != NULL : first->seq == NULL);
+            /* the other one got its page */
+            const fkv_req *other = first == &w.reqs[0] ? &w.reqs[1] : &w.reqs[0];
+            CHECK(other->state == FKV_REQ_RUNNING);
+        }
+        now += 1000000;
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        steps++;
+    }
+    REQUIRE(first != NULL);
+    CHECKF(first == (want_a ? &w.reqs[0] : &w.reqs[1]), "rule %d mode %d: victim %llu", rule, mode,
+           (unsigned long long)first->id);
+    CHECK(fkv_sched_finished(s) == 2 && fkv_sched_rejections(s) == 0);
+    CHECK(w.reqs[0].generated == 40 && w.reqs[1].generated == 40);
+    CHECK(first->recomputed > 0); /* its evicted or freed tokens were computed again */
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+    fkv_workload_free(&w);
+}
+
 int main(void)
 {
+    victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, 0);
+    victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, 0);
+    victims(FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_KEEP, 1);
+    victims(FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, 1);
     scenario1(NULL, 0);
     scenario1(fkv_scheme_find("lru"), 100000); /* ample cache: same times */
     scenario1(fkv_scheme_find("flru-dyn"), 100000);
