@@ -43,7 +43,8 @@ test-tsan: deps
 	cd build-tsan && ctest --output-on-failure -R 'threads'
 
 test: test-release test-asan test-tsan
-	@echo "make test: release, ASan+UBSan and TSan suites passed"
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=5
+	@echo "make test: release, ASan+UBSan and TSan suites and a short fuzz run passed"
 
 run: build
 	./build/fairkv run
@@ -51,9 +52,12 @@ run: build
 fuzz: deps
 	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFKV_FUZZ=ON -DFKV_SANITIZE=ON
 	$(CMAKE) --build build-fuzz -j $(JOBS)
-	@for f in build-fuzz/fuzz_*; do [ -x $$f ] || continue; \
-	  echo "fuzz: $$f for $(FUZZ_SECONDS)s"; mkdir -p build-fuzz/corpus/$$(basename $$f); \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 build-fuzz/corpus/$$(basename $$f) fuzz/corpus/$$(basename $$f) 2>&1 | tail -3 || exit 1; done
+	@for f in build-fuzz/fuzz_*; do [ -x $$f ] || continue; n=$$(basename $$f); \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; mkdir -p build-fuzz/corpus/$$n; \
+	  seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 build-fuzz/corpus/$$n $$seeds > build-fuzz/$$n.log 2>&1 \
+	    || { tail -30 build-fuzz/$$n.log; echo "fuzz: $$n FAILED"; exit 1; }; \
+	  tail -1 build-fuzz/$$n.log; done
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -50,9 +50,9 @@ int64_t fkv_virtual_clock_now(void *ctx)
     return *(const int64_t *)ctx;
 }
 
-int64_t fkv__now(fkv_cache *c)
+void fkv__tick(fkv_cache *c)
 {
-    return c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
+    c->tnow = c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
 }
 
 /* ---------------------------------------------------------------- names */
@@ -261,6 +261,7 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     c->layer_page_stride = c->page_bytes / (2ull * cfg->n_layers);
     c->n_pages = cfg->capacity_pages ? cfg->capacity_pages : (uint32_t)(cfg->capacity_bytes / c->page_bytes);
     pthread_mutex_init(&c->lock, NULL);
+    fkv__tick(c);
 
     c->ops = fkv__policy_find(c->cfg.policy);
     c->pparams.alpha = cfg->alpha;
@@ -292,6 +293,12 @@ void fkv_cache_destroy(fkv_cache *c)
     while (c->n_resident) {
         if (fkv__evict_one(c) != FKV_OK) break;
     }
+    for (int i = 0; i < FKV__CHUNK_LISTS; i++)
+        while (c->chunk_free[i]) {
+            fkv__chunk *n = c->chunk_free[i]->all_next;
+            free(c->chunk_free[i]);
+            c->chunk_free[i] = n;
+        }
     fkv__policy_inst_free(c->shared_inst);
     fkv__heap_free(&c->ttl_heap);
     free(c->owners);

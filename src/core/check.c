@@ -152,6 +152,13 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
         if (live != n) FAIL("%llu prefix entries, %llu reached from live chunks", (unsigned long long)n, (unsigned long long)live);
         if (n != c->pcount) FAIL("prefix index counts %llu entries, holds %llu", (unsigned long long)c->pcount, (unsigned long long)n);
     }
+    /* quotas share the whole pool among the open requests */
+    if (c->cfg.quotas && c->n_owners && !c->quota_dirty) {
+        double sum = 0;
+        for (uint32_t i = 0; i < c->n_owners; i++) sum += c->owners[i]->quota_pages;
+        if (sum < c->n_pages * (1 - 1e-9) || sum > c->n_pages * (1 + 1e-9))
+            FAIL("quotas sum to %.3f pages, the pool has %u", sum, c->n_pages);
+    }
     if (c->pinned_evictions) FAIL("%llu pinned chunks were evicted", (unsigned long long)c->pinned_evictions);
 done:
     free(refs);

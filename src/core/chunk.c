@@ -31,20 +31,25 @@ uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start)
 
 fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens)
 {
-    fkv__chunk *ch = calloc(1, sizeof *ch);
-    if (!ch) return NULL;
-    uint32_t pt = c->cfg.page_tokens;
-    ch->page_cap = (cap_tokens + pt - 1) / pt;
-    ch->pages = malloc((size_t)ch->page_cap * sizeof *ch->pages);
-    ch->phash = calloc(ch->page_cap, sizeof *ch->phash);
-    if (!ch->pages || !ch->phash) {
-        free(ch->pages);
-        free(ch->phash);
-        free(ch);
-        return NULL;
+    uint32_t pt = c->cfg.page_tokens, cap = (cap_tokens + pt - 1) / pt;
+    /* one allocation: the chunk, then phash[cap], then pages[cap]; sizes
+     * recur, so freed chunks wait in a free list per page count */
+    fkv__chunk *ch = NULL;
+    if (cap < FKV__CHUNK_LISTS && c->chunk_free[cap]) {
+        ch = c->chunk_free[cap];
+        c->chunk_free[cap] = ch->all_next;
+    } else {
+        ch = malloc(sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t)));
     }
+    if (!ch) return NULL;
+    memset(ch, 0, sizeof *ch);
+    ch->page_cap = cap;
+    ch->phash = (uint64_t *)(ch + 1);
+    ch->pages = (uint32_t *)(ch->phash + cap);
+    memset(ch->phash, 0, (size_t)cap * sizeof *ch->phash);
     int64_t now = fkv__now(c);
     ch->id = ++c->next_chunk_id;
+    ch->create_req = ch->last_req = c->n_requests;
     ch->v.start = start;
     ch->v.cap_tokens = cap_tokens;
     ch->v.pages = ch->pages;
@@ -74,9 +79,12 @@ void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
     if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
     else c->all_chunks = ch->all_next;
     if (ch->all_next) ch->all_next->all_prev = ch->all_prev;
-    free(ch->pages);
-    free(ch->phash);
-    free(ch);
+    if (ch->page_cap < FKV__CHUNK_LISTS) {
+        ch->all_next = c->chunk_free[ch->page_cap];
+        c->chunk_free[ch->page_cap] = ch;
+    } else {
+        free(ch);
+    }
 }
 
 /* Accounts n_new pages just written at ch->pages[v.n_pages ...]. */
@@ -93,17 +101,27 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner)
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
     ch->owner = owner;
     ch->v.owner = owner ? owner->request_id : 0;
-    if (owner) {
-        fkv__owner_usage(c, owner, ch->v.n_pages);
-    } else if (ch->prefix_hits > 0) {
-        /* a cached chunk is expected to be wanted again after about the gap
-         * at which new requests have matched it so far (twice, for slack) */
-        ch->v.expected_ttl_ns = 2 * (ch->v.last_access_ns - ch->v.create_ns) / (int64_t)ch->prefix_hits;
-        if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
-    } else {
-        ch->v.expected_ttl_ns = 0; /* unknown: no TTL */
-    }
+    if (owner) fkv__owner_usage(c, owner, ch->v.n_pages);
+    else fkv__chunk_predict_ttl(c, ch);
     fkv__place_update(c, ch);
+}
+
+/* TTL of a cached chunk: it is expected to be wanted again within about
+ * the mean gap at which new requests have matched it so far; reuse is
+ * bursty, so the prediction allows four such gaps.  Gaps are counted in
+ * requests, not nanoseconds, so an idle period (no traffic) does not make
+ * every shared prefix look dead.  A chunk never matched has no prediction. */
+void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch)
+{
+    if (!ch->prefix_hits) {
+        ch->ttl_req = 0;
+        ch->v.expected_ttl_ns = 0;
+        return;
+    }
+    ch->ttl_req = 4.0 * (double)(ch->last_req - ch->create_req) / (double)ch->prefix_hits;
+    if (ch->ttl_req < 1) ch->ttl_req = 1;
+    ch->v.expected_ttl_ns = (int64_t)(ch->ttl_req * c->ns_per_request);
+    if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
 }
 
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
@@ -111,10 +129,7 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
     ch->v.access_count++;
     if (now > ch->v.last_access_ns) ch->v.last_access_ns = now;
     if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
-    if (ch->ttl_idx) {
-        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
-        fkv__heap_fix(&c->ttl_heap, ch, offsetof(fkv__chunk, ttl_idx), offsetof(fkv__chunk, ttl_key));
-    }
+    (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (evict.c) */
 }
 
 /* Frees the chunk's pages.  A chunk still in some sequence's table stays as
@@ -125,6 +140,8 @@ void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
     if (ch->v.pins) c->pinned_evictions++;
     fkv__place_remove(c, ch);
     uint32_t free_before = c->n_free;
+    for (uint32_t j = 0; j < ch->v.n_pages; j++)
+        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
     for (uint32_t j = 0; j < ch->v.n_pages; j++) {
         if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
         fkv__page_unref(c, ch->pages[j]);

@@ -8,7 +8,8 @@
  * Cached chunks with a predicted TTL are also in a heap ordered by expiry.
  *
  * With quotas on, the victim comes from the first non-empty tier:
- *   1. expired: a cached chunk past last_access + expected_ttl;
+ *   1. expired: a cached chunk not matched for longer than its predicted
+ *      TTL, on the request clock (chunk.c);
  *   2. cached:  the policy's victim among unowned chunks (a finished
  *      request's quota is zero, so all of its chunks are over quota);
  *   3. the open request with the largest excess usage - quota (in pages):
@@ -32,11 +33,10 @@
 #include "core/internal.h"
 
 #define TTL_IDX offsetof(fkv__chunk, ttl_idx)
-#define TTL_KEY offsetof(fkv__chunk, ttl_key)
 
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->ttl_idx) fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+    if (ch->ttl_idx) fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX);
 }
 
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
@@ -67,10 +67,9 @@ static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
 
 static void ttl_sync(fkv_cache *c, fkv__chunk *ch)
 {
-    int want = c->cfg.quotas && !ch->owner && ch->v.expected_ttl_ns > 0 && ch->place == FKV__PLACE_POLICY;
+    int want = c->cfg.quotas && !ch->owner && ch->ttl_req > 0 && ch->place == FKV__PLACE_POLICY;
     if (want && !ch->ttl_idx) {
-        ch->ttl_key = (double)ch->v.last_access_ns + (double)ch->v.expected_ttl_ns;
-        fkv__heap_push(&c->ttl_heap, ch, TTL_IDX, TTL_KEY);
+        fkv__heap_push(&c->ttl_heap, ch, (double)ch->last_req + ch->ttl_req, TTL_IDX);
     } else if (!want && ch->ttl_idx) {
         fkv__ttl_remove(c, ch);
     }
@@ -162,12 +161,19 @@ void fkv__quota_refresh(fkv_cache *c)
 
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
-    int64_t now = fkv__now(c);
-    if (c->young_head) mature(c, now);
+    if (c->young_head) mature(c, fkv__now(c));
     if (c->cfg.quotas) {
-        if (c->ttl_heap.n && c->ttl_heap.a[1]->ttl_key <= (double)now) {
-            *tier = FKV__TIER_EXPIRED;
-            return c->ttl_heap.a[1];
+        /* keys are refreshed lazily: a top that was read since it was keyed
+         * gets its real expiry and goes back in */
+        double clock = (double)c->n_requests;
+        while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock) {
+            fkv__chunk *top = c->ttl_heap.a[0].ch;
+            double real = (double)top->last_req + top->ttl_req;
+            if (real < clock) {
+                *tier = FKV__TIER_EXPIRED;
+                return top;
+            }
+            fkv__heap_fix(&c->ttl_heap, top, real, TTL_IDX);
         }
         if (c->shared_inst->n) {
             *tier = FKV__TIER_CACHED;

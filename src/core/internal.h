@@ -31,7 +31,8 @@ struct fkv__chunk {
     fkv__policy_node pn;    /* policy-private links and key */
     fkv__chunk *yprev, *ynext; /* young FIFO links */
     uint32_t ttl_idx;       /* index in the TTL heap + 1; 0 = not there */
-    double ttl_key;         /* expiry time of a cached chunk, ns */
+    uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
+    double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
     uint64_t prefix_hits;   /* times a new request matched it */
     fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
 };
@@ -55,7 +56,7 @@ struct fkv_seq {
     /* prefix hash chain */
     uint64_t chain_hash;       /* hash of the last full page, 0 before the first */
     int hashing;               /* 0 once the chain stopped (no tokens/ids given) */
-    int32_t *pending;          /* [page_tokens] tokens of the partial last page */
+    int32_t *pending;          /* [page_tokens] tokens of the partial last page (after the struct) */
     uint64_t *block_ids;       /* hash-id mode: [n_block_ids] */
     uint32_t n_block_ids;
     int64_t create_ns;
@@ -68,8 +69,14 @@ typedef struct fkv__pentry {
     uint32_t page; /* index of the page in chunk->pages */
 } fkv__pentry;
 
+typedef struct fkv__hent {
+    double key;
+    uint64_t id; /* tie-break: the chunk's creation order */
+    fkv__chunk *ch;
+} fkv__hent;
+
 typedef struct fkv__heap {
-    fkv__chunk **a; /* 1-based positions stored in each chunk */
+    fkv__hent *a; /* a[0] is the minimum; each chunk stores its position + 1 */
     uint32_t n, cap;
 } fkv__heap;
 
@@ -90,8 +97,12 @@ struct fkv_cache {
     uint64_t layer_page_stride; /* bytes of one page in one layer's K (or V) */
     uint8_t **k, **v;     /* [n_layers] storage (cpu), NULL (phantom) */
     uint32_t *scratch;    /* [n_pages] temporary page lists */
+    fkv__pentry *ins;     /* [n_pages] prefix inserts batched by an append; match entries */
+    uint64_t *keys;       /* [n_pages] a prompt's page keys (match) */
 
     /* chunks */
+#define FKV__CHUNK_LISTS 65
+    fkv__chunk *chunk_free[FKV__CHUNK_LISTS]; /* freed chunks by page_cap, linked by all_next */
     fkv__chunk *all_chunks;   /* list of every live chunk, resident or hole */
     uint64_t pinned_evictions; /* must stay 0: checked by fkv__cache_check */
     uint64_t next_chunk_id;
@@ -104,7 +115,10 @@ struct fkv_cache {
     fkv__policy_params pparams;
     fkv__policy_inst *shared_inst; /* unowned chunks; every chunk when quotas are off */
     fkv__chunk *young_head, *young_tail;
-    fkv__heap ttl_heap;       /* cached chunks by expiry (quotas on) */
+    fkv__heap ttl_heap;       /* cached chunks by expiry on the request clock (quotas on) */
+    uint64_t n_requests;      /* request clock: sequences created so far */
+    int64_t last_create_ns;
+    double ns_per_request;    /* mean gap between request arrivals (EMA), ns */
     fkv_seq **owners;         /* open sequences */
     uint32_t n_owners, cap_owners;
     int quota_dirty;
@@ -117,10 +131,22 @@ struct fkv_cache {
 
     /* metrics */
     fkv__stats stats;
+    int64_t tnow; /* the clock, read once per public call (fkv__tick) */
 };
 
+static inline int64_t fkv__now(const fkv_cache *c)
+{
+    return c->tnow;
+}
+
+static inline void fkv__prefix_prefetch(const fkv_cache *c, uint64_t key)
+{
+    __builtin_prefetch(&c->ptab[key & c->pmask], 1);
+}
+
 /* core helpers shared between files (all called with the lock held) */
-int64_t fkv__now(fkv_cache *c);
+void fkv__tick(fkv_cache *c);
+static inline int64_t fkv__now(const fkv_cache *c);
 void fkv__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -142,6 +168,7 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
 void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
 void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch);
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
+void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
 
 /* evict.c */
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */
@@ -155,6 +182,7 @@ void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);
 fkv_status fkv__prefix_init(fkv_cache *c);
 void fkv__prefix_fini(fkv_cache *c);
 void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page);
+void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n);
 void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch);
 fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key);
 void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page);
@@ -166,19 +194,23 @@ fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);
 
-/* heap.c: indexed binary min-heap on (key, id); `idx` is a member offset */
-fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
-void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
-void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, size_t idx_off, size_t key_off);
+/* heap.c: indexed 4-ary min-heap on (key, chunk id); idx_off is the
+ * offset of the chunk's uint32_t position field */
+fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off);
+void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off);
+void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off);
 void fkv__heap_free(fkv__heap *h);
 
 /* check.c: full invariant check (tests, fuzzing); returns 0 when sound and
  * writes the first broken invariant into msg. */
 int fkv__cache_check(fkv_cache *c, char *msg, size_t len);
 
+/* Every public call takes the lock (if thread_safe) and reads the clock
+ * once: all times within one call are the same instant. */
 #define FKV__LOCK(c)                                     \
     do {                                                 \
         if ((c)->cfg.thread_safe) pthread_mutex_lock(&(c)->lock); \
+        fkv__tick(c);                                    \
     } while (0)
 #define FKV__UNLOCK(c)                                   \
     do {                                                 \

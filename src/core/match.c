@@ -51,6 +51,9 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     t->v.create_ns = ch->v.create_ns;
     t->v.last_access_ns = ch->v.last_access_ns;
     t->v.expected_ttl_ns = ch->v.expected_ttl_ns;
+    t->create_req = ch->create_req;
+    t->last_req = ch->last_req;
+    t->ttl_req = ch->ttl_req;
     t->prefix_hits = ch->prefix_hits;
     /* move the page accounting from ch to t */
     fkv__place_remove(c, ch);
@@ -96,33 +99,32 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     if (!c->cfg.prefix_cache) goto out;
     uint32_t pt = PT(c), limit = n < max_tokens ? n : max_tokens;
     uint32_t want = limit / pt, m = 0;
-    fkv__pentry *ent = want ? malloc((size_t)want * sizeof *ent) : NULL;
-    uint64_t *keys = want ? malloc((size_t)want * sizeof *keys) : NULL;
-    if (want && (!ent || !keys)) {
-        free(ent);
-        free(keys);
-        st = fkv__fail(FKV_ENOMEM, "out of memory");
-        goto out;
-    }
+    if (want > c->n_pages) want = c->n_pages; /* cannot match more pages than exist */
+    fkv__pentry *ent = c->ins; /* scratch, [n_pages] each */
+    uint64_t *keys = c->keys;
+    /* keys first (a chain: each needs the previous), then every probe's
+     * cache miss is started before the first probe waits on one */
     uint64_t h = 0;
-    for (; m < want; m++) {
-        uint32_t pos = m * pt + pt - 1;
+    uint32_t nk = 0;
+    for (; nk < want; nk++) {
+        uint32_t start = nk * pt;
         if (s->block_ids && !tokens) {
-            uint32_t b = (pos + 1 - pt) / c->cfg.block_tokens;
+            uint32_t b = start / c->cfg.block_tokens;
             if (b >= s->n_block_ids) break;
-            h = fkv__hash_block(h, s->block_ids[b], ((pos + 1 - pt) % c->cfg.block_tokens) / pt);
+            h = fkv__hash_block(h, s->block_ids[b], (start % c->cfg.block_tokens) / pt);
         } else {
-            h = fkv__hash_tokens(h, tokens + (size_t)m * pt, pt);
+            h = fkv__hash_tokens(h, tokens + start, pt);
         }
-        fkv__pentry *e = fkv__prefix_find(c, h);
+        keys[nk] = h;
+        fkv__prefix_prefetch(c, h);
+    }
+    for (; m < nk; m++) {
+        fkv__pentry *e = fkv__prefix_find(c, keys[m]);
         if (!e || !e->chunk->v.resident) break;
         ent[m] = *e;
-        keys[m] = h;
     }
     /* room for the worst case: one chunk per page */
     if (m && fkv__seq_reserve(s, m)) {
-        free(ent);
-        free(keys);
         st = fkv__fail(FKV_ENOMEM, "out of memory");
         goto out;
     }
@@ -145,6 +147,9 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         if (ch) {
             fkv__seq_attach(s, ch, s->n_chunks);
             ch->prefix_hits++;
+            ch->v.last_access_ns = now;
+            ch->last_req = c->n_requests;
+            if (!ch->owner) fkv__chunk_predict_ttl(c, ch);
             fkv__chunk_touch(c, ch, now);
             i += r;
             continue;
@@ -165,6 +170,9 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             own->phash[k] = keys[i];
             if (k == 0 || ent[i - 1].chunk != src) {
                 src->prefix_hits++;
+                src->v.last_access_ns = now;
+                src->last_req = c->n_requests;
+                if (!src->owner) fkv__chunk_predict_ttl(c, src);
                 fkv__chunk_touch(c, src, now);
             }
             k++;
@@ -180,8 +188,6 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     s->chain_hash = i ? keys[i - 1] : 0;
     c->stats.fairkv_prefix_hits_tokens_total[0] += s->len;
     *matched = s->len;
-    free(ent);
-    free(keys);
 out:
     FKV__UNLOCK(c);
     return st;

@@ -15,7 +15,9 @@ fkv_status fkv__pool_init(fkv_cache *c)
     c->page_ref = calloc(n, sizeof *c->page_ref);
     c->page_fill = calloc(n, sizeof *c->page_fill);
     c->scratch = malloc((size_t)n * sizeof *c->scratch);
-    if (!c->free_stack || !c->page_ref || !c->page_fill || !c->scratch) return FKV_ENOMEM;
+    c->ins = malloc((size_t)n * sizeof *c->ins);
+    c->keys = malloc((size_t)n * sizeof *c->keys);
+    if (!c->free_stack || !c->page_ref || !c->page_fill || !c->scratch || !c->ins || !c->keys) return FKV_ENOMEM;
     /* pop order 0, 1, 2, ...: deterministic page ids */
     for (uint32_t i = 0; i < n; i++) c->free_stack[i] = n - 1 - i;
     c->n_free = n;
@@ -51,6 +53,8 @@ void fkv__pool_fini(fkv_cache *c)
     free(c->page_ref);
     free(c->page_fill);
     free(c->scratch);
+    free(c->ins);
+    free(c->keys);
 }
 
 /* Takes n pages, evicting chunks while fewer are free.  All or nothing: on

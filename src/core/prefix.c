@@ -20,8 +20,9 @@
 
 fkv_status fkv__prefix_init(fkv_cache *c)
 {
+    /* load factor <= 1/4: short probe runs, cheap backward-shift deletes */
     uint64_t cap = 16;
-    while (cap < 2ull * c->n_pages) cap *= 2;
+    while (cap < 4ull * c->n_pages) cap *= 2;
     c->ptab = calloc(cap, sizeof *c->ptab);
     if (!c->ptab) return FKV_ENOMEM;
     c->pmask = cap - 1;
@@ -62,7 +63,7 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
  * indexed (and is freed when its own sequence lets go of it). */
 void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page)
 {
-    if (c->pcount + 1 > (c->pmask + 1) / 2) return; /* cannot happen: sized 2x pages */
+    if (c->pcount + 1 > (c->pmask + 1) / 2) return; /* cannot happen: sized 4x pages */
     for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
         fkv__pentry *e = &c->ptab[i];
         if (e->key == key) return;
@@ -74,6 +75,14 @@ void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t pag
             return;
         }
     }
+}
+
+/* Inserts a batch, prefetching every home slot first so that the cache
+ * misses of a whole append overlap instead of following one another. */
+void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) fkv__prefix_prefetch(c, e[i].key);
+    for (uint32_t i = 0; i < n; i++) fkv__prefix_insert(c, e[i].key, e[i].chunk, e[i].page);
 }
 
 /* Removes key if `ch` is the chunk indexed under it (backward-shift

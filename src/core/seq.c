@@ -99,8 +99,9 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
         c->owners = o;
         c->cap_owners = ncap;
     }
-    fkv_seq *s = calloc(1, sizeof *s);
+    fkv_seq *s = calloc(1, sizeof *s + PT(c) * sizeof(int32_t));
     if (!s) return fkv__fail(FKV_ENOMEM, "out of memory");
+    s->pending = (int32_t *)(s + 1);
     s->cache = c;
     s->request_id = p->request_id;
     s->client_id = p->client_id;
@@ -108,16 +109,20 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
     s->expected_tokens = p->expected_tokens;
     s->hashing = c->cfg.prefix_cache;
     s->create_ns = fkv__now(c);
-    s->pending = calloc(PT(c), sizeof *s->pending);
+    /* the request clock, and the mean arrival gap that converts it to ns */
+    if (c->n_requests++) {
+        double dt = (double)(s->create_ns - c->last_create_ns);
+        c->ns_per_request = c->n_requests == 2 ? dt : 0.95 * c->ns_per_request + 0.05 * dt;
+    }
+    c->last_create_ns = s->create_ns;
     if (p->n_block_ids) {
         s->block_ids = malloc((size_t)p->n_block_ids * sizeof *s->block_ids);
         if (s->block_ids) memcpy(s->block_ids, p->block_ids, (size_t)p->n_block_ids * sizeof *s->block_ids);
         s->n_block_ids = p->n_block_ids;
     }
     if (c->cfg.quotas) s->inst = fkv__policy_inst_new(c->ops, &c->pparams);
-    if (!s->pending || (p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
+    if ((p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
         fkv__policy_inst_free(s->inst);
-        free(s->pending);
         free(s->block_ids);
         free(s);
         return fkv__fail(FKV_ENOMEM, "out of memory");
@@ -151,7 +156,6 @@ void fkv_seq_free(fkv_seq *s)
     c->quota_dirty = 1;
     fkv__policy_inst_free(s->inst);
     free(s->table);
-    free(s->pending);
     free(s->block_ids);
     free(s);
     FKV__UNLOCK(c);
@@ -295,10 +299,13 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
     if (!p.appendable) t = NULL;
     if (!tokens) s->hashing = s->hashing && s->block_ids;
 
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t pos = s->len;
+    /* after an evicted partial tail, new pages are not aligned to page
+     * boundaries of the sequence: stop the hash chain (never mis-index) */
+    if (!p.appendable && s->len % pt) s->hashing = 0;
+    uint32_t n_ins = 0;
+    for (uint32_t i = 0; i < n;) {
         if (!t || t->v.n_tokens == t->v.cap_tokens) {
-            t = fkv__chunk_new(c, s, pos, fkv__chunk_target(c, pos));
+            t = fkv__chunk_new(c, s, s->len, fkv__chunk_target(c, s->len));
             if (!t) {
                 st = fkv__fail(FKV_ENOMEM, "out of memory");
                 goto unused;
@@ -306,29 +313,37 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
             t->v.pins++;
             fkv__seq_attach(s, t, s->n_chunks);
         }
-        if (t->v.n_tokens % pt == 0) {
+        uint32_t slot = t->v.n_tokens % pt;
+        if (slot == 0) {
             t->pages[t->v.n_pages] = *fresh++;
             fkv__chunk_add_pages(c, t, 1);
         }
-        uint32_t pj = t->v.n_pages - 1, page = t->pages[pj], slot = t->v.n_tokens % pt;
-        if (slots) slots[i] = (fkv_slot){page, slot};
-        fkv__page_set_fill(c, page, slot + 1);
-        t->v.n_tokens++;
-        c->resident_tokens++;
-        s->len++;
-        if (s->hashing && tokens) s->pending[pos % pt] = tokens[i];
-        if (s->hashing && pos % pt == pt - 1) {
-            uint64_t h = page_key(s, s->chain_hash, tokens ? s->pending : NULL, pos);
+        /* the run of tokens that goes into this page */
+        uint32_t k = pt - slot;
+        if (k > n - i) k = n - i;
+        if (k > t->v.cap_tokens - t->v.n_tokens) k = t->v.cap_tokens - t->v.n_tokens;
+        uint32_t pj = t->v.n_pages - 1, page = t->pages[pj];
+        if (slots)
+            for (uint32_t j = 0; j < k; j++) slots[i + j] = (fkv_slot){page, slot + j};
+        fkv__page_set_fill(c, page, slot + k);
+        if (s->hashing && tokens) memcpy(s->pending + slot, tokens + i, k * sizeof *tokens);
+        t->v.n_tokens += k;
+        c->resident_tokens += k;
+        s->len += k;
+        i += k;
+        if (s->hashing && slot + k == pt) {
+            uint64_t h = page_key(s, s->chain_hash, tokens ? s->pending : NULL, s->len - 1);
             if (!h) {
                 s->hashing = 0;
             } else {
                 s->chain_hash = h;
                 t->phash[pj] = h;
                 if (pj == 0) t->v.first_hash = h;
-                fkv__prefix_insert(c, h, t, pj);
+                c->ins[n_ins++] = (fkv__pentry){h, t, pj};
             }
         }
     }
+    fkv__prefix_insert_batch(c, c->ins, n_ins);
     goto release;
 unused: /* out of host memory half way: give back the pages not used */
     while (fresh < c->scratch + p.pages) fkv__page_unref(c, *fresh++);

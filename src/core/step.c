@@ -21,8 +21,6 @@ fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing)
             continue;
         }
         hit += ch->v.n_tokens;
-        /* a chunk whose owner left is adopted by the next open reader */
-        if (!ch->owner && c->cfg.quotas) fkv__chunk_set_owner(c, ch, s);
         fkv__chunk_touch(c, ch, now);
     }
     c->stats.fairkv_hit_tokens_total[cl] += (double)hit;

@@ -14,7 +14,6 @@ struct fkv__heap_policy {
 };
 
 #define HP_IDX offsetof(fkv__chunk, pn.hidx)
-#define HP_KEY offsetof(fkv__chunk, pn.key)
 
 fkv_status fkv__hp_create(const fkv__policy_params *p, fkv__keyfn key, void **state)
 {
@@ -38,13 +37,13 @@ fkv_status fkv__hp_insert(void *state, fkv__chunk *ch)
 {
     fkv__heap_policy *hp = state;
     ch->pn.key = hp->key(&hp->p, ch);
-    return fkv__heap_push(&hp->heap, ch, HP_IDX, HP_KEY);
+    return fkv__heap_push(&hp->heap, ch, ch->pn.key, HP_IDX);
 }
 
 void fkv__hp_remove(void *state, fkv__chunk *ch)
 {
     fkv__heap_policy *hp = state;
-    fkv__heap_remove(&hp->heap, ch, HP_IDX, HP_KEY);
+    fkv__heap_remove(&hp->heap, ch, HP_IDX);
 }
 
 void fkv__hp_access(void *state, fkv__chunk *ch)
@@ -53,11 +52,11 @@ void fkv__hp_access(void *state, fkv__chunk *ch)
     double k = hp->key(&hp->p, ch);
     if (k == ch->pn.key) return;
     ch->pn.key = k;
-    fkv__heap_fix(&hp->heap, ch, HP_IDX, HP_KEY);
+    fkv__heap_fix(&hp->heap, ch, k, HP_IDX);
 }
 
 fkv__chunk *fkv__hp_victim(void *state)
 {
     fkv__heap_policy *hp = state;
-    return hp->heap.n ? hp->heap.a[1] : NULL;
+    return hp->heap.n ? hp->heap.a[0].ch : NULL;
 }

@@ -1,0 +1,233 @@
+/* Quotas, temperature, eviction tiers, min_chunk_retention and TTL. */
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "fairkv.h"
+
+static int64_t now;
+
+static fkv_cache *open_cache(uint32_t pages, int quotas, double temperature, int64_t retention)
+{
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = 1;
+    cfg.head_dim = 2;
+    cfg.page_tokens = 4;
+    cfg.chunk_tokens = 4; /* one page per chunk: victims are easy to name */
+    cfg.capacity_pages = pages;
+    cfg.policy = "lru";
+    cfg.quotas = quotas;
+    cfg.temperature = temperature;
+    cfg.min_chunk_retention_ns = retention;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &now;
+    fkv_cache *c = NULL;
+    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    return c;
+}
+
+static fkv_seq *seq(fkv_cache *c, uint64_t id, uint32_t expected, double weight)
+{
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = id;
+    p.expected_tokens = expected;
+    p.weight = weight;
+    fkv_seq *s = NULL;
+    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+    return s;
+}
+
+static uint32_t resident_tokens(fkv_seq *s)
+{
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    uint32_t t = 0;
+    for (size_t i = 0; i < n; i++) t += ch[i]->resident ? ch[i]->n_tokens : 0;
+    return t;
+}
+
+static void formula(void)
+{
+    /* demands 4, 16, 64 pages; weights 1, 1, 2 */
+    double d[3] = {4, 16, 64}, w[3] = {1, 1, 2};
+    double temps[3] = {1.0, 2.0, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        fkv_cache *c = open_cache(120, 1, temps[k], 0);
+        fkv_seq *s[3];
+        for (int i = 0; i < 3; i++) s[i] = seq(c, (uint64_t)i + 1, (uint32_t)d[i] * 4, w[i]);
+        fkv__quota_refresh(c);
+        double sum = 0, share[3];
+        for (int i = 0; i < 3; i++) sum += share[i] = w[i] * (isinf(temps[k]) ? 1.0 : pow(d[i], 1.0 / temps[k]));
+        for (int i = 0; i < 3; i++)
+            CHECKF(fabs(s[i]->quota_pages - 120 * share[i] / sum) < 1e-9, "T=%g i=%d quota %g", temps[k], i,
+                   s[i]->quota_pages);
+        fkv_cache_destroy(c);
+    }
+    /* T = inf, equal weights: equal shares */
+    fkv_cache *c = open_cache(90, 1, INFINITY, 0);
+    fkv_seq *a = seq(c, 1, 8, 1), *b = seq(c, 2, 4000, 1), *e = seq(c, 3, 40, 1);
+    fkv__quota_refresh(c);
+    CHECK(fabs(a->quota_pages - 30) < 1e-9 && fabs(b->quota_pages - 30) < 1e-9 && fabs(e->quota_pages - 30) < 1e-9);
+    fkv_cache_destroy(c);
+}
+
+/* A long request over its quota loses its chunks before a short one, even
+ * when LRU alone would pick the short one's older chunk. */
+static void over_quota_first(void)
+{
+    for (int quotas = 0; quotas <= 1; quotas++) {
+        fkv_cache *c = open_cache(40, quotas, INFINITY, 0);
+        now = 10;
+        fkv_seq *sh = seq(c, 1, 16, 1); /* short: 4 pages */
+        REQUIRE(fkv_seq_append(sh, NULL, 16, NULL) == FKV_OK);
+        now = 20;
+        fkv_seq *lo = seq(c, 2, 96, 1); /* long: 24 pages, over an equal share */
+        REQUIRE(fkv_seq_append(lo, NULL, 96, NULL) == FKV_OK);
+        now = 30;
+        fkv_seq *nw = seq(c, 3, 64, 1); /* a running request needing 16 pages: evicts 4 */
+        fkv_seq_pin(nw);
+        REQUIRE(fkv_seq_append(nw, NULL, 64, NULL) == FKV_OK);
+        if (quotas) {
+            CHECK(resident_tokens(sh) == 16); /* untouched */
+            CHECK(resident_tokens(lo) == 96 - 16);
+            CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_OVER_QUOTA] == 4);
+        } else {
+            CHECK(resident_tokens(sh) == 0); /* plain LRU takes the oldest: the short request */
+            CHECK(resident_tokens(lo) == 96);
+        }
+        fkv_cache_destroy(c);
+    }
+}
+
+/* Chunks of finished requests (quota zero) go before any open request's. */
+static void cached_first(void)
+{
+    fkv_cache *c = open_cache(12, 1, 2.0, 0);
+    now = 100;
+    fkv_seq *open_ = seq(c, 1, 0, 1);
+    REQUIRE(fkv_seq_append(open_, NULL, 16, NULL) == FKV_OK); /* t=100 */
+    now = 200;
+    int32_t t[16] = {0};
+    fkv_seq *done = seq(c, 2, 0, 1);
+    REQUIRE(fkv_seq_append(done, t, 16, NULL) == FKV_OK);
+    fkv_seq_free(done); /* cached, newer than open_'s chunks */
+    now = 300;
+    fkv_seq *nw = seq(c, 3, 0, 1);
+    fkv_seq_pin(nw);
+    REQUIRE(fkv_seq_append(nw, NULL, 16, NULL) == FKV_OK); /* needs 4 of the 8 used: 4 free */
+    REQUIRE(fkv_seq_append(nw, NULL, 8, NULL) == FKV_OK);  /* 2 more: from the cached ones */
+    CHECK(resident_tokens(open_) == 16);
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_CACHED] == 2);
+    fkv_cache_destroy(c);
+}
+
+/* min_chunk_retention: a young chunk goes only when nothing else can. */
+static void retention(void)
+{
+    fkv_cache *c = open_cache(8, 0, 2.0, 1000);
+    now = 0;
+    fkv_seq *old = seq(c, 1, 0, 1);
+    REQUIRE(fkv_seq_append(old, NULL, 16, NULL) == FKV_OK);
+    now = 950;
+    fkv_seq *young = seq(c, 2, 0, 1);
+    REQUIRE(fkv_seq_append(young, NULL, 16, NULL) == FKV_OK);
+    now = 990;
+    fkv_seq_touch(old, NULL); /* LRU alone would now evict the young chunks first */
+    now = 1000;
+    fkv_seq *nw = seq(c, 3, 0, 1);
+    fkv_seq_pin(nw);
+    REQUIRE(fkv_seq_append(nw, NULL, 16, NULL) == FKV_OK);
+    CHECK(resident_tokens(young) == 16 && resident_tokens(old) == 0);
+    CHECK(fkv_seq_append(nw, NULL, 4, NULL) == FKV_OK); /* only young ones left: last resort */
+    CHECK(resident_tokens(young) == 12);
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_YOUNG] == 1);
+    /* once old enough, they are ordinary chunks again */
+    now = 5000;
+    CHECK(fkv_seq_append(nw, NULL, 4, NULL) == FKV_OK);
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_YOUNG] == 1);
+    fkv_cache_destroy(c);
+}
+
+/* A cached chunk's predicted TTL: four times its observed reuse gap,
+ * counted in requests; once past it, it goes before other cached chunks
+ * that the policy would pick first.  Idle time does not age it. */
+static void ttl_tier(void)
+{
+    fkv_cache *c = open_cache(6, 1, 2.0, 0);
+    int32_t p[4] = {1, 2, 3, 4}, q[4] = {5, 6, 7, 8};
+    now = 0;
+    fkv_seq *a = seq(c, 1, 0, 1); /* request clock 1 */
+    REQUIRE(fkv_seq_append(a, p, 4, NULL) == FKV_OK);
+    fkv_seq_free(a);
+    now = 50;
+    fkv_seq *b = seq(c, 2, 0, 1); /* 2 */
+    REQUIRE(fkv_seq_append(b, q, 4, NULL) == FKV_OK);
+    fkv_seq_free(b);
+    now = 100;
+    fkv_seq *r = seq(c, 3, 0, 1); /* 3: p reused after a gap of 2 requests */
+    uint32_t m;
+    REQUIRE(fkv_seq_match(r, p, 4, 4, &m) == FKV_OK && m == 4);
+    fkv_seq_free(r);
+    fkv__chunk *pc = NULL;
+    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+        if (ch->prefix_hits) pc = ch;
+    REQUIRE(pc);
+    CHECK(pc->ttl_req == 8 && pc->v.owner == 0); /* 4 x 2 requests */
+    CHECK(pc->v.expected_ttl_ns == 8 * 50); /* at the mean arrival gap, 50 ns */
+    /* a long idle period changes nothing: still within 8 requests */
+    now = 1000000;
+    fkv_seq *w = seq(c, 4, 0, 1);
+    fkv_seq_pin(w);
+    REQUIRE(fkv_seq_append(w, NULL, 20, NULL) == FKV_OK); /* 5 pages: 4 free + 1 evicted */
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 0);
+    fkv_seq *probe = seq(c, 5, 0, 1);
+    CHECK(fkv_seq_match(probe, p, 4, 4, &m) == FKV_OK && m == 4); /* LRU took q */
+    fkv_seq_free(probe);
+    fkv_seq_unpin(w);
+    fkv_seq_free(w);
+    /* p was matched again at request 5: gap (5-1)/2 = 2, TTL 8, expiry 13;
+     * eight requests later, p (expired) goes before the younger w chunks */
+    for (uint64_t id = 6; id <= 14; id++) fkv_seq_free(seq(c, id, 0, 1));
+    fkv_seq *x = seq(c, 15, 0, 1);
+    fkv_seq_pin(x);
+    REQUIRE(fkv_seq_append(x, NULL, 8, NULL) == FKV_OK);
+    CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 1);
+    fkv_seq *probe2 = seq(c, 16, 0, 1);
+    CHECK(fkv_seq_match(probe2, p, 4, 4, &m) == FKV_OK && m == 0);
+    fkv_cache_destroy(c);
+}
+
+static void overruns(void)
+{
+    fkv_cache *c = open_cache(16, 1, INFINITY, 0);
+    fkv_seq *a = seq(c, 1, 0, 1), *b = seq(c, 2, 0, 1);
+    (void)b;
+    fkv__quota_refresh(c); /* 8 pages each */
+    REQUIRE(fkv_seq_append(a, NULL, 32, NULL) == FKV_OK);
+    fkv_counters cn;
+    fkv_cache_counters(c, &cn);
+    CHECK(cn.quota_overruns == 0);
+    REQUIRE(fkv_seq_append(a, NULL, 4, NULL) == FKV_OK); /* 9th page */
+    fkv_cache_counters(c, &cn);
+    CHECK(cn.quota_overruns == 1);
+    REQUIRE(fkv_seq_append(a, NULL, 4, NULL) == FKV_OK); /* still over: not a new overrun */
+    fkv_cache_counters(c, &cn);
+    CHECK(cn.quota_overruns == 1);
+    fkv_cache_destroy(c);
+}
+
+int main(void)
+{
+    formula();
+    over_quota_first();
+    cached_first();
+    retention();
+    ttl_tier();
+    overruns();
+    return check_done();
+}
