@@ -427,8 +427,7 @@ fkv_status fkv_trace_load(const char *path, fkv_trace_format fmt, size_t limit, 
         if (err) snprintf(err, errlen, "%s: read error", path);
         return FKV_EIO;
     }
-    const char *base = strrchr(path, '/');
-    fkv_status st = fkv_trace_parse(buf, len, base ? base + 1 : path, fmt, limit, n_clients, w, err, errlen);
+    fkv_status st = fkv_trace_parse(buf, len, path, fmt, limit, n_clients, w, err, errlen);
     free(buf);
     return st;
 }
