@@ -298,8 +298,38 @@ static void victims(fkv_victim_rule rule, fkv_preempt_mode mode, int want_a)
     fkv_workload_free(&w);
 }
 
+/* Real token ids: B repeats A's 100-token prompt and arrives after A has
+ * finished, so it finds the first 96 tokens (6 full pages; the match keeps
+ * the last prompt token to compute) in the prefix cache and prefills 4:
+ *  A: t=0 prefill 100 (10.99) -> 10.99, decode -> 20.99 done
+ *  B: t=30 prefill 4 lin(4) = 10.03 -> 40.03 token 1, decode 1 -> 50.03 done */
+static void real_tokens(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.capacity_tokens = 100000;
+    spec s[] = {{0, 100, 2}, {30, 100, 2}};
+    fkv_workload w;
+    make(&w, s, 2);
+    int32_t tok[2][102];
+    for (int i = 0; i < 102; i++) tok[0][i] = tok[1][i] = 1000 + i * 7;
+    w.reqs[0].tokens = tok[0];
+    w.reqs[1].tokens = tok[1];
+    fkv_sim_result r;
+    char err[256] = "";
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    CHECKF(r.matched_tokens == 96, "matched %llu", (unsigned long long)r.matched_tokens);
+    expect(&r, 0, 10.99, 20.99);
+    expect(&r, 1, 10.03, 20.03);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
 int main(void)
 {
+    real_tokens();
     victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, 0);
     victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, 0);
     victims(FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_KEEP, 1);

@@ -142,6 +142,7 @@ int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens)
 static const int32_t *tokens_for(fkv_sched *s, const fkv_req *r, uint32_t start, uint32_t n)
 {
     if (!s->cfg.pass_tokens) return NULL;
+    if (r->tokens) return r->tokens + start;
     if (grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
     for (uint32_t i = 0; i < n; i++) s->tok[i] = fkv_req_token(r, start + i, s->cfg.block_tokens);
     return s->tok;

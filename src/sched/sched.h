@@ -29,6 +29,12 @@
  * rest is prefilled again).  Preempted requests go back to the front of the
  * waiting queue.
  *
+ * An engine executing a step finds where each new token's K/V goes with
+ * fkv_seq_chunks + fkv_chunks_locate for positions [ctx, ctx + n_new) of the
+ * item, and recomputes the evicted ranges it restored (fkv_seq_missing
+ * before the step names them; the scheduler restores whole chunks in
+ * position order).
+ *
  * Dynamic (windowed) batching: a batch is admitted only when nothing runs,
  * once the oldest waiting request has waited batch_window_ns or
  * max_running requests wait; the batch then runs to completion.
@@ -82,6 +88,9 @@ typedef struct fkv_req {
     const uint64_t *block_ids; /* prefix blocks (block_tokens each), may be NULL */
     uint32_t n_block_ids;
     uint64_t token_seed;      /* token ids of positions not named by a block */
+    const int32_t *tokens;    /* real token ids [prompt + output] (an engine), or NULL:
+                               * ids are then synthesized (fkv_req_token); position p
+                               * must be known before the step that appends it */
 
     fkv_req_state state;
     fkv_seq *seq;             /* NULL when not started or freed by preemption */

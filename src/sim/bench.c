@@ -48,7 +48,9 @@ void fkv_bench_usage(FILE *f)
             "workload:\n"
             "  --workload seed          the seed's 60/30/10 short/medium/long mix (default)\n"
             "  --trace FILE             Azure CSV, Mooncake JSONL or plain CSV (recognized from the file)\n"
-            "  --trace-format F         auto|azure|mooncake|plain\n"
+            "  --trace-format F         auto|azure|mooncake|plain (plain: a header line\n"
+            "                           'arrival_ms,prompt_tokens,output_tokens[,client]', then one request\n"
+            "                           per line; '#' starts a comment line)\n"
             "  --requests N             seed: requests to generate (2000); trace: keep the first N (0 = all)\n"
             "  --load X | A:B:STEP      offered load (arrival rate / saturation throughput), 0.8; a range sweeps\n"
             "  --native                 trace: keep the trace's own timing (times --time-scale)\n"
@@ -236,7 +238,12 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
     c->o = o;
     fkv_status st;
     if (!o->data_dir) o->data_dir = getenv("FKV_DATA_DIR");
+    if (!o->data_dir && access("../shared/data/vidur", R_OK) == 0) o->data_dir = "../shared/data";
     if ((st = fkv_profile_get(o->profile, o->data_dir, &c->profile, err, errlen)) != FKV_OK) return st;
+    /* stderr only: the tables are equal either way (tests/test_sim_data.c) */
+    if (!o->quiet)
+        fprintf(stderr, "profile %s: linear-op table %s\n", c->profile.name,
+                c->profile.from_data ? "parsed from the Vidur CSV" : "embedded (derived from the Vidur CSV)");
     o->sim.profile = &c->profile;
     if (o->trace) {
         /* a trace is read whole unless --requests was given */
