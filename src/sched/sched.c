@@ -485,7 +485,10 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
             }
         }
     }
-    while (may_admit && s->n_wait && s->n_run < s->cfg.max_running && budget > 0) {
+    /* a dynamic batch takes up to max_running requests at once, whatever the
+     * step's budget: their prefills continue over the next steps */
+    while (may_admit && s->n_wait && s->n_run < s->cfg.max_running &&
+           (budget > 0 || s->cfg.mode == FKV_SCHED_DYNAMIC)) {
         size_t wi = pick_waiting(s);
         fkv_req *r = s->wait[wi];
         if ((st = open_seq(s, r)) != FKV_OK) return st;
