@@ -101,13 +101,6 @@ uint64_t fkv_sched_rejections(const fkv_sched *s) { return s->rejections; }
 uint64_t fkv_sched_finished(const fkv_sched *s) { return s->done + s->rejections; }
 uint64_t fkv_sched_live_tokens(const fkv_sched *s) { return s->live_tokens; }
 
-size_t fkv_sched_wait_pos(const fkv_sched *s, const fkv_req *r)
-{
-    for (size_t i = 0; i < s->n_wait; i++)
-        if (s->wait[i] == r) return i;
-    return SIZE_MAX;
-}
-
 static int grow(void *pp, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 0;

@@ -151,8 +151,6 @@ uint64_t fkv_sched_finished(const fkv_sched *s);
 /* Sum of sequence lengths of running and waiting requests that hold a
  * sequence (tokens of live KV), maintained incrementally. */
 uint64_t fkv_sched_live_tokens(const fkv_sched *s);
-/* Waiting position of a request (0 = next), or SIZE_MAX when not waiting. */
-size_t fkv_sched_wait_pos(const fkv_sched *s, const fkv_req *r);
 const char *fkv_sched_last_error(const fkv_sched *s);
 
 void fkv_batch_free(fkv_batch *b);

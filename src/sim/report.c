@@ -138,6 +138,9 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                 x->e2e.std_ms, x->fairness_gain, 100 * x->hit_rate, (unsigned long long)x->recomputed_tokens,
                 (unsigned long long)x->preemptions, x->throughput_tok_s);
     }
+    fprintf(f, "short/long/medium: class means; fair = std(lru) / std(scheme); hit%% = context tokens read from the "
+               "cache / (those + recomputed or reloaded); recompute: tokens computed again after eviction or "
+               "preemption\n");
     fprintf(f, "\nper class P99 (ms) and first-token / per-output-token latency (ms)\n");
     fprintf(f, "%-13s %9s %9s %9s %9s %9s %9s %9s %8s %6s %5s\n", "scheme", "P99short", "P99med", "P99long",
             "TTFTmean", "TTFTp99", "TTFTshort", "TPOTmean", "TPOTp99", "pfx%", "rej");
@@ -149,6 +152,8 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                 x->ttft.by_class[FKV_CLASS_SHORT].mean_ms, x->tpot.mean_ms, x->tpot.p99_ms, 100 * x->prefix_hit_rate,
                 x->rejected);
     }
+    fprintf(f, "pfx%% = prompt tokens found in the prefix cache at first admission; rej = requests larger than "
+               "the cache\n");
     fprintf(f, "\nseed table 4.2 for comparison: LRU 142/623/89/412, F-LRU 128/287/112/156, "
                "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
 }
