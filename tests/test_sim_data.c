@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "sim/profile.h"
+#include "sim/sim.h"
 #include "sim/workload.h"
 
 int main(void)
@@ -48,6 +49,31 @@ int main(void)
     }
     CHECK(with_blocks == w.n);
     CHECK(ok_blocks == w.n); /* one id per 512-token block */
+    /* the oracle-driven Belady and the prefix path are deterministic too:
+     * two runs of the same 300 requests give the same latencies and hits */
+    fkv_workload w300 = w;
+    w300.n = 300;
+    fkv_profile prof;
+    REQUIRE(fkv_profile_get("a100-llama2-70b", NULL, &prof, err, sizeof err) == FKV_OK);
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &prof;
+    c.capacity_tokens = 300000;
+    c.sched.n_clients = 4; /* the trace was read with 4 clients */
+    const char *names[] = {"belady", "vllm", "flru-dyn"};
+    for (int k = 0; k < 3; k++) {
+        fkv_sim_result r1, r2;
+        fkv_status s1 = fkv_sim_run(&w300, fkv_scheme_find(names[k]), &c, &r1, err, sizeof err);
+        if (s1) fprintf(stderr, "%s: %s\n", names[k], err);
+        REQUIRE(s1 == FKV_OK);
+        REQUIRE(fkv_sim_run(&w300, fkv_scheme_find(names[k]), &c, &r2, err, sizeof err) == FKV_OK);
+        CHECKF(r1.done == 300 && !memcmp(r1.e2e_ns, r2.e2e_ns, 300 * sizeof *r1.e2e_ns) &&
+                   r1.matched_tokens == r2.matched_tokens && r1.hit_tokens == r2.hit_tokens,
+               "%s: runs differ", names[k]);
+        CHECKF(r1.matched_tokens > 0, "%s: no prefix hits on Mooncake", names[k]);
+        fkv_sim_result_free(&r1);
+        fkv_sim_result_free(&r2);
+    }
     fkv_workload_free(&w);
 
     /* run-time parse == embedded table, for every profile */
