@@ -70,6 +70,10 @@ static int64_t replay_next_use(void *ctx, const fkv_chunk_view *v)
     return INT64_MAX;
 }
 
+/* overrides of the scheme's F-LRU weights and quotas (< 0: keep) */
+static double ov_alpha = -1, ov_beta = -1;
+static int ov_quotas = -1;
+
 static double replay(const fkv_scheme *sc, uint64_t *recomputed)
 {
     fkv_config cc;
@@ -77,7 +81,9 @@ static double replay(const fkv_scheme *sc, uint64_t *recomputed)
     cc.storage = FKV_STORAGE_PHANTOM;
     cc.capacity_pages = 600;
     cc.policy = sc->policy;
-    cc.quotas = sc->quotas;
+    cc.quotas = ov_quotas >= 0 ? ov_quotas : sc->quotas;
+    if (ov_alpha >= 0) cc.alpha = ov_alpha;
+    if (ov_beta >= 0) cc.beta = ov_beta;
     cc.dynamic_chunking = sc->dynamic_chunking;
     cc.chunk_tokens = sc->chunk_tokens;
     cc.page_tokens = sc->page_tokens;
@@ -150,6 +156,25 @@ static void replay_all(void)
         printf("replay: %-13s hit %.6f recomputed %llu (belady %.6f, %llu)\n", all[i].name, h,
                (unsigned long long)ro, hb, (unsigned long long)rb);
     }
+    /* which part of F-LRU costs hits here (docs/EVALUATION-sim.md) */
+    const struct {
+        double a, b;
+        int q;
+    } var[] = {{0.7, 0.3, 0}, {1, 0, 0}, {0, 1, 0}, {1, 0, 1}};
+    for (size_t k = 0; k < sizeof var / sizeof var[0]; k++) {
+        ov_alpha = var[k].a;
+        ov_beta = var[k].b;
+        ov_quotas = var[k].q;
+        double h = replay(fkv_scheme_find("flru"), &ro);
+        printf("replay: flru alpha %.1f beta %.1f quotas %d: hit %.6f\n", var[k].a, var[k].b, var[k].q, h);
+        CHECK(h <= hb);
+    }
+    ov_alpha = ov_beta = -1;
+    ov_quotas = 1;
+    double hq = replay(fkv_scheme_find("lru"), &ro);
+    printf("replay: lru with quotas: hit %.6f\n", hq);
+    CHECK(hq <= hb);
+    ov_quotas = -1;
 }
 
 int main(void)
