@@ -177,8 +177,32 @@ static void replay_all(void)
     ov_quotas = -1;
 }
 
+/* KV sizes: the seed's 175B figure and the library's own formula. */
+static void sizes(void)
+{
+    const fkv_model_geom *g = fkv_model_find("gpt3-175b");
+    REQUIRE(g);
+    CHECK(fkv_model_token_bytes(g) == 4718592ULL); /* 2 x 96 x 12288 x 2 B */
+    CHECK(fkv_model_token_bytes(g) * 2048 > 9.6e9 && fkv_model_token_bytes(g) * 2048 < 9.7e9);
+    CHECK(fkv_model_token_bytes(fkv_model_find("llama-2-7b")) == 524288ULL);
+    CHECK(fkv_model_token_bytes(fkv_model_find("llama-2-70b")) == 327680ULL);
+    size_t n;
+    const fkv_model_geom *m = fkv_model_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        fkv_config c;
+        fkv_config_default(&c);
+        c.n_layers = m[i].n_layers;
+        c.n_kv_heads = m[i].n_kv_heads;
+        c.head_dim = m[i].head_dim;
+        c.dtype = FKV_F16;
+        CHECKF(fkv_config_token_bytes(&c) == fkv_model_token_bytes(&m[i]), "%s", m[i].name);
+    }
+    CHECK(fkv_model_find("nope") == NULL);
+}
+
 int main(void)
 {
+    sizes();
     replay_all();
     fkv_bench_opts o;
     fkv_bench_opts_default(&o);
