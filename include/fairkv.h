@@ -303,6 +303,11 @@ fkv_class fkv_seq_class(const fkv_seq *s);
  * changes this sequence or evicts. */
 fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n);
 
+/* Pure.  The prefix index's key of a page: parent = key of the previous
+ * page (0 for the first), tokens = the page's page_tokens ids.  Equal keys
+ * mean equal prefixes; a simulator can predict future matches with it. */
+uint64_t fkv_page_key(uint64_t parent, const int32_t *tokens, uint32_t page_tokens);
+
 /* Pure.  Where token `pos` of a sequence with this chunk table lives. */
 fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens,
                              uint32_t pos, fkv_slot *out);

@@ -44,6 +44,11 @@ uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n)
     return nonzero(XXH3_64bits_withSeed(tokens, (size_t)n * sizeof *tokens, parent));
 }
 
+uint64_t fkv_page_key(uint64_t parent, const int32_t *tokens, uint32_t page_tokens)
+{
+    return fkv__hash_tokens(parent, tokens, page_tokens);
+}
+
 uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block)
 {
     uint64_t buf[2] = {block_id, page_in_block};

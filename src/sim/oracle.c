@@ -19,7 +19,6 @@
 
 /* The library's page key (src/core/prefix.c): a simulator-only oracle must
  * agree with the index bit for bit, so it calls the same function. */
-uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
 
 typedef struct pair {
     uint64_t key;
@@ -91,7 +90,7 @@ fkv_oracle *fkv_oracle_build(const fkv_workload *w, uint32_t page_tokens, uint32
         uint64_t h = 0;
         for (uint32_t p = 0; p < pages; p++) {
             for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(r, p * page_tokens + t, block_tokens);
-            h = fkv__hash_tokens(h, tok, page_tokens);
+            h = fkv_page_key(h, tok, page_tokens);
             uint32_t b = p * page_tokens / block_tokens;
             if (b >= r->n_block_ids) break;
             uint64_t key = r->block_ids[b] * 1000003ULL + b;
