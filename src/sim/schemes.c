@@ -28,7 +28,6 @@ static const fkv_scheme schemes[] = {
     {"flru-literal", "flru-literal", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
      "the seed's formula read literally (evict the lowest score) + quotas"},
     {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "SIEVE (NSDI'24) over 64-token chunks"},
-    {"s3fifo", "s3fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "S3-FIFO (SOSP'23) over 64-token chunks"},
     {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
      "Belady's MIN with the simulator's knowledge of the future: the hit-rate limit"},
     {"vllm", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE,
