@@ -7,8 +7,12 @@
  * same text.  Each request owns a sequence of a real fkv_cache on phantom
  * storage: the prompt is matched against the prefix cache and the rest
  * appended, every generated token is appended and the sequence touched (a
- * decode step reads the whole context), and the sequence is freed at the
- * end, so /metrics shows real hit, miss, eviction and usage figures.
+ * decode step reads the whole context), evicted ranges are restored (the
+ * recomputation a real engine would do), and the sequence is freed at the
+ * end, so /metrics shows real hit, miss, eviction and usage figures.  The
+ * running batch is deliberately not pinned: with a small cache (pages=)
+ * running requests evict each other, which is the pressure the fairness
+ * metrics are about.
  *
  * Tokenizer: one token per byte (vocab 256).  Generated tokens are the bytes
  * "a".."z" and " ", so every piece is one printable character.
@@ -26,7 +30,7 @@ typedef struct freq {
     struct freq *next;
     uint64_t id;
     uint64_t client;
-    int32_t *prompt; /* [n_prompt] */
+    int32_t *prompt; /* [n_prompt + max_tokens]: the prompt, then the tokens generated */
     uint32_t n_prompt;
     uint32_t max_tokens, produced, cached;
     uint64_t rng;
@@ -103,7 +107,7 @@ static fkv_status fake_submit(void *be, const fkv_gen_request *req, const fkv_ge
         return FKV_EINVAL;
     }
     freq *r = calloc(1, sizeof *r);
-    int32_t *p = malloc(sizeof *p * req->n_prompt);
+    int32_t *p = malloc(sizeof *p * ((size_t)req->n_prompt + req->max_tokens));
     if (!r || !p) {
         free(r);
         free(p);
@@ -182,27 +186,68 @@ static void fake_metrics(void *be, fkv_textbuf *out)
     free(buf);
 }
 
-/* Admits one request into the cache: prompt matched then appended (mu held). */
-static int admit(fake *f, freq *r)
+/* Gives a request a sequence holding its context (prompt and the tokens
+ * generated before a preemption): matched against the prefix cache, the
+ * rest appended (mu held).  On failure the request holds no sequence. */
+static fkv_status admit(fake *f, freq *r)
 {
     fkv_seq_params sp;
     fkv_seq_params_default(&sp);
     sp.request_id = r->id;
     sp.client_id = r->client;
     sp.expected_tokens = r->n_prompt + r->max_tokens;
+    uint32_t n = r->n_prompt + r->produced, matched = 0;
     fkv_status st = fkv_seq_create(f->cache, &sp, &r->seq);
-    uint32_t matched = 0;
-    if (st == FKV_OK) st = fkv_seq_match(r->seq, r->prompt, r->n_prompt, r->n_prompt - 1, &matched);
-    if (st == FKV_OK) st = fkv_seq_append(r->seq, r->prompt + matched, r->n_prompt - matched, NULL);
-    if (st == FKV_OK) st = fkv_seq_pin(r->seq);
+    if (st == FKV_OK) st = fkv_seq_match(r->seq, r->prompt, n, n - 1, &matched);
+    if (st == FKV_OK) st = fkv_seq_append(r->seq, r->prompt + matched, n - matched, NULL);
     if (st != FKV_OK) {
         snprintf(r->error, sizeof r->error, "cache: %s: %s", fkv_strerror(st), fkv_cache_last_error(f->cache));
         if (r->seq) fkv_seq_free(r->seq);
         r->seq = NULL;
-        return 0;
+        return st;
     }
-    r->cached = matched;
-    return 1;
+    if (!r->produced) r->cached = matched;
+    return FKV_OK;
+}
+
+/* The step read evicted tokens: give them pages again, as an engine that
+ * recomputes them would (mu held). */
+static fkv_status recompute(fake *f, freq *r)
+{
+    fkv_range rg[16];
+    size_t n = 0;
+    fkv_status st = fkv_seq_missing(r->seq, rg, 16, &n);
+    for (size_t i = 0; st == FKV_OK && i < n && i < 16; i++) {
+        uint32_t got = 0;
+        st = fkv_seq_restore(r->seq, rg[i].start, rg[i].end, NULL, &got);
+        f->recomputed += got;
+    }
+    return st;
+}
+
+static void push_running(fake *f, freq *r)
+{
+    r->next = f->running;
+    f->running = r;
+    f->n_running++;
+}
+
+/* Sends a running request back to the head of the queue, its sequence
+ * freed: vLLM's recompute preemption, when the cache cannot hold the batch
+ * (mu held). */
+static void preempt(fake *f, freq *r)
+{
+    freq **pp = &f->running;
+    while (*pp != r) pp = &(*pp)->next;
+    *pp = r->next;
+    f->n_running--;
+    fkv_seq_free(r->seq);
+    r->seq = NULL;
+    r->next = f->wait_head;
+    f->wait_head = r;
+    if (!f->wait_tail) f->wait_tail = r;
+    f->n_waiting++;
+    f->preemptions++;
 }
 
 /* One engine step (mu held): admit, then one token for every running request. */
@@ -210,35 +255,44 @@ static void step(fake *f)
 {
     while (f->wait_head && f->n_running < f->max_batch) {
         freq *r = f->wait_head;
+        fkv_status st = r->cancelled ? FKV_OK : admit(f, r);
+        /* no room now: wait for running requests to finish, unless none runs */
+        if (st == FKV_EFULL && f->n_running) break;
         f->wait_head = r->next;
         if (!f->wait_head) f->wait_tail = NULL;
         f->n_waiting--;
-        r->next = f->running;
-        f->running = r;
-        f->n_running++;
-        if (r->cancelled) {
-            r->done = 1, r->finish = FKV_FINISH_CANCELLED;
-        } else if (!admit(f, r)) {
-            r->done = 1, r->finish = FKV_FINISH_ERROR;
-        }
+        push_running(f, r);
+        if (r->cancelled) r->done = 1, r->finish = FKV_FINISH_CANCELLED;
+        else if (st != FKV_OK) r->done = 1, r->finish = FKV_FINISH_ERROR;
     }
-    for (freq *r = f->running; r; r = r->next) {
+    freq *next;
+    for (freq *r = f->running; r; r = next) {
+        next = r->next;
         if (r->done) continue;
         if (r->cancelled) {
             r->done = 1, r->finish = FKV_FINISH_CANCELLED;
             continue;
         }
+        uint64_t rng = r->rng;
         uint64_t x = xorshift(&r->rng);
         int32_t tok = (x % 27) == 26 ? ' ' : (int32_t)('a' + x % 27);
         fkv_status st = fkv_seq_append(r->seq, &tok, 1, NULL);
         uint32_t missing = 0;
         if (st == FKV_OK) st = fkv_seq_touch(r->seq, &missing);
+        if (st == FKV_OK && missing) st = recompute(f, r);
+        if (st == FKV_EFULL && f->n_running > 1) {
+            /* the token is drawn again after readmission: same text */
+            r->rng = rng;
+            preempt(f, r);
+            continue;
+        }
         if (st != FKV_OK) {
-            snprintf(r->error, sizeof r->error, "cache: %s", fkv_strerror(st));
+            snprintf(r->error, sizeof r->error, "cache: %s (the request does not fit the cache alone)",
+                     fkv_strerror(st));
             r->done = 1, r->finish = FKV_FINISH_ERROR;
             continue;
         }
-        f->recomputed += missing;
+        r->prompt[r->n_prompt + r->produced] = tok;
         r->tok = tok;
         r->emit = 1;
         r->produced++;
@@ -278,10 +332,7 @@ static void deliver(fake *f)
     while (done) {
         freq *r = done;
         done = r->next;
-        if (r->seq) {
-            fkv_seq_unpin(r->seq);
-            fkv_seq_free(r->seq);
-        }
+        if (r->seq) fkv_seq_free(r->seq);
         fkv_gen_result res = {r->finish, r->n_prompt, r->produced, r->cached,
                               r->finish == FKV_FINISH_ERROR ? r->error : NULL};
         r->sink.on_done(r->sink.ctx, &res);
