@@ -30,7 +30,7 @@ static summary summarize(const fkv_load_dist *const *d, int k)
     if (!v) return (summary){0};
     size_t o = 0;
     for (int i = 0; i < k; i++) {
-        memcpy(v + o, d[i]->v, d[i]->n * sizeof *v);
+        if (d[i]->n) memcpy(v + o, d[i]->v, d[i]->n * sizeof *v);
         o += d[i]->n;
     }
     qsort(v, s.n, sizeof *v, cmp_double);
