@@ -252,10 +252,11 @@ fkv_status fkv_load_run(const fkv_load_config *cfg, const fkv_load_workload *w, 
         cJSON *j = st == 200 && b.data ? cJSON_Parse(b.data) : NULL;
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "data"), 0), "id");
-        if (cJSON_IsString(id)) snprintf(model, sizeof model, "%s", id->valuestring);
+        int found = cJSON_IsString(id);
+        if (found) snprintf(model, sizeof model, "%s", id->valuestring);
         cJSON_Delete(j);
         fkv_textbuf_free(&b);
-        if (!cJSON_IsString(id) && !(model[0] = 0)) {
+        if (!found) {
             snprintf(err, errlen, "GET %s/v1/models failed (HTTP %ld); is the server up? (or pass --model)", cfg->url,
                      st);
             return FKV_EIO;
