@@ -233,7 +233,8 @@ void fkv_prom_append_filtered(fkv_textbuf *out, const char *text, size_t len, co
         const char *name = NULL;
         size_t nlen = 0;
         int header = 0;
-        if (!strncmp(p, "# HELP ", 7) || !strncmp(p, "# TYPE ", 7)) {
+        size_t ll = (size_t)(le - p); /* the text need not be NUL-terminated */
+        if (ll >= 7 && (!memcmp(p, "# HELP ", 7) || !memcmp(p, "# TYPE ", 7))) {
             header = 1;
             name = p + 7;
             nlen = name_len(name, le);
