@@ -110,15 +110,9 @@ int fkv_cli_serve(int argc, char **argv)
     }
     opts[n_opts] = NULL;
 
-    char err[512] = "";
-    fkv_backend be;
-    fkv_status st = fkv_backend_create(backend, opts, &be, err, sizeof err);
-    if (st != FKV_OK) {
-        fprintf(stderr, "fairkv serve: --backend %s: %s\n", backend, err);
-        return 2;
-    }
-    /* Block the stop signals before any thread starts so every thread
-     * inherits the mask and sigwait below receives them. */
+    /* Block the stop signals before any thread starts (the backend starts
+     * its own) so every thread inherits the mask and only sigwait below
+     * receives them; an unblocked thread would take the default action. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -126,6 +120,13 @@ int fkv_cli_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    char err[512] = "";
+    fkv_backend be;
+    fkv_status st = fkv_backend_create(backend, opts, &be, err, sizeof err);
+    if (st != FKV_OK) {
+        fprintf(stderr, "fairkv serve: --backend %s: %s\n", backend, err);
+        return 2;
+    }
     fkv_server *srv;
     st = fkv_server_start(&cfg, &be, &srv, err, sizeof err);
     if (st != FKV_OK) {
