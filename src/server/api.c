@@ -1,0 +1,273 @@
+/* OpenAI-compatible request parsing and response rendering (see api.h).
+ * Every rejection names the field: clients fix requests from the message. */
+#include "server/api.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fkv_api_error_set(fkv_api_error *e, int http, const char *type, const char *code, const char *param,
+                       const char *fmt, ...)
+{
+    e->http = http;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+#define BAD(param, code, ...) \
+    (fkv_api_error_set(err, 400, "invalid_request_error", code, param, __VA_ARGS__), -1)
+
+void fkv_api_request_free(fkv_api_request *r)
+{
+    free(r->model);
+    free(r->prompt);
+    free(r->prompt_text);
+    free(r->user);
+    memset(r, 0, sizeof *r);
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+/* An integer-valued JSON number in [lo, hi]. */
+static int get_uint(const cJSON *it, const char *name, double lo, double hi, uint64_t *out, fkv_api_error *err)
+{
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < lo ||
+        it->valuedouble > hi)
+        return BAD(name, "invalid_value", "'%s' must be an integer in [%.0f, %.0f]", name, lo, hi);
+    *out = (uint64_t)it->valuedouble;
+    return 0;
+}
+
+static int get_num(const cJSON *it, const char *name, double lo, double hi, int lo_open, double *out,
+                   fkv_api_error *err)
+{
+    if (!cJSON_IsNumber(it) || !(it->valuedouble <= hi) || it->valuedouble < lo || (lo_open && it->valuedouble == lo))
+        return BAD(name, "invalid_value", "'%s' must be a number in %s%g, %g]", name, lo_open ? "(" : "[", lo, hi);
+    *out = it->valuedouble;
+    return 0;
+}
+
+static int parse_prompt(const cJSON *p, const fkv_api_limits *lim, fkv_api_request *r, fkv_api_error *err)
+{
+    if (!p) return BAD("prompt", "missing_field", "'prompt' is required");
+    /* a one-element array of strings is the same as the string */
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(p)) {
+        size_t n = strlen(p->valuestring);
+        if (!n) return BAD("prompt", "invalid_value", "'prompt' is empty");
+        r->prompt_text = dup_str(p->valuestring);
+        r->prompt_text_len = n;
+        if (!r->prompt_text) {
+            fkv_api_error_set(err, 500, "server_error", "out_of_memory", "", "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (!cJSON_IsArray(p))
+        return BAD("prompt", "invalid_type", "'prompt' must be a string or an array of token ids");
+    int n = cJSON_GetArraySize(p);
+    if (n <= 0) return BAD("prompt", "invalid_value", "'prompt' is empty");
+    if ((uint32_t)n > lim->max_prompt)
+        return BAD("prompt", "context_length_exceeded", "the prompt has %d tokens; this server takes at most %u", n,
+                   lim->max_prompt);
+    r->prompt = malloc(sizeof *r->prompt * (size_t)n);
+    if (!r->prompt) {
+        fkv_api_error_set(err, 500, "server_error", "out_of_memory", "", "out of memory");
+        return -1;
+    }
+    int i = 0;
+    for (const cJSON *t = p->child; t; t = t->next, i++) {
+        if (!cJSON_IsNumber(t) || t->valuedouble != floor(t->valuedouble) || t->valuedouble < 0 ||
+            t->valuedouble >= lim->vocab_size)
+            return BAD("prompt", "invalid_value",
+                       "'prompt'[%d] is not a token id in [0, %u) (prompts of several strings are not supported)", i,
+                       lim->vocab_size);
+        r->prompt[i] = (int32_t)t->valuedouble;
+    }
+    r->n_prompt = (uint32_t)n;
+    return 0;
+}
+
+static int parse_fields(const cJSON *root, const fkv_api_limits *lim, fkv_api_request *r, fkv_api_error *err)
+{
+    if (!cJSON_IsObject(root)) return BAD("", "invalid_json", "the body must be a JSON object");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!m) return BAD("model", "missing_field", "'model' is required (this server serves '%s')", lim->model);
+    if (!cJSON_IsString(m)) return BAD("model", "invalid_type", "'model' must be a string");
+    if (strcmp(m->valuestring, lim->model)) {
+        fkv_api_error_set(err, 404, "invalid_request_error", "model_not_found", "model",
+                          "the model '%.64s' does not exist; this server serves '%s'", m->valuestring, lim->model);
+        return -1;
+    }
+    r->model = dup_str(m->valuestring);
+    if (parse_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), lim, r, err)) return -1;
+
+    uint64_t u;
+    const cJSON *it;
+    r->max_tokens = 16;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "max_tokens")) && !cJSON_IsNull(it)) {
+        if (get_uint(it, "max_tokens", 1, lim->max_context, &u, err)) return -1;
+        r->max_tokens = (uint32_t)u;
+    }
+    r->temperature = 1.0;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "temperature")) && !cJSON_IsNull(it) &&
+        get_num(it, "temperature", 0, 2, 0, &r->temperature, err))
+        return -1;
+    r->top_p = 1.0;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "top_p")) && !cJSON_IsNull(it) &&
+        get_num(it, "top_p", 0, 1, 1, &r->top_p, err))
+        return -1;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "seed")) && !cJSON_IsNull(it)) {
+        /* 2^53: the largest integer a JSON double holds exactly */
+        if (get_uint(it, "seed", 0, 9007199254740992.0, &u, err)) return -1;
+        r->seed = u;
+        r->has_seed = 1;
+    }
+    r->n = 1;
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "n")) && !cJSON_IsNull(it)) {
+        if (get_uint(it, "n", 1, lim->max_n, &u, err)) return -1;
+        r->n = (uint32_t)u;
+    }
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "stream")) && !cJSON_IsNull(it)) {
+        if (!cJSON_IsBool(it)) return BAD("stream", "invalid_type", "'stream' must be true or false");
+        r->stream = cJSON_IsTrue(it);
+    }
+    if ((it = cJSON_GetObjectItemCaseSensitive(root, "stream_options")) && !cJSON_IsNull(it)) {
+        const cJSON *iu = cJSON_IsObject(it) ? cJSON_GetObjectItemCaseSensitive(it, "include_usage") : NULL;
+        if (!cJSON_IsObject(it) || (iu && !cJSON_IsBool(iu)))
+            return BAD("stream_options", "invalid_type", "'stream_options' must be {\"include_usage\": bool}");
+        r->include_usage = cJSON_IsTrue(iu);
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "user");
+    if (it && !cJSON_IsNull(it) && !cJSON_IsString(it)) return BAD("user", "invalid_type", "'user' must be a string");
+    r->user = dup_str(it && cJSON_IsString(it) ? it->valuestring : "");
+    if (!r->model || !r->user) {
+        fkv_api_error_set(err, 500, "server_error", "out_of_memory", "", "out of memory");
+        return -1;
+    }
+    if (r->prompt && fkv_api_check_prompt(r, r->n_prompt, lim, err)) return -1;
+    return 0;
+}
+
+int fkv_api_parse_completion(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
+                             fkv_api_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        return BAD("", "invalid_json", "the body is not valid JSON (error near byte %zu)", at);
+    }
+    int rc = parse_fields(root, lim, out, err);
+    cJSON_Delete(root);
+    if (rc) fkv_api_request_free(out);
+    return rc;
+}
+
+int fkv_api_check_prompt(const fkv_api_request *r, uint32_t n_prompt, const fkv_api_limits *lim, fkv_api_error *err)
+{
+    if (n_prompt == 0) return BAD("prompt", "invalid_value", "'prompt' has no tokens");
+    if (n_prompt > lim->max_prompt)
+        return BAD("prompt", "context_length_exceeded", "the prompt has %u tokens; this server takes at most %u",
+                   n_prompt, lim->max_prompt);
+    if ((uint64_t)n_prompt + r->max_tokens > lim->max_context)
+        return BAD("max_tokens", "context_length_exceeded",
+                   "prompt (%u tokens) + max_tokens (%u) exceeds the model's context of %u tokens", n_prompt,
+                   r->max_tokens, lim->max_context);
+    return 0;
+}
+
+void fkv_api_render_error(fkv_textbuf *b, const fkv_api_error *e)
+{
+    fkv_textbuf_puts(b, "{\"error\":{\"message\":");
+    fkv_textbuf_json_str(b, e->message, strlen(e->message));
+    fkv_textbuf_puts(b, ",\"type\":");
+    fkv_textbuf_json_str(b, e->type ? e->type : "server_error", strlen(e->type ? e->type : "server_error"));
+    fkv_textbuf_puts(b, ",\"param\":");
+    if (e->param[0]) fkv_textbuf_json_str(b, e->param, strlen(e->param));
+    else fkv_textbuf_puts(b, "null");
+    fkv_textbuf_puts(b, ",\"code\":");
+    if (e->code) fkv_textbuf_json_str(b, e->code, strlen(e->code));
+    else fkv_textbuf_puts(b, "null");
+    fkv_textbuf_puts(b, "}}\n");
+}
+
+static void head(fkv_textbuf *b, uint64_t id, int64_t created, const char *model)
+{
+    fkv_textbuf_printf(b, "{\"id\":\"cmpl-%llu\",\"object\":\"text_completion\",\"created\":%lld,\"model\":",
+                       (unsigned long long)id, (long long)created);
+    fkv_textbuf_json_str(b, model, strlen(model));
+}
+
+static void usage_obj(fkv_textbuf *b, const fkv_api_usage *u)
+{
+    fkv_textbuf_printf(b,
+                       "\"usage\":{\"prompt_tokens\":%llu,\"completion_tokens\":%llu,\"total_tokens\":%llu,"
+                       "\"prompt_tokens_details\":{\"cached_tokens\":%llu}}",
+                       (unsigned long long)u->prompt_tokens, (unsigned long long)u->completion_tokens,
+                       (unsigned long long)(u->prompt_tokens + u->completion_tokens),
+                       (unsigned long long)u->cached_tokens);
+}
+
+void fkv_api_render_completion(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t n,
+                               const char *const *texts, const size_t *text_lens, const char *const *finish,
+                               const fkv_api_usage *usage)
+{
+    head(b, id, created, model);
+    fkv_textbuf_puts(b, ",\"choices\":[");
+    for (uint32_t i = 0; i < n; i++) {
+        fkv_textbuf_printf(b, "%s{\"index\":%u,\"text\":", i ? "," : "", i);
+        fkv_textbuf_json_str(b, texts[i] ? texts[i] : "", text_lens[i]);
+        fkv_textbuf_printf(b, ",\"logprobs\":null,\"finish_reason\":\"%s\"}", finish[i]);
+    }
+    fkv_textbuf_puts(b, "],");
+    usage_obj(b, usage);
+    fkv_textbuf_puts(b, "}\n");
+}
+
+void fkv_api_render_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t index,
+                          const char *text, size_t len, const char *finish)
+{
+    fkv_textbuf_puts(b, "data: ");
+    head(b, id, created, model);
+    fkv_textbuf_printf(b, ",\"choices\":[{\"index\":%u,\"text\":", index);
+    fkv_textbuf_json_str(b, text, len);
+    fkv_textbuf_puts(b, ",\"logprobs\":null,\"finish_reason\":");
+    if (finish) fkv_textbuf_printf(b, "\"%s\"", finish);
+    else fkv_textbuf_puts(b, "null");
+    fkv_textbuf_puts(b, "}]}\n\n");
+}
+
+void fkv_api_render_usage_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model,
+                                const fkv_api_usage *usage)
+{
+    fkv_textbuf_puts(b, "data: ");
+    head(b, id, created, model);
+    fkv_textbuf_puts(b, ",\"choices\":[],");
+    usage_obj(b, usage);
+    fkv_textbuf_puts(b, "}\n\n");
+}
+
+void fkv_api_render_models(fkv_textbuf *b, const char *model, int64_t created, uint32_t max_context)
+{
+    fkv_textbuf_puts(b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    fkv_textbuf_json_str(b, model, strlen(model));
+    fkv_textbuf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fairkv\",\"max_model_len\":%u}]}\n",
+                       (long long)created, max_context);
+}

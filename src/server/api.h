@@ -1,0 +1,79 @@
+/* The OpenAI-compatible wire format of `fairkv serve`: request parsing and
+ * validation, error bodies, completion and SSE chunk rendering.  Pure
+ * functions over buffers: no sockets, no backend. */
+#ifndef FKV_SERVER_API_H
+#define FKV_SERVER_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/textbuf.h"
+
+/* What a request may ask for. */
+typedef struct fkv_api_limits {
+    uint32_t max_prompt;  /* tokens; also checked after tokenizing a string prompt */
+    uint32_t vocab_size;  /* token ids of an array prompt must be below this */
+    uint32_t max_context; /* prompt + max_tokens */
+    uint32_t max_n;       /* choices per request */
+    const char *model;    /* the served model name; "model" must equal it */
+} fkv_api_limits;
+
+typedef struct fkv_api_request {
+    char *model;          /* owned */
+    int32_t *prompt;      /* owned, [n_prompt]: an array prompt, or NULL */
+    uint32_t n_prompt;
+    char *prompt_text;    /* owned: a string prompt (tokenized by the backend), or NULL */
+    size_t prompt_text_len;
+    uint32_t max_tokens;  /* default 16, as OpenAI's */
+    double temperature;   /* default 1 */
+    double top_p;         /* default 1 */
+    uint64_t seed;
+    int has_seed;
+    uint32_t n;           /* default 1 */
+    int stream;
+    int include_usage;    /* stream_options.include_usage */
+    char *user;           /* owned: the fairness client id, "" if absent */
+} fkv_api_request;
+
+/* An error answer: HTTP status and the OpenAI error object's fields. */
+typedef struct fkv_api_error {
+    int http;            /* 400, 401, 404, 405, 413, 429, 500, 503 */
+    const char *type;    /* "invalid_request_error", ... (static) */
+    const char *code;    /* machine-readable code (static), or NULL */
+    char param[32];      /* the offending field, "" for none */
+    char message[256];
+} fkv_api_error;
+
+void fkv_api_error_set(fkv_api_error *e, int http, const char *type, const char *code, const char *param,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Parses and validates a /v1/completions body.  0 on success (free with
+ * fkv_api_request_free), -1 with *err filled (the request is freed). */
+int fkv_api_parse_completion(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
+                             fkv_api_error *err);
+void fkv_api_request_free(fkv_api_request *r);
+/* Checks a tokenized prompt against the limits (after tokenizing a string). */
+int fkv_api_check_prompt(const fkv_api_request *r, uint32_t n_prompt, const fkv_api_limits *lim,
+                         fkv_api_error *err);
+
+/* {"error":{"message":..,"type":..,"param":..,"code":..}} */
+void fkv_api_render_error(fkv_textbuf *b, const fkv_api_error *e);
+
+typedef struct fkv_api_usage {
+    uint64_t prompt_tokens, completion_tokens, cached_tokens;
+} fkv_api_usage;
+
+/* A whole completion.  texts[i] / text_lens[i] / finish[i] for choice i. */
+void fkv_api_render_completion(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t n,
+                               const char *const *texts, const size_t *text_lens, const char *const *finish,
+                               const fkv_api_usage *usage);
+/* One SSE event "data: {...}\n\n" for choice `index`; finish NULL while
+ * tokens are still coming. */
+void fkv_api_render_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t index,
+                          const char *text, size_t len, const char *finish);
+/* The final usage event (choices empty), sent when include_usage is set. */
+void fkv_api_render_usage_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model,
+                                const fkv_api_usage *usage);
+void fkv_api_render_models(fkv_textbuf *b, const char *model, int64_t created, uint32_t max_context);
+
+#endif

@@ -1,0 +1,43 @@
+/* Backend registry: one table from names to factories.  The real engine
+ * adds its line here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "server/backend.h"
+
+static const struct {
+    const char *name;
+    fkv_backend_create_fn create;
+} registry[] = {
+    {"fake", fkv_backend_fake_create},
+};
+
+static const char *const names[] = {"fake", NULL};
+
+const char *const *fkv_backend_names(void)
+{
+    return names;
+}
+
+fkv_status fkv_backend_create(const char *name, const char *const *opts, fkv_backend *out, char *err,
+                              size_t errlen)
+{
+    if (!name || !out) {
+        if (err) snprintf(err, errlen, "fkv_backend_create: NULL argument");
+        return FKV_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+        if (!strcmp(registry[i].name, name)) return registry[i].create(opts, out, err, errlen);
+    if (err) {
+        size_t off = (size_t)snprintf(err, errlen, "unknown backend '%s'; known backends:", name);
+        for (size_t i = 0; names[i] && off < errlen; i++)
+            off += (size_t)snprintf(err + off, errlen - off, " %s", names[i]);
+    }
+    return FKV_ENOENT;
+}
+
+void fkv_backend_destroy(fkv_backend *b)
+{
+    if (b && b->ops) b->ops->destroy(b->impl);
+    if (b) b->ops = NULL, b->impl = NULL;
+}

@@ -1,0 +1,430 @@
+/* Completions of `fairkv serve`: admission (the queue limit), the bridge
+ * from backend sink callbacks to blocking or streamed (SSE) answers.
+ *
+ * Lifetimes: a completion's state (`gen`) is shared by the connection thread
+ * and the backend's sink callbacks; it is reference counted (one for the HTTP
+ * side, one per submitted choice) and freed by whoever drops the last one.
+ * Lock order: gen.mu, then the metrics lock; no backend op is ever called
+ * with gen.mu held (backend.h's threading rules). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/http_internal.h"
+
+typedef struct choice {
+    fkv_textbuf text;     /* non-streamed: the text so far */
+    uint64_t backend_id;
+    uint32_t tokens;
+    int64_t t_last;       /* ns of the last token */
+    int done;
+    fkv_finish finish;
+    uint32_t prompt_tokens, cached_tokens;
+    char error[160];
+} choice;
+
+typedef struct gen gen;
+typedef struct sink_ctx {
+    gen *g;
+    uint32_t index;
+} sink_ctx;
+
+struct gen {
+    fkv_server *srv;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a token, a finish, or the end */
+    int refs;
+    uint64_t id;
+    int64_t created;    /* unix seconds */
+    int64_t t0;         /* ns: the request arrived */
+    int64_t t_progress; /* ns: last token or finish (the no-progress timeout) */
+    int cls;
+    uint32_t n, n_done, n_submitted;
+    int stream, include_usage, first_token_seen;
+    choice *ch;         /* [n] */
+    sink_ctx *sinks;    /* [n] */
+    fkv_textbuf out;    /* SSE bytes not yet given to the connection */
+    int ended;          /* "data: [DONE]" queued */
+};
+
+static int64_t now_ns(void)
+{
+    return fkv_monotonic_now_ns();
+}
+
+static const char *finish_name(fkv_finish f)
+{
+    switch (f) {
+    case FKV_FINISH_LENGTH: return "length";
+    case FKV_FINISH_STOP: return "stop";
+    case FKV_FINISH_CANCELLED: return "cancelled";
+    default: return "error";
+    }
+}
+
+/* ------------------------------------------------------------ gen state */
+
+static void gen_release(gen *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int left = --g->refs;
+    pthread_mutex_unlock(&g->mu);
+    if (left) return;
+    fkv_server *s = g->srv;
+    for (uint32_t i = 0; i < g->n; i++) fkv_textbuf_free(&g->ch[i].text);
+    fkv_textbuf_free(&g->out);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->ch);
+    free(g->sinks);
+    free(g);
+    pthread_mutex_lock(&s->mu);
+    s->live_gens--;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void usage_of(const gen *g, fkv_api_usage *u)
+{
+    memset(u, 0, sizeof *u);
+    /* the prompt is counted once, as OpenAI does for n > 1 */
+    for (uint32_t i = 0; i < g->n; i++) u->completion_tokens += g->ch[i].tokens;
+    u->prompt_tokens = g->n ? g->ch[0].prompt_tokens : 0;
+    u->cached_tokens = g->n ? g->ch[0].cached_tokens : 0;
+}
+
+static void on_token(void *ctx, int32_t token, const char *text, size_t len)
+{
+    (void)token;
+    sink_ctx *sc = ctx;
+    gen *g = sc->g;
+    int64_t t = now_ns();
+    pthread_mutex_lock(&g->mu);
+    choice *ch = &g->ch[sc->index];
+    if (!g->first_token_seen) {
+        g->first_token_seen = 1;
+        fkv_server_metrics_ttft(g->srv->metrics, g->cls, (double)(t - g->t0) * 1e-9);
+    }
+    if (ch->tokens) fkv_server_metrics_itl(g->srv->metrics, g->cls, (double)(t - ch->t_last) * 1e-9);
+    ch->t_last = t;
+    ch->tokens++;
+    g->t_progress = t;
+    if (g->stream) fkv_api_render_chunk(&g->out, g->id, g->created, g->srv->info.model, sc->index, text, len, NULL);
+    else fkv_textbuf_append(&ch->text, text, len);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void on_done(void *ctx, const fkv_gen_result *res)
+{
+    sink_ctx *sc = ctx;
+    gen *g = sc->g;
+    int64_t t = now_ns();
+    pthread_mutex_lock(&g->mu);
+    choice *ch = &g->ch[sc->index];
+    ch->done = 1;
+    ch->finish = res->finish;
+    ch->prompt_tokens = res->prompt_tokens;
+    ch->cached_tokens = res->cached_tokens;
+    if (res->error) snprintf(ch->error, sizeof ch->error, "%s", res->error);
+    g->n_done++;
+    g->t_progress = t;
+    fkv_server_metrics_finished(g->srv->metrics, res->finish, res->prompt_tokens, res->completion_tokens);
+    if (g->n_done == g->n_submitted && g->n_submitted == g->n)
+        fkv_server_metrics_e2e(g->srv->metrics, g->cls, (double)(t - g->t0) * 1e-9);
+    if (g->stream) {
+        if (res->finish == FKV_FINISH_ERROR) {
+            fkv_api_error e;
+            fkv_api_error_set(&e, 500, "server_error", "backend_error", "", "choice %u failed: %s", sc->index,
+                              ch->error);
+            fkv_textbuf_puts(&g->out, "data: ");
+            fkv_api_render_error(&g->out, &e);
+            fkv_textbuf_puts(&g->out, "\n");
+        } else {
+            fkv_api_render_chunk(&g->out, g->id, g->created, g->srv->info.model, sc->index, "", 0,
+                                 finish_name(res->finish));
+        }
+        if (g->n_done == g->n) {
+            if (g->include_usage) {
+                fkv_api_usage u;
+                usage_of(g, &u);
+                fkv_api_render_usage_chunk(&g->out, g->id, g->created, g->srv->info.model, &u);
+            }
+            fkv_textbuf_puts(&g->out, "data: [DONE]\n\n");
+            g->ended = 1;
+        }
+    }
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    gen_release(g);
+}
+
+/* Cancels the choices still running (gen.mu not held: cancel is a backend op). */
+static void gen_cancel(gen *g)
+{
+    uint64_t ids[64];
+    uint32_t k = 0;
+    pthread_mutex_lock(&g->mu);
+    for (uint32_t i = 0; i < g->n_submitted && k < 64; i++)
+        if (!g->ch[i].done) ids[k++] = g->ch[i].backend_id;
+    pthread_mutex_unlock(&g->mu);
+    for (uint32_t i = 0; i < k; i++) g->srv->be->ops->cancel(g->srv->be->impl, ids[i]);
+}
+
+/* Waits (gen.mu held) one bounded slice for news; returns 1 when the request
+ * made no progress for request_timeout_ns or the server is stopping. */
+static int gen_wait_slice(gen *g)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200000000; /* 200 ms: how soon a stop is noticed */
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    pthread_mutex_unlock(&g->mu);
+    int stop = fkv__server_stopping(g->srv);
+    pthread_mutex_lock(&g->mu);
+    return stop || now_ns() - g->t_progress > g->srv->cfg.request_timeout_ns;
+}
+
+/* SSE body: hands out the bytes the sinks rendered, blocking until there are some. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    gen *g = cls;
+    int gave_up = 0;
+    pthread_mutex_lock(&g->mu);
+    while (!g->out.len && !g->ended && !gave_up) gave_up = gen_wait_slice(g);
+    ssize_t n;
+    if (g->out.len) {
+        size_t k = g->out.len < max ? g->out.len : max;
+        memcpy(buf, g->out.data, k);
+        fkv_textbuf_consume(&g->out, k);
+        n = (ssize_t)k;
+    } else {
+        n = g->ended ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+/* The stream is over (sent, or the client went away): cancel what still runs. */
+static void sse_free(void *cls)
+{
+    gen *g = cls;
+    gen_cancel(g);
+    gen_release(g);
+}
+
+/* ------------------------------------------------------------ completions */
+
+static int class_of(const fkv_server *s, uint64_t total)
+{
+    if (total < s->info.class_short_max) return FKV_CLASS_SHORT;
+    if (total <= s->info.class_medium_max) return FKV_CLASS_MEDIUM;
+    return FKV_CLASS_LONG;
+}
+
+/* Tokenizes a string prompt with the backend, two passes when long. */
+static int tokenize(fkv_server *s, fkv_api_request *r, fkv_api_error *e)
+{
+    uint32_t cap = (uint32_t)(r->prompt_text_len < 4096 ? r->prompt_text_len + 1 : 4096), n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *t = malloc(sizeof *t * cap);
+        if (!t) {
+            fkv_api_error_set(e, 500, "server_error", "out_of_memory", "", "out of memory");
+            return -1;
+        }
+        fkv_status st = s->be->ops->tokenize(s->be->impl, r->prompt_text, r->prompt_text_len, t, cap, &n);
+        if (st != FKV_OK) {
+            free(t);
+            fkv_api_error_set(e, 400, "invalid_request_error", "invalid_value", "prompt",
+                              "the prompt could not be tokenized: %s", fkv_strerror(st));
+            return -1;
+        }
+        if (n <= cap) {
+            r->prompt = t;
+            r->n_prompt = n;
+            return fkv_api_check_prompt(r, n, &s->lim, e);
+        }
+        free(t);
+        if (n > s->lim.max_prompt) /* too long whatever its exact count */
+            return fkv_api_check_prompt(r, n, &s->lim, e);
+        cap = n;
+    }
+    fkv_api_error_set(e, 500, "server_error", "tokenizer", "prompt", "the tokenizer's count changed between calls");
+    return -1;
+}
+
+static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
+{
+    gen *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->ch = calloc(r->n, sizeof *g->ch);
+    g->sinks = calloc(r->n, sizeof *g->sinks);
+    if (!g->ch || !g->sinks) {
+        free(g->ch);
+        free(g->sinks);
+        free(g);
+        return NULL;
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->srv = s;
+    g->refs = 1;
+    g->n = r->n;
+    g->stream = r->stream;
+    g->include_usage = r->include_usage;
+    g->t0 = t0;
+    g->t_progress = now_ns();
+    g->created = (int64_t)time(NULL);
+    g->cls = class_of(s, (uint64_t)r->n_prompt + r->max_tokens);
+    fkv_textbuf_init(&g->out);
+    pthread_mutex_lock(&s->mu);
+    s->live_gens++;
+    g->id = ++s->next_id;
+    for (uint32_t i = 0; i < r->n; i++) {
+        g->ch[i].backend_id = ++s->next_id;
+        g->sinks[i].g = g;
+        g->sinks[i].index = i;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+/* Queue check and submission of all n choices, as one step under admit_mu. */
+static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error *e)
+{
+    pthread_mutex_lock(&s->admit_mu);
+    fkv_backend_stats bs;
+    s->be->ops->stats(s->be->impl, &bs);
+    /* a request is admitted while fewer than max_queue choices wait, so an
+     * n > 1 request is not refused by a queue that is merely short */
+    if (bs.waiting >= s->cfg.max_queue) {
+        pthread_mutex_unlock(&s->admit_mu);
+        fkv_api_error_set(e, 429, "rate_limit_error", "queue_full", "",
+                          "the server queue is full (%llu waiting, limit %u); retry later",
+                          (unsigned long long)bs.waiting, s->cfg.max_queue);
+        return -1;
+    }
+    fkv_status st = FKV_OK;
+    char err[160] = "";
+    for (uint32_t i = 0; i < r->n; i++) {
+        fkv_gen_request q = {g->ch[i].backend_id, r->user, r->prompt, r->n_prompt, r->max_tokens,
+                             r->temperature,      r->top_p, r->has_seed ? r->seed + i : g->ch[i].backend_id};
+        fkv_gen_sink sink = {on_token, on_done, &g->sinks[i]};
+        pthread_mutex_lock(&g->mu);
+        g->refs++; /* the sink's reference, dropped by on_done */
+        pthread_mutex_unlock(&g->mu);
+        st = s->be->ops->submit(s->be->impl, &q, &sink, err, sizeof err);
+        if (st != FKV_OK) {
+            pthread_mutex_lock(&g->mu);
+            g->refs--;
+            pthread_mutex_unlock(&g->mu);
+            break;
+        }
+        pthread_mutex_lock(&g->mu);
+        g->n_submitted++;
+        pthread_mutex_unlock(&g->mu);
+    }
+    pthread_mutex_unlock(&s->admit_mu);
+    if (st == FKV_OK) return 0;
+    gen_cancel(g); /* the choices already queued */
+    if (st == FKV_EFULL)
+        fkv_api_error_set(e, 429, "rate_limit_error", "queue_full", "", "the backend queue is full: %s", err);
+    else if (st == FKV_ESTATE)
+        fkv_api_error_set(e, 503, "server_error", "draining", "", "the server is shutting down: %s", err);
+    else if (st == FKV_EINVAL)
+        fkv_api_error_set(e, 400, "invalid_request_error", "invalid_value", "", "%s", err);
+    else
+        fkv_api_error_set(e, 500, "server_error", "backend_error", "", "the backend failed: %s", err);
+    return -1;
+}
+
+/* A non-streamed answer: waits for every choice, then renders. */
+static enum MHD_Result answer_whole(fkv_server *s, struct MHD_Connection *c, gen *g)
+{
+    int gave_up = 0;
+    pthread_mutex_lock(&g->mu);
+    while (g->n_done < g->n && !gave_up) gave_up = gen_wait_slice(g);
+    pthread_mutex_unlock(&g->mu);
+    if (gave_up) {
+        gen_cancel(g);
+        pthread_mutex_lock(&g->mu); /* cancelled choices finish within a step */
+        for (int i = 0; i < 50 && g->n_done < g->n; i++) gen_wait_slice(g);
+        pthread_mutex_unlock(&g->mu);
+    }
+    pthread_mutex_lock(&g->mu);
+    enum MHD_Result rc;
+    const char *errmsg = NULL;
+    for (uint32_t i = 0; i < g->n; i++)
+        if (!g->ch[i].done || g->ch[i].finish == FKV_FINISH_ERROR) errmsg = g->ch[i].done ? g->ch[i].error : "timed out";
+    if (errmsg) {
+        fkv_api_error e;
+        fkv_api_error_set(&e, 500, "server_error", "backend_error", "", "generation failed: %s", errmsg);
+        pthread_mutex_unlock(&g->mu);
+        rc = fkv__http_send_error(s, c, &e);
+    } else {
+        const char *texts[64];
+        size_t lens[64];
+        const char *fin[64];
+        fkv_api_usage u;
+        usage_of(g, &u);
+        for (uint32_t i = 0; i < g->n && i < 64; i++) {
+            texts[i] = g->ch[i].text.data;
+            lens[i] = g->ch[i].text.len;
+            fin[i] = finish_name(g->ch[i].finish);
+        }
+        fkv_textbuf b;
+        fkv_textbuf_init(&b);
+        fkv_api_render_completion(&b, g->id, g->created, s->info.model, g->n < 64 ? g->n : 64, texts, lens, fin, &u);
+        pthread_mutex_unlock(&g->mu);
+        rc = fkv__http_send_json(c, 200, &b);
+        fkv_textbuf_free(&b);
+    }
+    gen_release(g);
+    return rc;
+}
+
+enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *cn)
+{
+    fkv_api_error e;
+    pthread_mutex_lock(&s->mu);
+    int draining = s->draining;
+    if (!draining) s->in_flight++, cn->counted = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (draining) {
+        fkv_api_error_set(&e, 503, "server_error", "draining", "", "the server is shutting down");
+        return fkv__http_send_error(s, c, &e);
+    }
+    fkv_api_request r;
+    if (fkv_api_parse_completion(cn->body.data ? cn->body.data : "", cn->body.len, &s->lim, &r, &e))
+        return fkv__http_send_error(s, c, &e);
+    if (r.prompt_text && tokenize(s, &r, &e)) {
+        fkv_api_request_free(&r);
+        return fkv__http_send_error(s, c, &e);
+    }
+    gen *g = gen_new(s, &r, cn->t0);
+    if (!g) {
+        fkv_api_request_free(&r);
+        fkv_api_error_set(&e, 500, "server_error", "out_of_memory", "", "out of memory");
+        return fkv__http_send_error(s, c, &e);
+    }
+    int rc = admit(s, g, &r, &e);
+    fkv_api_request_free(&r);
+    if (rc) {
+        gen_release(g);
+        return fkv__http_send_error(s, c, &e);
+    }
+    if (!g->stream) return answer_whole(s, c, g);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, g, sse_free);
+    if (!resp) {
+        sse_free(g);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result q = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return q;
+}

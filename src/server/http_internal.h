@@ -1,0 +1,51 @@
+/* Internals shared by the HTTP front (http.c) and the completion handling
+ * (completion.c) of `fairkv serve`. */
+#ifndef FKV_SERVER_HTTP_INTERNAL_H
+#define FKV_SERVER_HTTP_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+
+#include "server/api.h"
+#include "server/metrics_http.h"
+#include "server/server.h"
+
+struct fkv_server {
+    fkv_server_config cfg;
+    char *api_key;
+    fkv_backend *be;
+    fkv_backend_info info;
+    fkv_api_limits lim;
+    struct MHD_Daemon *d;
+    uint16_t port;
+    fkv_server_metrics *metrics;
+    pthread_mutex_t mu;  /* in_flight, draining, stopping, next_id */
+    pthread_cond_t idle; /* in_flight reached 0 */
+    pthread_mutex_t admit_mu; /* queue check + submit are one step */
+    uint64_t in_flight;
+    uint64_t live_gens; /* gen objects not yet freed (sinks may still call them) */
+    uint64_t next_id;
+    int draining, stopping;
+    int64_t started_s;
+};
+
+/* Per-request state of a connection (MHD's con_cls). */
+typedef struct conn {
+    fkv_textbuf body;
+    int too_large;
+    int counted; /* holds one in_flight */
+    int64_t t0;
+} conn;
+
+/* Responses with a copied body; send_error also counts the error metric and
+ * adds Retry-After to 429 and 503. */
+enum MHD_Result fkv__http_send_text(struct MHD_Connection *c, unsigned status, const char *ctype, const char *data,
+                                    size_t len, unsigned retry_after);
+enum MHD_Result fkv__http_send_json(struct MHD_Connection *c, unsigned status, fkv_textbuf *b);
+enum MHD_Result fkv__http_send_error(fkv_server *s, struct MHD_Connection *c, const fkv_api_error *e);
+int fkv__server_stopping(fkv_server *s);
+
+/* POST /v1/completions with its whole body in cn (completion.c). */
+enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *cn);
+
+#endif

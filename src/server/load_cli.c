@@ -1,0 +1,246 @@
+/* `fairkv load`: options, the result table (text or JSON). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "../../tools/cli.h"
+#include "server/load.h"
+
+typedef struct summary {
+    size_t n;
+    double mean, std, p50, p90, p99, max; /* ms */
+} summary;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentiles over the union of dists[0..k). */
+static summary summarize(const fkv_load_dist *const *d, int k)
+{
+    summary s = {0};
+    for (int i = 0; i < k; i++) s.n += d[i]->n;
+    if (!s.n) return s;
+    double *v = malloc(s.n * sizeof *v);
+    if (!v) return (summary){0};
+    size_t o = 0;
+    for (int i = 0; i < k; i++) {
+        if (d[i]->n) memcpy(v + o, d[i]->v, d[i]->n * sizeof *v);
+        o += d[i]->n;
+    }
+    qsort(v, s.n, sizeof *v, cmp_double);
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < s.n; i++) sum += v[i];
+    s.mean = sum / (double)s.n;
+    for (size_t i = 0; i < s.n; i++) sq += (v[i] - s.mean) * (v[i] - s.mean);
+    s.std = sqrt(sq / (double)s.n);
+    double q[3] = {0.5, 0.9, 0.99}, *dst[3] = {&s.p50, &s.p90, &s.p99};
+    for (int i = 0; i < 3; i++) {
+        size_t r = (size_t)ceil(q[i] * (double)s.n);
+        *dst[i] = v[(r ? r : 1) - 1];
+    }
+    s.max = v[s.n - 1];
+    free(v);
+    s.mean *= 1e3, s.std *= 1e3, s.p50 *= 1e3, s.p90 *= 1e3, s.p99 *= 1e3, s.max *= 1e3;
+    return s;
+}
+
+/* row c in [0, 3) is a class, c == 3 is all classes */
+static void row_stats(const fkv_load_result *r, int c, summary *ttft, summary *itl, summary *e2e, size_t *sent,
+                      size_t *ok, size_t *failed, uint64_t *tokens)
+{
+    const fkv_load_dist *dt[3], *di[3], *de[3];
+    int lo = c < 3 ? c : 0, hi = c < 3 ? c + 1 : 3, k = 0;
+    *sent = *ok = *failed = 0;
+    *tokens = 0;
+    for (int i = lo; i < hi; i++, k++) {
+        dt[k] = &r->ttft[i], di[k] = &r->itl[i], de[k] = &r->e2e[i];
+        *sent += r->sent[i], *ok += r->ok[i], *failed += r->failed[i], *tokens += r->tokens[i];
+    }
+    *ttft = summarize(dt, k);
+    *itl = summarize(di, k);
+    *e2e = summarize(de, k);
+}
+
+void fkv_load_print_text(const fkv_load_result *r, FILE *f)
+{
+    size_t sent = 0, ok = 0, failed = 0;
+    for (int c = 0; c < FKV_N_CLASSES; c++) sent += r->sent[c], ok += r->ok[c], failed += r->failed[c];
+    fprintf(f, "fairkv load: %zu requests in %.1f s, %zu ok, %zu failed", sent, r->wall_s, ok, failed);
+    for (int i = 0; i < r->n_err_kinds; i++) fprintf(f, "%s %s %zu", i ? "," : ":", r->err_kind[i], r->err_count[i]);
+    fprintf(f, "\nlatencies in ms; miss_rate is the server's kv_cache_miss_rate at the end\n");
+    fprintf(f, "%-7s %6s %6s %5s %9s %9s %8s %8s %9s %9s %9s %9s %8s %9s\n", "class", "sent", "ok", "fail", "ttft_p50",
+            "ttft_p99", "itl_p50", "itl_p99", "e2e_mean", "e2e_std", "e2e_p50", "e2e_p99", "tok/s", "miss_rate");
+    for (int c = 0; c <= FKV_N_CLASSES; c++) {
+        summary t, i, e;
+        size_t s, o, fl;
+        uint64_t tok;
+        row_stats(r, c, &t, &i, &e, &s, &o, &fl, &tok);
+        fprintf(f, "%-7s %6zu %6zu %5zu %9.1f %9.1f %8.1f %8.1f %9.1f %9.1f %9.1f %9.1f %8.1f", c < 3 ? fkv_class_name((fkv_class)c) : "all", s, o,
+                fl, t.p50, t.p99, i.p50, i.p99, e.mean, e.std, e.p50, e.p99, r->wall_s > 0 ? (double)tok / r->wall_s : 0);
+        if (c < 3 && r->miss_rate[c] >= 0) fprintf(f, " %9.4f\n", r->miss_rate[c]);
+        else fprintf(f, " %9s\n", "-");
+    }
+}
+
+static void json_summary(FILE *f, const char *name, const summary *s)
+{
+    fprintf(f, "\"%s\":{\"n\":%zu,\"mean\":%.3f,\"std\":%.3f,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f}", name,
+            s->n, s->mean, s->std, s->p50, s->p90, s->p99, s->max);
+}
+
+void fkv_load_print_json(const fkv_load_result *r, FILE *f)
+{
+    fprintf(f, "{\"wall_s\":%.3f,\"unit\":\"ms\",\"classes\":{", r->wall_s);
+    for (int c = 0; c <= FKV_N_CLASSES; c++) {
+        summary t, i, e;
+        size_t s, o, fl;
+        uint64_t tok;
+        row_stats(r, c, &t, &i, &e, &s, &o, &fl, &tok);
+        fprintf(f, "%s\"%s\":{\"sent\":%zu,\"ok\":%zu,\"failed\":%zu,\"tokens\":%llu,", c ? "," : "",
+                c < 3 ? fkv_class_name((fkv_class)c) : "all", s, o, fl, (unsigned long long)tok);
+        json_summary(f, "ttft_ms", &t);
+        fputc(',', f);
+        json_summary(f, "itl_ms", &i);
+        fputc(',', f);
+        json_summary(f, "e2e_ms", &e);
+        if (c < 3 && r->miss_rate[c] >= 0) fprintf(f, ",\"miss_rate\":%.6g", r->miss_rate[c]);
+        fputc('}', f);
+    }
+    fprintf(f, "},\"errors\":{");
+    for (int i = 0; i < r->n_err_kinds; i++) fprintf(f, "%s\"%s\":%zu", i ? "," : "", r->err_kind[i], r->err_count[i]);
+    fprintf(f, "}}\n");
+}
+
+void fkv_load_result_free(fkv_load_result *r)
+{
+    for (int c = 0; c < FKV_N_CLASSES; c++) {
+        free(r->ttft[c].v);
+        free(r->itl[c].v);
+        free(r->e2e[c].v);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fairkv load --url URL [options]\n"
+               "  --url URL          server base URL, e.g. http://127.0.0.1:8080 (required)\n"
+               "  --workload W       'seed' (60%% short, 30%% medium, 10%% long; default) or a trace file:\n"
+               "                     Mooncake .jsonl (input_length, output_length) or Azure .csv\n"
+               "  --rate R           mean arrivals per second, Poisson (default 5)\n"
+               "  --duration S       seconds of arrivals (default 30)\n"
+               "  --seed N           workload and prompt seed (default 1)\n"
+               "  --clients N        distinct 'user' ids (default 8)\n"
+               "  --api-key KEY      Bearer key (or FAIRKV_API_KEY)\n"
+               "  --model NAME       model name (default: the first of GET /v1/models)\n"
+               "  --vocab N          prompt token ids are below N (default 256)\n"
+               "  --max-prompt N     cut trace prompts to N tokens (default: no cut)\n"
+               "  --timeout S        per-request timeout (default 120)\n"
+               "  --max-inflight N   open requests at most; more arrivals count as errors (default 1024)\n"
+               "  --format text|json output (default text)\n");
+}
+
+static int num(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "fairkv load: %s needs a number in [%g, %g], got '%s'\n", opt, lo, hi, v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int fkv_cli_load(int argc, char **argv)
+{
+    fkv_load_config cfg = {NULL, getenv("FAIRKV_API_KEY"), NULL, 1, 256, 120, 1024};
+    const char *workload = "seed", *format = "text";
+    double rate = 5, duration = 30, v, clients = 8, max_prompt = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!val) {
+            fprintf(stderr, "fairkv load: %s needs a value (or is unknown)\n", a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--url")) cfg.url = val;
+        else if (!strcmp(a, "--workload")) workload = val;
+        else if (!strcmp(a, "--rate")) {
+            if (num(a, val, 1e-6, 1e6, &rate)) return 2;
+        } else if (!strcmp(a, "--duration")) {
+            if (num(a, val, 0, 1e7, &duration)) return 2;
+        } else if (!strcmp(a, "--seed")) {
+            if (num(a, val, 0, 9e15, &v)) return 2;
+            cfg.seed = (uint64_t)v;
+        } else if (!strcmp(a, "--clients")) {
+            if (num(a, val, 1, 1e6, &clients)) return 2;
+        } else if (!strcmp(a, "--api-key")) cfg.api_key = val;
+        else if (!strcmp(a, "--model")) cfg.model = val;
+        else if (!strcmp(a, "--vocab")) {
+            if (num(a, val, 1, 1e8, &v)) return 2;
+            cfg.vocab = (uint32_t)v;
+        } else if (!strcmp(a, "--max-prompt")) {
+            if (num(a, val, 0, 1e9, &max_prompt)) return 2;
+        } else if (!strcmp(a, "--timeout")) {
+            if (num(a, val, 0.001, 86400, &cfg.timeout_s)) return 2;
+        } else if (!strcmp(a, "--max-inflight")) {
+            if (num(a, val, 1, 1e6, &v)) return 2;
+            cfg.max_inflight = (uint32_t)v;
+        } else if (!strcmp(a, "--format")) {
+            if (strcmp(val, "text") && strcmp(val, "json")) {
+                fprintf(stderr, "fairkv load: --format is text or json, got '%s'\n", val);
+                return 2;
+            }
+            format = val;
+        } else {
+            fprintf(stderr, "fairkv load: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!cfg.url) {
+        fprintf(stderr, "fairkv load: --url is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (strncmp(cfg.url, "http://", 7) && strncmp(cfg.url, "https://", 8)) {
+        fprintf(stderr, "fairkv load: --url must start with http:// or https://, got '%s'\n", cfg.url);
+        return 2;
+    }
+    char err[512] = "";
+    fkv_load_workload w;
+    fkv_status st = !strcmp(workload, "seed")
+                        ? fkv_load_workload_seed(cfg.seed, rate, duration, (uint32_t)clients, &w)
+                        : fkv_load_workload_trace(workload, cfg.seed, rate, duration, (uint32_t)clients,
+                                                  (uint32_t)max_prompt, &w, err, sizeof err);
+    if (st != FKV_OK) {
+        fprintf(stderr, "fairkv load: --workload %s: %s\n", workload, err[0] ? err : fkv_strerror(st));
+        return 2;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    fkv_load_result r;
+    st = fkv_load_run(&cfg, &w, &r, err, sizeof err);
+    if (st == FKV_OK) {
+        if (!strcmp(format, "json")) fkv_load_print_json(&r, stdout);
+        else fkv_load_print_text(&r, stdout);
+    } else {
+        fprintf(stderr, "fairkv load: %s\n", err);
+    }
+    fkv_load_result_free(&r);
+    fkv_load_workload_free(&w);
+    curl_global_cleanup();
+    return st == FKV_OK ? 0 : 1;
+}

@@ -1,0 +1,203 @@
+/* Workloads of the load generator (see load_workload.h).  The simulator
+ * will have its own generator of the seed's mix; this one is kept small and
+ * self-contained so `fairkv load` works on its own. */
+#include "server/load_workload.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* splitmix64: explicit state, no rand() */
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) with 53 bits */
+static double next_unit(uint64_t *s)
+{
+    return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint32_t uniform_range(uint64_t *s, uint32_t lo, uint32_t hi) /* [lo, hi] */
+{
+    return lo + (uint32_t)(next_u64(s) % ((uint64_t)hi - lo + 1));
+}
+
+/* exponential inter-arrival gap of a Poisson process of `rate` per second */
+static double gap(uint64_t *s, double rate)
+{
+    return -log(1.0 - next_unit(s)) / rate;
+}
+
+int fkv_load_class_of(uint64_t total)
+{
+    if (total < 128) return FKV_CLASS_SHORT;
+    if (total <= 512) return FKV_CLASS_MEDIUM;
+    return FKV_CLASS_LONG;
+}
+
+static fkv_status grow(fkv_load_workload *w, size_t *cap)
+{
+    if (w->n < *cap) return FKV_OK;
+    size_t nc = *cap ? *cap * 2 : 256;
+    fkv_load_item *p = realloc(w->items, nc * sizeof *p);
+    if (!p) return FKV_ENOMEM;
+    w->items = p;
+    *cap = nc;
+    return FKV_OK;
+}
+
+static void set_lengths(fkv_load_item *it, uint32_t prompt, uint32_t out)
+{
+    it->prompt_tokens = prompt ? prompt : 1;
+    it->max_tokens = out ? out : 1;
+    it->cls = fkv_load_class_of((uint64_t)it->prompt_tokens + it->max_tokens);
+}
+
+fkv_status fkv_load_workload_seed(uint64_t seed, double rate, double duration, uint32_t clients,
+                                  fkv_load_workload *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(rate > 0) || !(duration >= 0) || !clients) return FKV_EINVAL;
+    uint64_t s = seed;
+    size_t cap = 0;
+    for (double t = gap(&s, rate); t < duration; t += gap(&s, rate)) {
+        if (grow(out, &cap) != FKV_OK) {
+            fkv_load_workload_free(out);
+            return FKV_ENOMEM;
+        }
+        fkv_load_item *it = &out->items[out->n++];
+        double u = next_unit(&s);
+        uint32_t total = u < 0.6 ? uniform_range(&s, 16, 127) : u < 0.9 ? uniform_range(&s, 128, 512)
+                                                                          : uniform_range(&s, 513, 2048);
+        uint32_t prompt = total * 3 / 4;
+        set_lengths(it, prompt, total - prompt);
+        it->arrival_s = t;
+        it->client = (uint32_t)(next_u64(&s) % clients);
+    }
+    return FKV_OK;
+}
+
+/* Reads the two lengths of one trace line; 1 if found. */
+static int parse_line(const char *line, int csv, unsigned long *in, unsigned long *outl)
+{
+    if (!csv) {
+        const char *a = strstr(line, "\"input_length\""), *b = strstr(line, "\"output_length\"");
+        if (!a || !b) return 0;
+        a = strchr(a + 14, ':');
+        b = strchr(b + 15, ':');
+        if (!a || !b) return 0;
+        char *e1, *e2;
+        errno = 0;
+        *in = strtoul(a + 1, &e1, 10);
+        *outl = strtoul(b + 1, &e2, 10);
+        return !errno && e1 != a + 1 && e2 != b + 1;
+    }
+    /* TIMESTAMP,ContextTokens,GeneratedTokens */
+    const char *c1 = strchr(line, ',');
+    const char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c2) return 0;
+    char *e1, *e2;
+    errno = 0;
+    *in = strtoul(c1 + 1, &e1, 10);
+    *outl = strtoul(c2 + 1, &e2, 10);
+    return !errno && e1 != c1 + 1 && e2 != c2 + 1;
+}
+
+fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate, double duration,
+                                   uint32_t clients, uint32_t max_prompt, fkv_load_workload *out, char *err,
+                                   size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!(rate > 0) || !(duration >= 0) || !clients) {
+        snprintf(err, errlen, "trace workload: rate must be > 0, duration >= 0, clients >= 1");
+        return FKV_EINVAL;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return FKV_EIO;
+    }
+    size_t plen = strlen(path);
+    int csv = plen > 4 && !strcmp(path + plen - 4, ".csv");
+    /* lengths of the trace rows: [n_rows][2] */
+    uint32_t *rows = NULL;
+    size_t n_rows = 0, cap_rows = 0, lineno = 0;
+    char line[1 << 16];
+    fkv_status st = FKV_OK;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        unsigned long in, o;
+        if (!parse_line(line, csv, &in, &o)) {
+            if (csv && lineno == 1) continue; /* header */
+            if (line[0] == '\n' || line[0] == 0) continue;
+            /* a JSON line longer than the buffer continues: skip its rest */
+            if (!strchr(line, '\n') && !feof(f)) {
+                snprintf(err, errlen, "%s:%zu: line longer than %zu bytes before its lengths", path, lineno,
+                         sizeof line);
+                st = FKV_EPARSE;
+                break;
+            }
+            snprintf(err, errlen, "%s:%zu: no %s on this line", path, lineno,
+                     csv ? "ContextTokens,GeneratedTokens" : "input_length / output_length");
+            st = FKV_EPARSE;
+            break;
+        }
+        while (!strchr(line, '\n') && fgets(line, sizeof line, f)) {
+        }
+        if (n_rows == cap_rows) {
+            size_t nc = cap_rows ? cap_rows * 2 : 1024;
+            uint32_t *p = realloc(rows, nc * 2 * sizeof *p);
+            if (!p) {
+                st = FKV_ENOMEM;
+                break;
+            }
+            rows = p;
+            cap_rows = nc;
+        }
+        rows[2 * n_rows] = in > UINT32_MAX ? UINT32_MAX : (uint32_t)in;
+        rows[2 * n_rows + 1] = o > UINT32_MAX ? UINT32_MAX : (uint32_t)o;
+        n_rows++;
+    }
+    fclose(f);
+    if (st == FKV_OK && !n_rows) {
+        snprintf(err, errlen, "%s: no requests in the trace", path);
+        st = FKV_EPARSE;
+    }
+    uint64_t s = seed;
+    size_t cap = 0;
+    for (double t = gap(&s, rate); st == FKV_OK && t < duration; t += gap(&s, rate)) {
+        if ((st = grow(out, &cap)) != FKV_OK) break;
+        fkv_load_item *it = &out->items[out->n];
+        const uint32_t *r = &rows[2 * (out->n % n_rows)];
+        uint32_t prompt = max_prompt && r[0] > max_prompt ? max_prompt : r[0];
+        set_lengths(it, prompt, r[1]);
+        it->arrival_s = t;
+        it->client = (uint32_t)(next_u64(&s) % clients);
+        out->n++;
+    }
+    free(rows);
+    if (st != FKV_OK) fkv_load_workload_free(out);
+    return st;
+}
+
+void fkv_load_workload_free(fkv_load_workload *w)
+{
+    free(w->items);
+    memset(w, 0, sizeof *w);
+}
+
+void fkv_load_prompt(const fkv_load_item *it, size_t i, uint64_t seed, uint32_t vocab, int32_t *out)
+{
+    uint32_t shared = it->prompt_tokens / 2 < 32 ? it->prompt_tokens / 2 : 32;
+    uint64_t cs = seed ^ (0xC0FFEEull + it->client * 0x9E3779B97F4A7C15ull);
+    for (uint32_t k = 0; k < shared; k++) out[k] = (int32_t)(next_u64(&cs) % vocab);
+    uint64_t rs = seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);
+    for (uint32_t k = shared; k < it->prompt_tokens; k++) out[k] = (int32_t)(next_u64(&rs) % vocab);
+}

@@ -1,0 +1,154 @@
+/* `fairkv serve`: options, backend creation, and the signal-driven
+ * lifecycle (SIGTERM or SIGINT: stop accepting, finish running requests,
+ * exit 0). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../tools/cli.h"
+#include "server/server.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fairkv serve [options]\n"
+            "  --host ADDR          address to bind (default 127.0.0.1; IPv4 or IPv6 literal)\n"
+            "  --port N             TCP port (default 8080; 0 = any free port, printed)\n"
+            "  --api-key KEY        require 'Authorization: Bearer KEY' on /v1/ (default: none;\n"
+            "                       also read from FAIRKV_API_KEY)\n"
+            "  --max-body BYTES     request body limit (default 1048576; larger: 413)\n"
+            "  --max-prompt TOKENS  prompt limit (default: the model's context - 1; longer: 400)\n"
+            "  --max-queue N        waiting requests (default 256; beyond: 429 + Retry-After)\n"
+            "  --max-n N            choices per request (default 8, at most 64)\n"
+            "  --max-connections N  concurrent connections (default 256)\n"
+            "  --retry-after S      Retry-After of 429/503 answers (default 1)\n"
+            "  --drain-timeout S    on SIGTERM, wait at most S seconds for running requests (default 60)\n"
+            "  --backend NAME       token generator (default fake; known:");
+    for (const char *const *n = fkv_backend_names(); *n; n++) fprintf(f, " %s", *n);
+    fprintf(f, ")\n"
+               "  --backend-opt K=V    backend option, repeatable (fake: pace_ms, max_batch,\n"
+               "                       max_waiting, pages, max_context)\n");
+}
+
+/* An unsigned option value in [lo, hi]; prints what is wrong otherwise. */
+static int parse_u64(const char *opt, const char *v, unsigned long long lo, unsigned long long hi,
+                     unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = v ? strtoull(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi || v[0] == '-') {
+        fprintf(stderr, "fairkv serve: %s needs an integer in [%llu, %llu], got '%s'\n", opt, lo, hi, v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int fkv_cli_serve(int argc, char **argv)
+{
+    fkv_server_config cfg;
+    fkv_server_config_default(&cfg);
+    const char *backend = "fake";
+    const char *opts[65];
+    int n_opts = 0;
+    unsigned long long v, drain_s = 60;
+    cfg.api_key = getenv("FAIRKV_API_KEY");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+#define OPT(name) (!strcmp(a, name) && (ok = 1) && (i++, 1))
+        if (OPT("--host")) cfg.host = val;
+        else if (OPT("--port")) {
+            if (parse_u64(a, val, 0, 65535, &v)) return 2;
+            cfg.port = (uint16_t)v;
+        } else if (OPT("--api-key")) cfg.api_key = val;
+        else if (OPT("--max-body")) {
+            if (parse_u64(a, val, 1, 1ull << 32, &v)) return 2;
+            cfg.max_body = (size_t)v;
+        } else if (OPT("--max-prompt")) {
+            if (parse_u64(a, val, 1, 1u << 30, &v)) return 2;
+            cfg.max_prompt = (uint32_t)v;
+        } else if (OPT("--max-queue")) {
+            if (parse_u64(a, val, 1, 1u << 30, &v)) return 2;
+            cfg.max_queue = (uint32_t)v;
+        } else if (OPT("--max-n")) {
+            if (parse_u64(a, val, 1, 64, &v)) return 2;
+            cfg.max_n = (uint32_t)v;
+        } else if (OPT("--max-connections")) {
+            if (parse_u64(a, val, 1, 65536, &v)) return 2;
+            cfg.max_connections = (unsigned)v;
+        } else if (OPT("--retry-after")) {
+            if (parse_u64(a, val, 0, 86400, &v)) return 2;
+            cfg.retry_after_s = (unsigned)v;
+        } else if (OPT("--drain-timeout")) {
+            if (parse_u64(a, val, 0, 86400, &drain_s)) return 2;
+        } else if (OPT("--backend")) backend = val;
+        else if (OPT("--backend-opt")) {
+            if (n_opts == 64) {
+                fprintf(stderr, "fairkv serve: at most 64 --backend-opt\n");
+                return 2;
+            }
+            opts[n_opts++] = val;
+        }
+#undef OPT
+        if (!ok) {
+            fprintf(stderr, "fairkv serve: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!val) {
+            fprintf(stderr, "fairkv serve: %s needs a value\n", a);
+            return 2;
+        }
+    }
+    opts[n_opts] = NULL;
+
+    /* Block the stop signals before any thread starts (the backend starts
+     * its own) so every thread inherits the mask and only sigwait below
+     * receives them; an unblocked thread would take the default action. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[512] = "";
+    fkv_backend be;
+    fkv_status st = fkv_backend_create(backend, opts, &be, err, sizeof err);
+    if (st != FKV_OK) {
+        fprintf(stderr, "fairkv serve: --backend %s: %s\n", backend, err);
+        return 2;
+    }
+    fkv_server *srv;
+    st = fkv_server_start(&cfg, &be, &srv, err, sizeof err);
+    if (st != FKV_OK) {
+        fprintf(stderr, "fairkv serve: %s\n", err);
+        fkv_backend_destroy(&be);
+        return 1;
+    }
+    fkv_backend_info info;
+    be.ops->info(be.impl, &info);
+    printf("fairkv serve: model %s (backend %s) on http://%s%s%s:%u/ (POST /v1/completions, GET /v1/models, "
+           "/health, /metrics)\n",
+           info.model, backend, strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "",
+           (unsigned)fkv_server_port(srv));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "fairkv serve: %s: no new requests; finishing %llu running\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+            (unsigned long long)fkv_server_in_flight(srv));
+    st = fkv_server_drain(srv, (int64_t)drain_s * 1000000000);
+    if (st != FKV_OK) fprintf(stderr, "fairkv serve: drain timed out after %llu s; stopping anyway\n", drain_s);
+    fkv_server_destroy(srv);
+    fkv_backend_destroy(&be);
+    return st == FKV_OK ? 0 : 1;
+}

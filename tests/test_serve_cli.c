@@ -1,0 +1,140 @@
+/* The `fairkv serve` process: an unknown backend is a clear error, and
+ * SIGTERM lets a running stream finish, then the process exits 0.  Runs the
+ * fairkv binary of the build tree (CTest's working directory). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fairkv.h"
+#include "http_client.h"
+
+static const char *BIN = "./fairkv";
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* waitpid with a bound; the exit status, or -1 (the child is then killed). */
+static int wait_exit(pid_t pid, int ms)
+{
+    int st;
+    for (int i = 0; i < ms / 10; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* Runs BIN with args, stdout+stderr into a pipe; returns the pid. */
+static pid_t spawn(char *const argv[], int *out_fd)
+{
+    int p[2];
+    if (pipe(p)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        execv(BIN, argv);
+        _exit(127);
+    }
+    close(p[1]);
+    *out_fd = p[0];
+    return pid;
+}
+
+/* Reads from fd until `want` appears or ms pass (bounded). */
+static int read_until(int fd, char *buf, size_t cap, const char *want, int ms)
+{
+    size_t len = 0;
+    int64_t end = fkv_monotonic_now_ns() + (int64_t)ms * 1000000;
+    buf[0] = 0;
+    while (fkv_monotonic_now_ns() < end && len + 1 < cap) {
+        fd_set fs;
+        FD_ZERO(&fs);
+        FD_SET(fd, &fs);
+        struct timeval tv = {0, 50000};
+        if (select(fd + 1, &fs, NULL, NULL, &tv) <= 0) continue;
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+        buf[len] = 0;
+        if (strstr(buf, want)) return 1;
+    }
+    return 0;
+}
+
+typedef struct bg {
+    pthread_t t;
+    unsigned port;
+    http_resp r;
+} bg;
+
+static void *stream(void *arg)
+{
+    bg *b = arg;
+    const char *body = "{\"model\":\"fairkv-fake\",\"prompt\":\"abc\",\"max_tokens\":50,\"stream\":true}";
+    http_do(&b->r, b->port, "POST", "/v1/completions", body, strlen(body), NULL);
+    return NULL;
+}
+
+int main(void)
+{
+    if (access(BIN, X_OK)) {
+        fprintf(stderr, "%s not found: run from the build directory (ctest does)\n", BIN);
+        return 1;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char buf[4096];
+    int fd;
+
+    char *bad[] = {"fairkv", "serve", "--port", "0", "--backend", "nonesuch", NULL};
+    pid_t pid = spawn(bad, &fd);
+    REQUIRE(pid > 0);
+    read_until(fd, buf, sizeof buf, "\n", 5000);
+    close(fd);
+    CHECK(wait_exit(pid, 5000) == 2);
+    CHECKF(strstr(buf, "unknown backend 'nonesuch'") && strstr(buf, "fake"), "stderr: %s", buf);
+
+    char *good[] = {"fairkv", "serve", "--port", "0", "--backend-opt", "pace_ms=10", NULL};
+    pid = spawn(good, &fd);
+    REQUIRE(pid > 0);
+    REQUIRE(read_until(fd, buf, sizeof buf, "/ (POST", 5000));
+    const char *p = strstr(buf, "127.0.0.1:");
+    REQUIRE(p);
+    bg b = {.port = (unsigned)atoi(p + 10)};
+    REQUIRE(b.port > 0);
+    pthread_create(&b.t, NULL, stream, &b);
+    sleep_ms(150); /* the stream is under way (50 tokens take 0.5 s) */
+    kill(pid, SIGTERM);
+    pthread_join(b.t, NULL);
+    const char *body = b.r.body.data ? b.r.body.data : "";
+    size_t bl = strlen(body);
+    CHECKF(b.r.status == 200 && bl > 14 && !strcmp(body + bl - 14, "data: [DONE]\n\n"), "status %ld body %s",
+           b.r.status, body);
+    int tokens = 0;
+    for (const char *q = body; (q = strstr(q, "\"finish_reason\":null")); q++) tokens++;
+    CHECK(tokens == 50);
+    CHECK(wait_exit(pid, 10000) == 0);
+    read_until(fd, buf, sizeof buf, "finishing", 1000);
+    CHECKF(strstr(buf, "SIGTERM") && strstr(buf, "finishing 1 running"), "stderr: %s", buf);
+    close(fd);
+    /* gone: nothing listens any more */
+    http_resp r = {0};
+    http_do(&r, b.port, "GET", "/health", NULL, 0, NULL);
+    CHECK(r.cc == CURLE_COULDNT_CONNECT);
+    http_free(&r);
+    http_free(&b.r);
+    curl_global_cleanup();
+    return check_done();
+}
