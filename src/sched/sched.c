@@ -1,0 +1,568 @@
+/* Iteration-level scheduler: see sched.h for the rules. */
+#include "sched/sched.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fkv_sched {
+    fkv_sched_config cfg;
+    fkv_cache *cache;
+    fkv_req **wait; /* waiting queue, front = index 0 */
+    size_t n_wait, cap_wait;
+    fkv_req **run;  /* running set in admission order */
+    size_t n_run, cap_run;
+    uint64_t admit_counter, preempt_counter;
+    uint64_t preemptions, rejections, done;
+    uint64_t live_tokens;
+    double *vtc;          /* [n_clients] virtual token counters */
+    uint32_t *client_live; /* [n_clients] waiting + running requests */
+    int32_t *tok;         /* [tok_cap] token ids of one append */
+    size_t tok_cap;
+    char err[256];
+};
+
+void fkv_sched_config_default(fkv_sched_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mode = FKV_SCHED_CONTINUOUS;
+    c->max_batch_tokens = 2048; /* vLLM's max_num_batched_tokens with chunked prefill */
+    c->max_running = 256;       /* vLLM's max_num_seqs */
+    c->chunked_prefill = 1;
+    c->batch_window_ns = 50 * 1000000LL;
+    c->admission = FKV_ADMIT_FCFS;
+    c->vtc_in_weight = 1.0; /* VTC (OSDI'24): cost = input + 2 x output */
+    c->vtc_out_weight = 2.0;
+    c->n_clients = 1;
+    c->victim = FKV_VICTIM_LAST_STARTED;
+    c->on_preempt = FKV_PREEMPT_KEEP;
+    c->miss = FKV_MISS_RECOMPUTE;
+    c->pass_tokens = 1;
+    c->block_tokens = 512;
+}
+
+static fkv_status fail(fkv_sched *s, fkv_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *fkv_sched_last_error(const fkv_sched *s) { return s->err; }
+
+fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_sched **out)
+{
+    *out = NULL;
+    if (!cfg->max_batch_tokens || !cfg->max_running || !cfg->n_clients || !cfg->block_tokens)
+        return FKV_EINVAL;
+    fkv_sched *s = calloc(1, sizeof *s);
+    if (!s) return FKV_ENOMEM;
+    s->cfg = *cfg;
+    s->cache = cache;
+    s->vtc = calloc(cfg->n_clients, sizeof *s->vtc);
+    s->client_live = calloc(cfg->n_clients, sizeof *s->client_live);
+    if (!s->vtc || !s->client_live) {
+        fkv_sched_destroy(s);
+        return FKV_ENOMEM;
+    }
+    *out = s;
+    return FKV_OK;
+}
+
+void fkv_sched_destroy(fkv_sched *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n_run; i++)
+        if (s->run[i]->seq) {
+            fkv_seq_unpin(s->run[i]->seq);
+            fkv_seq_free(s->run[i]->seq);
+            s->run[i]->seq = NULL;
+        }
+    for (size_t i = 0; i < s->n_wait; i++)
+        if (s->wait[i]->seq) {
+            fkv_seq_free(s->wait[i]->seq);
+            s->wait[i]->seq = NULL;
+        }
+    free(s->wait);
+    free(s->run);
+    free(s->vtc);
+    free(s->client_live);
+    free(s->tok);
+    free(s);
+}
+
+size_t fkv_sched_n_waiting(const fkv_sched *s) { return s->n_wait; }
+size_t fkv_sched_n_running(const fkv_sched *s) { return s->n_run; }
+uint64_t fkv_sched_preemptions(const fkv_sched *s) { return s->preemptions; }
+uint64_t fkv_sched_rejections(const fkv_sched *s) { return s->rejections; }
+uint64_t fkv_sched_finished(const fkv_sched *s) { return s->done + s->rejections; }
+uint64_t fkv_sched_live_tokens(const fkv_sched *s) { return s->live_tokens; }
+
+static int grow(void *pp, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *p = realloc(*(void **)pp, nc * elem);
+    if (!p) return -1;
+    *(void **)pp = p;
+    *cap = nc;
+    return 0;
+}
+
+/* splitmix64: token ids are a pure function of (block or request, position) */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens)
+{
+    uint64_t h;
+    if (r->block_ids && block_tokens && pos / block_tokens < r->n_block_ids && pos < r->prompt)
+        h = mix64(mix64(r->block_ids[pos / block_tokens] ^ 0x5bd1e995ULL) + pos % block_tokens);
+    else
+        h = mix64(mix64(r->token_seed) + pos);
+    return (int32_t)(h & 0x7fffffff);
+}
+
+static const int32_t *tokens_for(fkv_sched *s, const fkv_req *r, uint32_t start, uint32_t n)
+{
+    if (!s->cfg.pass_tokens) return NULL;
+    if (r->tokens) return r->tokens + start;
+    if (grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
+    for (uint32_t i = 0; i < n; i++) s->tok[i] = fkv_req_token(r, start + i, s->cfg.block_tokens);
+    return s->tok;
+}
+
+static fkv_status wait_push(fkv_sched *s, fkv_req *r, int front)
+{
+    if (grow(&s->wait, &s->cap_wait, s->n_wait + 1, sizeof *s->wait)) return FKV_ENOMEM;
+    if (front) {
+        memmove(s->wait + 1, s->wait, s->n_wait * sizeof *s->wait);
+        s->wait[0] = r;
+    } else {
+        s->wait[s->n_wait] = r;
+    }
+    s->n_wait++;
+    r->state = FKV_REQ_WAITING;
+    return FKV_OK;
+}
+
+static void wait_remove(fkv_sched *s, size_t i)
+{
+    memmove(s->wait + i, s->wait + i + 1, (s->n_wait - i - 1) * sizeof *s->wait);
+    s->n_wait--;
+}
+
+fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r)
+{
+    if (!r->id || !r->output || r->client >= s->cfg.n_clients)
+        return fail(s, FKV_EINVAL, "request %llu: id, output or client out of range",
+                    (unsigned long long)r->id);
+    r->seq = NULL;
+    r->target = r->prompt;
+    r->computed = r->generated = 0;
+    r->first_token_ns = r->finish_ns = -1;
+    /* VTC: a client whose queue refills is lifted to the smallest counter
+     * among clients with work, so idle time earns no credit. */
+    if (s->cfg.admission == FKV_ADMIT_VTC && s->client_live[r->client] == 0) {
+        double lo = -1;
+        for (uint32_t k = 0; k < s->cfg.n_clients; k++)
+            if (s->client_live[k] && (lo < 0 || s->vtc[k] < lo)) lo = s->vtc[k];
+        if (lo > s->vtc[r->client]) s->vtc[r->client] = lo;
+    }
+    s->client_live[r->client]++;
+    return wait_push(s, r, 0);
+}
+
+static void release_seq(fkv_sched *s, fkv_req *r)
+{
+    if (!r->seq && s->cache) return;
+    s->live_tokens -= r->computed;
+    if (r->seq) fkv_seq_free(r->seq);
+    r->seq = NULL;
+}
+
+/* Takes r out of the running set and back to the waiting queue's front. */
+static fkv_status preempt(fkv_sched *s, fkv_req *r)
+{
+    size_t i = 0;
+    while (i < s->n_run && s->run[i] != r) i++;
+    if (i == s->n_run) return fail(s, FKV_ESTATE, "preempt: request %llu not running", (unsigned long long)r->id);
+    memmove(s->run + i, s->run + i + 1, (s->n_run - i - 1) * sizeof *s->run);
+    s->n_run--;
+    /* state first: unpinning hands the chunks to the policy, which may ask
+     * (Belady) what the request will do next */
+    r->state = FKV_REQ_WAITING;
+    r->preemptions++;
+    r->preempt_order = ++s->preempt_counter;
+    s->preemptions++;
+    if (r->seq) fkv_seq_unpin(r->seq);
+    if (s->cfg.on_preempt == FKV_PREEMPT_FREE && r->seq) {
+        /* everything computed so far (and the last emitted token) is
+         * prefilled again on resume, less what the prefix cache still holds */
+        uint32_t redo = r->generated ? r->prompt + r->generated : r->prompt;
+        r->redo_until = r->computed > r->redo_until ? r->computed : r->redo_until;
+        release_seq(s, r);
+        r->computed = 0;
+        r->target = redo;
+    }
+    return wait_push(s, r, 1);
+}
+
+/* The victim among running requests not yet served in this step, or NULL. */
+static fkv_req *pick_victim(fkv_sched *s)
+{
+    fkv_req *best = NULL;
+    for (size_t i = 0; i < s->n_run; i++) {
+        fkv_req *r = s->run[i];
+        if (r->served) continue;
+        if (!best) {
+            best = r;
+            continue;
+        }
+        if (s->cfg.victim == FKV_VICTIM_LAST_STARTED) {
+            if (r->admit_order > best->admit_order) best = r;
+        } else {
+            if (r->generated < best->generated ||
+                (r->generated == best->generated &&
+                 (r->prompt > best->prompt ||
+                  (r->prompt == best->prompt && r->admit_order > best->admit_order))))
+                best = r;
+        }
+    }
+    return best;
+}
+
+static void reject(fkv_sched *s, fkv_req *r)
+{
+    if (r->seq) fkv_seq_unpin(r->seq);
+    release_seq(s, r);
+    r->state = FKV_REQ_REJECTED;
+    s->client_live[r->client]--;
+    s->rejections++;
+}
+
+static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t restored, uint32_t n_new, int prefill)
+{
+    if (grow(&b->items, &b->cap, b->n + 1, sizeof *b->items)) return FKV_ENOMEM;
+    b->items[b->n++] = (fkv_batch_item){r, ctx, restored, n_new, prefill};
+    return FKV_OK;
+}
+
+enum { SERVED = 0, GONE = 1, NOROOM = 2 };
+
+/* On a full cache: preempt a victim other than r and report 0, or report 1
+ * when r itself must go (it is the only or the chosen victim). */
+static int make_room(fkv_sched *s, fkv_req *r, fkv_batch *b, fkv_status *st)
+{
+    fkv_req *v = pick_victim(s);
+    if (!v || v == r) return 1;
+    *st = preempt(s, v);
+    b->preempted++;
+    return 0;
+}
+
+/* r cannot get memory even after preemption of every other candidate. */
+static int give_up(fkv_sched *s, fkv_req *r, fkv_batch *b, int admitting, fkv_status *st)
+{
+    if (admitting) return NOROOM;
+    if (s->n_run == 1) {
+        /* alone and pinned: everything else is evictable, so r is larger
+         * than the whole cache */
+        s->n_run = 0;
+        reject(s, r);
+        return GONE;
+    }
+    *st = preempt(s, r);
+    b->preempted++;
+    return GONE;
+}
+
+/* Recomputation of evicted chunks, chunk by chunk so a partial restore
+ * never splits a chunk.  Returns SERVED with *missing_left set, or
+ * GONE/NOROOM. */
+static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int admitting,
+                           uint32_t *restored, uint32_t *missing_left, fkv_status *st)
+{
+    uint32_t missing = 0;
+    *missing_left = 0;
+    if ((*st = fkv_seq_touch(r->seq, &missing)) != FKV_OK) return GONE;
+    int counts = s->cfg.miss == FKV_MISS_RECOMPUTE;
+    while (missing) {
+        const fkv_chunk_view *const *ch;
+        size_t nch;
+        if ((*st = fkv_seq_chunks(r->seq, &ch, &nch)) != FKV_OK) return GONE;
+        size_t i = 0;
+        while (i < nch && ch[i]->resident) i++;
+        if (i == nch) break;
+        uint32_t a = ch[i]->start, e = ch[i]->start + ch[i]->n_tokens;
+        if (counts && e - a > *budget) break; /* the rest next step */
+        uint32_t got = 0;
+        fkv_status rs = fkv_seq_restore(r->seq, a, e, NULL, &got);
+        if (rs == FKV_EFULL) {
+            if (make_room(s, r, b, st)) return give_up(s, r, b, admitting, st);
+            if (*st) return GONE;
+            continue;
+        }
+        if (rs != FKV_OK) {
+            *st = rs;
+            return GONE;
+        }
+        if (got == 0) {
+            *st = fail(s, FKV_ESTATE, "request %llu: restore of [%u,%u) restored nothing",
+                       (unsigned long long)r->id, a, e);
+            return GONE;
+        }
+        *restored += got;
+        missing = missing > got ? missing - got : 0;
+        if (counts) {
+            *budget -= got;
+            r->recomputed += got;
+        } else {
+            r->reloaded += got;
+        }
+    }
+    *missing_left = missing;
+    return SERVED;
+}
+
+/* Gives r its share of the step.  r is in the running set and pinned (when
+ * it has a sequence).  *budget is the compute budget left. */
+static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int admitting, fkv_status *st)
+{
+    uint32_t restored = 0, missing = 0, n = 0, ctx = r->computed;
+    int rc = SERVED, prefill = 0;
+    *st = FKV_OK;
+    if (s->cache && r->seq && r->computed) {
+        rc = restore_missing(s, r, b, budget, admitting, &restored, &missing, st);
+        if (rc != SERVED || missing) goto out;
+    }
+    prefill = r->computed < r->target;
+    if (prefill) {
+        n = r->target - r->computed;
+        if (n > *budget) {
+            /* without chunked prefill a prompt runs whole; one larger than
+             * the budget runs alone in an otherwise empty step */
+            if (s->cfg.chunked_prefill) n = *budget;
+            else n = 0;
+        }
+        if (!s->cfg.chunked_prefill && n == 0 && b->n == 0 && *budget == s->cfg.max_batch_tokens)
+            n = *budget; /* still bounded by the budget: the rest next step */
+    } else {
+        n = *budget ? 1 : 0;
+    }
+    if (n && s->cache) {
+        for (;;) {
+            const int32_t *tok = tokens_for(s, r, r->computed, n);
+            if (s->cfg.pass_tokens && !tok) {
+                *st = FKV_ENOMEM;
+                return GONE;
+            }
+            fkv_status as = fkv_seq_append(r->seq, tok, n, NULL);
+            if (as == FKV_OK) break;
+            if (as != FKV_EFULL) {
+                *st = as;
+                return GONE;
+            }
+            if (make_room(s, r, b, st)) {
+                rc = give_up(s, r, b, admitting, st);
+                n = 0;
+                goto out;
+            }
+            if (*st) return GONE;
+        }
+    }
+    if (n) {
+        if (prefill && r->computed < r->redo_until) {
+            uint32_t e = r->computed + n < r->redo_until ? r->computed + n : r->redo_until;
+            r->recomputed += e - r->computed;
+        }
+        r->computed += n;
+        s->live_tokens += n;
+        *budget -= n;
+    }
+out:
+    if (*st) return GONE;
+    if (n || restored) {
+        int counts = s->cfg.miss == FKV_MISS_RECOMPUTE;
+        if ((*st = add_item(b, r, ctx, restored, n, prefill)) != FKV_OK) return GONE;
+        b->tokens += n + (counts ? restored : 0);
+        if (!counts) b->reload_tokens += restored;
+    }
+    if (rc == SERVED) r->served = 1;
+    return rc;
+}
+
+/* Index of the next waiting request to admit. */
+static size_t pick_waiting(const fkv_sched *s)
+{
+    if (s->cfg.admission == FKV_ADMIT_FCFS || s->n_wait < 2) return 0;
+    size_t best = 0;
+    for (size_t i = 1; i < s->n_wait; i++)
+        if (s->vtc[s->wait[i]->client] < s->vtc[s->wait[best]->client]) best = i;
+    return best;
+}
+
+/* Starts (or restarts after a freeing preemption) r's sequence. */
+static fkv_status open_seq(fkv_sched *s, fkv_req *r)
+{
+    if (!s->cache || r->seq) return FKV_OK;
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = r->id;
+    p.client_id = r->client;
+    p.expected_tokens = r->prompt + r->output;
+    if (!s->cfg.pass_tokens) {
+        p.block_ids = r->block_ids;
+        p.n_block_ids = r->n_block_ids;
+    }
+    fkv_status st = fkv_seq_create(s->cache, &p, &r->seq);
+    if (st) return fail(s, st, "request %llu: fkv_seq_create: %s", (unsigned long long)r->id,
+                        fkv_cache_last_error(s->cache));
+    /* keep one token to compute: the step that finishes the prefill emits */
+    uint32_t matched = 0, limit = r->target ? r->target - 1 : 0;
+    const int32_t *tok = tokens_for(s, r, 0, limit);
+    if (limit && (tok || !s->cfg.pass_tokens)) {
+        st = fkv_seq_match(r->seq, tok, limit, limit, &matched);
+        if (st) return fail(s, st, "request %llu: fkv_seq_match: %s", (unsigned long long)r->id,
+                            fkv_cache_last_error(s->cache));
+    }
+    r->computed = matched;
+    s->live_tokens += matched;
+    if (r->preemptions == 0) r->matched = matched;
+    return FKV_OK;
+}
+
+fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
+{
+    fkv_status st = FKV_OK;
+    b->n = 0;
+    b->tokens = 0;
+    b->reload_tokens = 0;
+    b->preempted = 0;
+    b->wake_ns = 0;
+    uint32_t budget = s->cfg.max_batch_tokens;
+    /* running requests stay pinned from admission to the end (or their
+     * preemption): every step reads their whole context, and no cache call
+     * happens between steps, so unpinning them in between would only churn
+     * the policy's structures */
+    for (size_t i = 0; i < s->n_run; i++) s->run[i]->served = 0;
+    /* running requests, oldest first; preemption removes from the tail side */
+    for (size_t i = 0; i < s->n_run;) {
+        fkv_req *r = s->run[i];
+        size_t before = s->n_run;
+        int rc = serve(s, r, b, &budget, 0, &st);
+        if (st) return st;
+        if (rc == SERVED) i++;
+        else if (s->n_run == before) i++; /* defensive: r stayed */
+        /* else r left the running set: the same index now holds the next one */
+    }
+    int may_admit = 1;
+    if (s->cfg.mode == FKV_SCHED_DYNAMIC) {
+        may_admit = s->n_run == 0 && s->n_wait > 0;
+        if (may_admit && s->n_wait < s->cfg.max_running) {
+            int64_t oldest = s->wait[0]->arrival_ns;
+            for (size_t i = 1; i < s->n_wait; i++)
+                if (s->wait[i]->arrival_ns < oldest) oldest = s->wait[i]->arrival_ns;
+            if (now < oldest + s->cfg.batch_window_ns) {
+                may_admit = 0;
+                if (b->n == 0) b->wake_ns = oldest + s->cfg.batch_window_ns;
+            }
+        }
+    }
+    /* a dynamic batch takes up to max_running requests at once, whatever the
+     * step's budget: their prefills continue over the next steps */
+    while (may_admit && s->n_wait && s->n_run < s->cfg.max_running &&
+           (budget > 0 || s->cfg.mode == FKV_SCHED_DYNAMIC)) {
+        size_t wi = pick_waiting(s);
+        fkv_req *r = s->wait[wi];
+        if ((st = open_seq(s, r)) != FKV_OK) return st;
+        if (grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) return FKV_ENOMEM;
+        wait_remove(s, wi);
+        s->run[s->n_run++] = r;
+        r->state = FKV_REQ_RUNNING;
+        r->served = 0;
+        uint64_t prev_order = r->admit_order;
+        r->admit_order = ++s->admit_counter;
+        if (r->seq) fkv_seq_pin(r->seq);
+        int rc = serve(s, r, b, &budget, 1, &st);
+        if (st) return st;
+        if (rc == NOROOM) {
+            /* back to where it was; it keeps its sequence (unpinned) */
+            s->n_run--;
+            r->state = FKV_REQ_WAITING;
+            if (r->seq) fkv_seq_unpin(r->seq);
+            r->admit_order = prev_order;
+            if (s->n_run == 0 && b->n == 0) {
+                /* nothing else holds pinned memory: it can never fit */
+                release_seq(s, r);
+                r->state = FKV_REQ_REJECTED;
+                s->client_live[r->client]--;
+                s->rejections++;
+                continue;
+            }
+            if (s->cfg.on_preempt == FKV_PREEMPT_FREE) release_seq(s, r), r->computed = 0;
+            memmove(s->wait + wi + 1, s->wait + wi, (s->n_wait - wi) * sizeof *s->wait);
+            s->wait[wi] = r;
+            s->n_wait++;
+            r->state = FKV_REQ_WAITING;
+            break;
+        }
+        if (rc == GONE && r->state == FKV_REQ_REJECTED) continue;
+    }
+    if (b->tokens > s->cfg.max_batch_tokens)
+        return fail(s, FKV_ESTATE, "step of %u tokens over the budget %u", b->tokens, s->cfg.max_batch_tokens);
+    return FKV_OK;
+}
+
+fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        fkv_batch_item *it = &b->items[i];
+        fkv_req *r = it->r;
+        if (r->state != FKV_REQ_RUNNING) continue;
+        double cost = 0;
+        if (it->prefill && r->generated == 0) cost += s->cfg.vtc_in_weight * it->n_new;
+        int emit = it->n_new > 0 && r->computed >= r->target;
+        if (emit) {
+            if (r->generated == 0) r->first_token_ns = end_ns;
+            r->generated++;
+            cost += s->cfg.vtc_out_weight;
+            r->target = r->computed + 1; /* decode: one token per step from now */
+        }
+        s->vtc[r->client] += cost;
+        if (r->generated >= r->output) {
+            r->finish_ns = end_ns;
+            r->state = FKV_REQ_DONE;
+            s->done++;
+        }
+    }
+    /* drop the finished ones (unpinned: their chunks join the prefix cache) */
+    size_t w = 0;
+    for (size_t i = 0; i < s->n_run; i++) {
+        fkv_req *r = s->run[i];
+        if (r->state == FKV_REQ_DONE) {
+            if (r->seq) fkv_seq_unpin(r->seq);
+            release_seq(s, r);
+            s->client_live[r->client]--;
+        } else {
+            s->run[w++] = r;
+        }
+    }
+    s->n_run = w;
+    return FKV_OK;
+}
+
+void fkv_batch_free(fkv_batch *b)
+{
+    free(b->items);
+    memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,161 @@
+/* Iteration-level request scheduler over a fairkv cache.
+ *
+ * Shared by the serving simulator (src/sim) and the real engine: the
+ * scheduler decides which requests run in the next engine step and how many
+ * tokens each one processes, and does every cache operation that decision
+ * implies (create, prefix match, touch, restore of evicted ranges, append,
+ * preemption).  The caller executes the step (the simulator prices it with a
+ * cost profile, the engine runs the model) and then reports its end time.
+ *
+ * Step rule (continuous batching, vLLM/Orca style): a running request stays
+ * pinned from its admission to its end or preemption (every step reads its
+ * whole context); running requests are served oldest first, each getting first the
+ * tokens its evicted ranges need (recompute, or reload from a host tier),
+ * then one decode token or a prefill chunk; then waiting requests are
+ * admitted (FCFS or VTC) while the token budget, the running-request limit
+ * and the cache allow.  The sum of recomputed and new tokens of a step never
+ * exceeds max_batch_tokens (reloaded tokens cost transfer time, not compute
+ * budget).
+ *
+ * Preemption (cache full and nothing evictable): the victim is chosen among
+ * running requests not yet served in this step, by the configured rule:
+ *   FKV_VICTIM_LAST_STARTED  the most recently admitted one (vLLM's rule);
+ *   FKV_VICTIM_FEWEST_OUTPUT fewest output tokens so far, then longest
+ *                            prompt, then most recently admitted (SGLang's
+ *                            retract order).
+ * The victim is unpinned and either keeps its sequence (its chunks become
+ * evictable; on resume the evicted ranges are recomputed) or frees it (its
+ * chunks stay in the prefix cache; on resume it is matched again and the
+ * rest is prefilled again).  Preempted requests go back to the front of the
+ * waiting queue.
+ *
+ * An engine executing a step finds where each new token's K/V goes with
+ * fkv_seq_chunks + fkv_chunks_locate for positions [ctx, ctx + n_new) of the
+ * item, and recomputes the evicted ranges it restored (fkv_seq_missing
+ * before the step names them; the scheduler restores whole chunks in
+ * position order).
+ *
+ * Dynamic (windowed) batching: a batch is admitted only when nothing runs,
+ * once the oldest waiting request has waited batch_window_ns or
+ * max_running requests wait; the batch then runs to completion.
+ */
+#ifndef FKV_SCHED_H
+#define FKV_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fairkv.h"
+
+typedef enum fkv_sched_mode { FKV_SCHED_CONTINUOUS = 0, FKV_SCHED_DYNAMIC = 1 } fkv_sched_mode;
+typedef enum fkv_admit { FKV_ADMIT_FCFS = 0, FKV_ADMIT_VTC = 1 } fkv_admit;
+typedef enum fkv_victim_rule { FKV_VICTIM_LAST_STARTED = 0, FKV_VICTIM_FEWEST_OUTPUT = 1 } fkv_victim_rule;
+typedef enum fkv_preempt_mode { FKV_PREEMPT_KEEP = 0, FKV_PREEMPT_FREE = 1 } fkv_preempt_mode;
+typedef enum fkv_miss_mode { FKV_MISS_RECOMPUTE = 0, FKV_MISS_RELOAD = 1 } fkv_miss_mode;
+
+typedef struct fkv_sched_config {
+    fkv_sched_mode mode;
+    uint32_t max_batch_tokens; /* 2048: recomputed + new tokens per step */
+    uint32_t max_running;      /* 256: requests in the running set */
+    int chunked_prefill;       /* 1: a prompt may be split over steps */
+    int64_t batch_window_ns;   /* dynamic mode: 50 ms */
+    fkv_admit admission;
+    double vtc_in_weight, vtc_out_weight; /* VTC cost: 1 x input + 2 x output */
+    uint32_t n_clients;        /* VTC counters: client ids < n_clients */
+    fkv_victim_rule victim;
+    fkv_preempt_mode on_preempt;
+    fkv_miss_mode miss;
+    int pass_tokens;           /* 1: synthesize token ids (prefix index keys) */
+    uint32_t block_tokens;     /* tokens named by one block id (512) */
+} fkv_sched_config;
+
+void fkv_sched_config_default(fkv_sched_config *c);
+
+typedef enum fkv_req_state {
+    FKV_REQ_PENDING = 0, /* not yet arrived */
+    FKV_REQ_WAITING,
+    FKV_REQ_RUNNING,
+    FKV_REQ_DONE,
+    FKV_REQ_REJECTED     /* larger than the whole cache */
+} fkv_req_state;
+
+/* One request.  The caller fills the first block; the scheduler owns the rest. */
+typedef struct fkv_req {
+    uint64_t id;              /* nonzero, unique */
+    uint64_t client;          /* < n_clients for VTC */
+    int64_t arrival_ns;
+    uint32_t prompt, output;  /* tokens; output >= 1 */
+    const uint64_t *block_ids; /* prefix blocks (block_tokens each), may be NULL */
+    uint32_t n_block_ids;
+    uint64_t token_seed;      /* token ids of positions not named by a block */
+    const int32_t *tokens;    /* real token ids [prompt + output] (an engine), or NULL:
+                               * ids are then synthesized (fkv_req_token); position p
+                               * must be known before the step that appends it */
+
+    fkv_req_state state;
+    fkv_seq *seq;             /* NULL when not started or freed by preemption */
+    uint32_t target;          /* tokens to prefill before the next emission */
+    uint32_t computed;        /* tokens appended to seq (its length) */
+    uint32_t generated;       /* output tokens emitted */
+    uint32_t redo_until;      /* positions below this were computed before a freeing preemption */
+    int64_t first_token_ns, finish_ns;
+    uint64_t admit_order;     /* last admission, for the victim rules */
+    uint64_t preempt_order;   /* last preemption (0 = never) */
+    uint32_t preemptions;
+    uint64_t recomputed;      /* tokens computed again after eviction/preemption */
+    uint64_t reloaded;        /* tokens reloaded from the host tier */
+    uint64_t matched;         /* prompt tokens found in the prefix cache */
+    int served;               /* in the current step */
+} fkv_req;
+
+/* One request's share of a step. */
+typedef struct fkv_batch_item {
+    fkv_req *r;
+    uint32_t ctx;        /* tokens already in the sequence before this step's work, after restores */
+    uint32_t n_restored; /* evicted tokens recomputed or reloaded this step */
+    uint32_t n_new;      /* prefill chunk or 1 decode token */
+    int prefill;         /* n_new are prefill tokens */
+} fkv_batch_item;
+
+typedef struct fkv_batch {
+    fkv_batch_item *items;
+    size_t n, cap;
+    uint32_t tokens;        /* sum of new + recomputed tokens (the budget) */
+    uint64_t reload_tokens; /* host-tier reloads (not in the budget) */
+    uint32_t preempted;     /* preemptions while forming the step */
+    int64_t wake_ns;        /* empty batch in dynamic mode: retry at this time */
+} fkv_batch;
+
+typedef struct fkv_sched fkv_sched;
+
+/* cache may be NULL: unlimited memory, no cache calls (capacity probes). */
+fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_sched **out);
+void fkv_sched_destroy(fkv_sched *s); /* frees open sequences it created */
+
+/* The request arrived (state PENDING -> WAITING).  r must outlive s. */
+fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r);
+
+/* Forms the next step at time now (cache clock must read now).  An empty
+ * batch with wake_ns > 0 means: nothing to do before wake_ns. */
+fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b);
+
+/* The step ended at end_ns: emits tokens, finishes requests, unpins. */
+fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns);
+
+size_t fkv_sched_n_waiting(const fkv_sched *s);
+size_t fkv_sched_n_running(const fkv_sched *s);
+uint64_t fkv_sched_preemptions(const fkv_sched *s);
+uint64_t fkv_sched_rejections(const fkv_sched *s);
+/* Requests done or rejected so far. */
+uint64_t fkv_sched_finished(const fkv_sched *s);
+/* Sum of sequence lengths of running and waiting requests that hold a
+ * sequence (tokens of live KV), maintained incrementally. */
+uint64_t fkv_sched_live_tokens(const fkv_sched *s);
+const char *fkv_sched_last_error(const fkv_sched *s);
+
+void fkv_batch_free(fkv_batch *b);
+
+/* Token id of position pos of r (a pure function of the request). */
+int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens);
+
+#endif

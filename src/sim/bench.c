@@ -1,0 +1,392 @@
+/* Options, workload preparation and the capacity rule of the bench tools.
+ *
+ * Load: offered load = arrival rate / saturation throughput, where the
+ * saturation throughput (requests/s) is measured by simulating the same
+ * requests all arriving at once with unlimited KV memory on the same cost
+ * profile and scheduler.  Load 1.0 offers exactly what the server can finish.
+ *
+ * Capacity rule (memory pressure), fixed before any policy is compared and
+ * the same for every scheme: capacity = cap_frac (default 0.75) x the peak
+ * live KV demand, i.e. the largest number of tokens held at once by open
+ * requests when memory is unlimited, at the highest load of the run; raised
+ * if needed to the largest single request plus one 256-token chunk, so that
+ * every request fits alone; and never above the GPUs' memory left after the
+ * fp16 weights (80 GB per GPU x tp - 2 bytes x parameters).  0.75 makes memory short during bursts, not all
+ * the time: at 0.5 the seed workload's effective throughput falls below its
+ * arrival rate and every scheme's latency is set by an ever-growing queue.
+ */
+#include "sim/bench.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void fkv_bench_opts_default(fkv_bench_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->workload = "seed";
+    o->trace_format = FKV_TRACE_AUTO;
+    o->requests = 2000;
+    o->load_lo = o->load_hi = 0.8;
+    o->load_step = 0;
+    o->time_scale = 1.0;
+    o->profile = "a100-llama2-7b";
+    o->cap_frac = 0.75;
+    o->seed = 42;
+    fkv_sim_config_default(&o->sim);
+    o->sim.sched.n_clients = 4;
+    o->format = "text";
+}
+
+void fkv_bench_usage(FILE *f)
+{
+    size_t n;
+    const fkv_scheme *s = fkv_scheme_list(&n);
+    fprintf(f,
+            "workload:\n"
+            "  --workload seed          the seed's 60/30/10 short/medium/long mix (default)\n"
+            "  --trace FILE             Azure CSV, Mooncake JSONL or plain CSV (recognized from the file)\n"
+            "  --trace-format F         auto|azure|mooncake|plain (plain: a header line\n"
+            "                           'arrival_ms,prompt_tokens,output_tokens[,client]', then one request\n"
+            "                           per line; '#' starts a comment line)\n"
+            "  --requests N             seed: requests to generate (2000); trace: keep the first N (0 = all)\n"
+            "  --load X | A:B:STEP      offered load (arrival rate / saturation throughput), 0.8; a range sweeps\n"
+            "  --native                 trace: keep the trace's own timing (times --time-scale)\n"
+            "  --time-scale S           multiply trace arrival times by S\n"
+            "  --seed N                 RNG seed (42)\n"
+            "  --clients K              clients for VTC admission (4)\n"
+            "system:\n"
+            "  --profile NAME           cost profile (a100-llama2-7b; see below)\n"
+            "  --capacity-frac F        KV capacity = F x peak live demand (0.75)\n"
+            "  --capacity-tokens N | --capacity-gb G   fixed KV capacity instead\n"
+            "  --max-batch-tokens N     token budget per step (2048)\n"
+            "  --max-running N          running requests (256)\n"
+            "  --no-chunked-prefill     a prompt runs whole\n"
+            "  --batching continuous|dynamic   --batch-window-ms W (50)\n"
+            "  --admission fcfs|vtc     --miss recompute|reload (host tier over PCIe)\n"
+            "  --alpha A --beta B       F-LRU weights (library defaults 0.7, 0.3)\n"
+            "  --temperature T          quota temperature   --min-retention-ms M\n"
+            "output:\n"
+            "  --schemes a,b,...        schemes to run (default all)\n"
+            "  --format text|json|csv   --output FILE   --plot DIR   --quiet\n"
+            "schemes:\n");
+    for (size_t i = 0; i < n; i++) fprintf(f, "  %-13s %s\n", s[i].name, s[i].what);
+    fprintf(f, "profiles:");
+    for (const char *const *p = fkv_profile_names(); *p; p++) fprintf(f, " %s", *p);
+    fprintf(f, "\n");
+}
+
+static int bad(const char *opt, const char *v)
+{
+    fprintf(stderr, "fairkv: bad value for %s: '%s'\n", opt, v ? v : "(missing)");
+    return -1;
+}
+
+static int num(const char *s, double *out)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || *e || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int range(const char *s, double *lo, double *hi, double *step)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    char *a = buf, *b = strchr(a, ':');
+    if (!b) {
+        if (num(a, lo)) return -1;
+        *hi = *lo;
+        *step = 0;
+        return 0;
+    }
+    *b++ = 0;
+    char *c = strchr(b, ':');
+    if (!c) return -1;
+    *c++ = 0;
+    if (num(a, lo) || num(b, hi) || num(c, step) || *step <= 0 || *hi < *lo) return -1;
+    return 0;
+}
+
+int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    double d;
+#define TAKE()                      \
+    do {                            \
+        if (!v) return bad(a, v);   \
+        (*i)++;                     \
+    } while (0)
+    if (!strcmp(a, "--workload")) {
+        TAKE();
+        if (strcmp(v, "seed")) return bad(a, v);
+        o->workload = v;
+    } else if (!strcmp(a, "--trace")) {
+        TAKE();
+        o->trace = v;
+    } else if (!strcmp(a, "--trace-format")) {
+        TAKE();
+        int f = fkv_trace_format_parse(v);
+        if (f < 0) return bad(a, v);
+        o->trace_format = f;
+    } else if (!strcmp(a, "--requests")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e8 || d != floor(d)) return bad(a, v);
+        o->requests = (size_t)d;
+        o->requests_set = 1;
+    } else if (!strcmp(a, "--load")) {
+        TAKE();
+        if (range(v, &o->load_lo, &o->load_hi, &o->load_step) || o->load_lo <= 0) return bad(a, v);
+    } else if (!strcmp(a, "--native")) {
+        o->load_lo = o->load_hi = -1;
+    } else if (!strcmp(a, "--time-scale")) {
+        TAKE();
+        if (num(v, &o->time_scale) || o->time_scale <= 0) return bad(a, v);
+    } else if (!strcmp(a, "--seed")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d != floor(d)) return bad(a, v);
+        o->seed = (uint64_t)d;
+    } else if (!strcmp(a, "--clients")) {
+        TAKE();
+        if (num(v, &d) || d < 1 || d > 1e6 || d != floor(d)) return bad(a, v);
+        o->sim.sched.n_clients = (uint32_t)d;
+    } else if (!strcmp(a, "--profile")) {
+        TAKE();
+        o->profile = v;
+    } else if (!strcmp(a, "--capacity-frac")) {
+        TAKE();
+        if (num(v, &o->cap_frac) || o->cap_frac <= 0) return bad(a, v);
+    } else if (!strcmp(a, "--capacity-tokens")) {
+        TAKE();
+        if (num(v, &d) || d < 1 || d != floor(d)) return bad(a, v);
+        o->cap_tokens = (uint64_t)d;
+    } else if (!strcmp(a, "--capacity-gb")) {
+        TAKE();
+        if (num(v, &o->cap_gb) || o->cap_gb <= 0) return bad(a, v);
+    } else if (!strcmp(a, "--max-batch-tokens")) {
+        TAKE();
+        if (num(v, &d) || d < 1 || d > 1e7 || d != floor(d)) return bad(a, v);
+        o->sim.sched.max_batch_tokens = (uint32_t)d;
+    } else if (!strcmp(a, "--max-running")) {
+        TAKE();
+        if (num(v, &d) || d < 1 || d > 1e6 || d != floor(d)) return bad(a, v);
+        o->sim.sched.max_running = (uint32_t)d;
+    } else if (!strcmp(a, "--no-chunked-prefill")) {
+        o->sim.sched.chunked_prefill = 0;
+    } else if (!strcmp(a, "--batching")) {
+        TAKE();
+        if (!strcmp(v, "continuous")) o->sim.sched.mode = FKV_SCHED_CONTINUOUS;
+        else if (!strcmp(v, "dynamic")) o->sim.sched.mode = FKV_SCHED_DYNAMIC;
+        else return bad(a, v);
+    } else if (!strcmp(a, "--batch-window-ms")) {
+        TAKE();
+        if (num(v, &d) || d < 0) return bad(a, v);
+        o->sim.sched.batch_window_ns = (int64_t)llround(d * 1e6);
+    } else if (!strcmp(a, "--admission")) {
+        TAKE();
+        if (!strcmp(v, "fcfs")) o->sim.sched.admission = FKV_ADMIT_FCFS;
+        else if (!strcmp(v, "vtc")) o->sim.sched.admission = FKV_ADMIT_VTC;
+        else return bad(a, v);
+    } else if (!strcmp(a, "--miss")) {
+        TAKE();
+        if (!strcmp(v, "recompute")) o->sim.sched.miss = FKV_MISS_RECOMPUTE;
+        else if (!strcmp(v, "reload")) o->sim.sched.miss = FKV_MISS_RELOAD;
+        else return bad(a, v);
+    } else if (!strcmp(a, "--alpha")) {
+        TAKE();
+        if (num(v, &o->sim.alpha) || o->sim.alpha < 0) return bad(a, v);
+    } else if (!strcmp(a, "--beta")) {
+        TAKE();
+        if (num(v, &o->sim.beta) || o->sim.beta < 0) return bad(a, v);
+    } else if (!strcmp(a, "--temperature")) {
+        TAKE();
+        if (num(v, &o->sim.temperature) || o->sim.temperature <= 0) return bad(a, v);
+    } else if (!strcmp(a, "--min-retention-ms")) {
+        TAKE();
+        if (num(v, &d) || d < 0) return bad(a, v);
+        o->sim.min_retention_ns = (int64_t)llround(d * 1e6);
+    } else if (!strcmp(a, "--schemes")) {
+        TAKE();
+        o->schemes = v;
+    } else if (!strcmp(a, "--format")) {
+        TAKE();
+        if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "csv")) return bad(a, v);
+        o->format = v;
+    } else if (!strcmp(a, "--output")) {
+        TAKE();
+        o->output = v;
+    } else if (!strcmp(a, "--plot")) {
+        TAKE();
+        o->plot_dir = v;
+    } else if (!strcmp(a, "--quiet")) {
+        o->quiet = 1;
+    } else {
+        return 0;
+    }
+#undef TAKE
+    return 1;
+}
+
+fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->o = o;
+    fkv_status st;
+    if (!o->data_dir) o->data_dir = getenv("FKV_DATA_DIR");
+    if (!o->data_dir && access("../shared/data/vidur", R_OK) == 0) o->data_dir = "../shared/data";
+    if ((st = fkv_profile_get(o->profile, o->data_dir, &c->profile, err, errlen)) != FKV_OK) return st;
+    /* stderr only: the tables are equal either way (tests/test_sim_data.c) */
+    if (!o->quiet)
+        fprintf(stderr, "profile %s: linear-op table %s\n", c->profile.name,
+                c->profile.from_data ? "parsed from the Vidur CSV" : "embedded (derived from the Vidur CSV)");
+    o->sim.profile = &c->profile;
+    if (o->trace) {
+        /* a trace is read whole unless --requests was given */
+        size_t limit = o->requests_set ? o->requests : 0;
+        st = fkv_trace_load(o->trace, (fkv_trace_format)o->trace_format, limit, o->sim.sched.n_clients, &c->base, err,
+                            errlen);
+        if (st) return st;
+    } else {
+        if ((st = fkv_workload_seed(o->requests ? o->requests : 2000, o->seed, o->sim.sched.n_clients, &c->base)) != FKV_OK) {
+            snprintf(err, errlen, "seed workload: %s", fkv_strerror(st));
+            return st;
+        }
+    }
+    c->base.block_tokens = o->sim.sched.block_tokens;
+    if (o->load_lo > 0 || o->trace == NULL) {
+        if ((st = fkv_sim_capacity_rps(&c->base, &o->sim, &c->cap_rps, err, errlen)) != FKV_OK) return st;
+    }
+    uint64_t tb = fkv_model_token_bytes(c->profile.model);
+    if (o->cap_tokens) {
+        c->capacity_tokens = o->cap_tokens;
+        snprintf(c->capacity_rule, sizeof c->capacity_rule, "fixed %llu tokens", (unsigned long long)o->cap_tokens);
+    } else if (o->cap_gb > 0) {
+        c->capacity_tokens = (uint64_t)(o->cap_gb * 1e9 / (double)tb);
+        snprintf(c->capacity_rule, sizeof c->capacity_rule, "fixed %.2f GB", o->cap_gb);
+    } else {
+        /* the capacity rule: a fraction of the peak demand at the highest load */
+        fkv_workload w;
+        double rate;
+        double ref = o->load_lo > 0 ? o->load_hi : -1;
+        if ((st = fkv_bench_arrivals(c, ref, &w, &rate)) != FKV_OK) return st;
+        uint64_t peak = 0;
+        st = fkv_sim_peak_demand(&w, &o->sim, &peak, err, errlen);
+        fkv_workload_free(&w);
+        if (st) return st;
+        c->capacity_tokens = (uint64_t)ceil(o->cap_frac * (double)peak);
+        /* never more than the GPUs hold after the fp16 weights */
+        const fkv_model_geom *mg = c->profile.model;
+        double hbm = c->profile.gpu_mem_bytes * c->profile.tp - 2.0 * mg->params;
+        uint64_t hbm_tokens = hbm > 0 ? (uint64_t)(hbm / (double)tb) : 0;
+        int capped = 0;
+        if (hbm_tokens && c->capacity_tokens > hbm_tokens) {
+            c->capacity_tokens = hbm_tokens;
+            capped = 1;
+        }
+        uint32_t biggest = 0;
+        for (size_t i = 0; i < c->base.n; i++)
+            if (c->base.reqs[i].prompt + c->base.reqs[i].output > biggest)
+                biggest = c->base.reqs[i].prompt + c->base.reqs[i].output;
+        int raised = 0;
+        if (c->capacity_tokens < (uint64_t)biggest + 256) {
+            c->capacity_tokens = (uint64_t)biggest + 256;
+            raised = 1;
+        }
+        snprintf(c->capacity_rule, sizeof c->capacity_rule, "%.2f x peak live demand %llu tokens%s%s", o->cap_frac,
+                 (unsigned long long)peak, capped ? ", capped at the HBM left after the weights" : "",
+                 raised ? ", raised to the largest request" : "");
+    }
+    return FKV_OK;
+}
+
+fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, double *rate)
+{
+    *w = c->base;
+    w->reqs = malloc(c->base.n * sizeof *w->reqs);
+    w->blocks = NULL; /* block pointers still point into base */
+    w->n_blocks = w->cap_blocks = 0;
+    if (!w->reqs) return FKV_ENOMEM;
+    memcpy(w->reqs, c->base.reqs, c->base.n * sizeof *w->reqs);
+    double span = (double)fkv_workload_span(&c->base) * 1e-9;
+    if (load > 0) {
+        double target = load * c->cap_rps;
+        if (!c->o->trace) {
+            fkv_workload_poisson(w, target, c->o->seed);
+        } else if (span > 0 && w->n > 1) {
+            double native = (double)(w->n - 1) / span;
+            fkv_workload_scale_time(w, native / target);
+        }
+        *rate = target;
+    } else {
+        fkv_workload_scale_time(w, c->o->time_scale);
+        *rate = span > 0 ? (double)(w->n - 1) / (span * c->o->time_scale) : 0;
+    }
+    return FKV_OK;
+}
+
+void fkv_bench_ctx_free(fkv_bench_ctx *c)
+{
+    fkv_workload_free(&c->base);
+    fkv_profile_free(&c->profile);
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme_summary *sums, fkv_sim_result *res,
+                             size_t *n, size_t cap, char *err, size_t errlen)
+{
+    size_t ns;
+    const fkv_scheme *all = fkv_scheme_list(&ns);
+    const fkv_scheme *sel[64];
+    size_t nsel = 0;
+    if (c->o->schemes) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", c->o->schemes);
+        for (char *t = strtok(buf, ","); t && nsel < 64; t = strtok(NULL, ",")) {
+            const fkv_scheme *s = fkv_scheme_find(t);
+            if (!s) {
+                snprintf(err, errlen, "unknown scheme '%s' (see fairkv bench --help)", t);
+                return FKV_ENOENT;
+            }
+            if (!fkv_scheme_available(s)) {
+                snprintf(err, errlen, "scheme '%s' needs policy '%s', which this library does not register", t,
+                         s->policy);
+                return FKV_ENOENT;
+            }
+            sel[nsel++] = s;
+        }
+    } else {
+        for (size_t i = 0; i < ns && nsel < 64; i++)
+            if (fkv_scheme_available(&all[i])) sel[nsel++] = &all[i];
+    }
+    if (nsel > cap) nsel = cap;
+    fkv_sim_config cfg = c->o->sim;
+    cfg.capacity_tokens = c->capacity_tokens;
+    cfg.progress = !c->o->quiet;
+    for (size_t i = 0; i < nsel; i++) {
+        fkv_sim_result r;
+        double t0 = wall();
+        fkv_status st = fkv_sim_run(w, sel[i], &cfg, &r, err, errlen);
+        if (st) return st;
+        double dt = wall() - t0;
+        fkv_summarize(&r, &sums[i]);
+        sums[i].sim_wall_s = dt;
+        if (!c->o->quiet)
+            fprintf(stderr, "  %-13s %zu requests simulated in %.2f s\n", sel[i]->name, w->n, dt);
+        if (res) res[i] = r;
+        else fkv_sim_result_free(&r);
+    }
+    *n = nsel;
+    fkv_summaries_fairness(sums, nsel);
+    return FKV_OK;
+}

@@ -1,0 +1,68 @@
+/* `fairkv bench` / `run` / `grid`: options, workload preparation, the
+ * capacity rule, and the per-load loop over schemes. */
+#ifndef FKV_SIM_BENCH_H
+#define FKV_SIM_BENCH_H
+
+#include <stdio.h>
+
+#include "sim/report.h"
+#include "sim/sim.h"
+
+typedef struct fkv_bench_opts {
+    const char *workload;   /* "seed" unless a trace is given */
+    const char *trace;      /* file, or NULL */
+    int trace_format;       /* fkv_trace_format */
+    size_t requests;        /* 0 = whole trace; seed: count to generate */
+    int requests_set;       /* --requests given (a trace is read whole otherwise) */
+    double load_lo, load_hi, load_step; /* load_lo < 0: native trace timing */
+    double time_scale;      /* trace timing multiplier when no load is set */
+    const char *schemes;    /* comma list or NULL = all available */
+    const char *profile;
+    const char *data_dir;   /* Vidur CSVs; NULL = embedded tables */
+    double cap_frac;        /* capacity = cap_frac x peak demand ... */
+    uint64_t cap_tokens;    /* ... unless given in tokens */
+    double cap_gb;          /* ... or in GB */
+    uint64_t seed;
+    fkv_sim_config sim;
+    const char *format;     /* text | json | csv */
+    const char *output;     /* file or NULL = stdout */
+    const char *plot_dir;
+    int quiet;
+} fkv_bench_opts;
+
+void fkv_bench_opts_default(fkv_bench_opts *o);
+
+/* Parses one option at argv[*i] (advancing *i past its value).  Returns 1
+ * if consumed, 0 if unknown, -1 on a bad value (message on stderr). */
+int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i);
+void fkv_bench_usage(FILE *f);
+
+/* Workload at the options' first load, capacity rule applied.  *cap_rps
+ * gets the saturation throughput; *capacity the tokens. */
+typedef struct fkv_bench_ctx {
+    fkv_bench_opts *o;
+    fkv_profile profile;
+    fkv_workload base;      /* sizes as loaded/generated, native arrivals */
+    double cap_rps;
+    uint64_t capacity_tokens;
+    char capacity_rule[160];
+} fkv_bench_ctx;
+
+fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, size_t errlen);
+/* Copies base to w with arrivals for `load` (< 0: native timing x time_scale). */
+fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, double *rate);
+void fkv_bench_ctx_free(fkv_bench_ctx *c);
+
+/* Runs the selected schemes on w; fills sums[*n] (caller frees results if
+ * res != NULL).  Progress on stderr when asked. */
+fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme_summary *sums, fkv_sim_result *res,
+                             size_t *n, size_t cap, char *err, size_t errlen);
+
+/* Plots (gnuplot; a missing gnuplot leaves the .dat/.gp files and a note). */
+int fkv_plot_cdf(const char *dir, const fkv_sim_result *res, size_t n);
+int fkv_plot_classes(const char *dir, const fkv_scheme_summary *s, size_t n);
+int fkv_plot_load(const char *dir, const double *loads, const fkv_scheme_summary *s, size_t n_loads, size_t n_schemes);
+int fkv_plot_capacity(const char *dir, const double *fracs, const fkv_scheme_summary *s, size_t n_fracs, size_t n_schemes);
+int fkv_plot_grid(const char *dir, const double *alpha, const double *beta, const double *obj, size_t na, size_t nb);
+
+#endif

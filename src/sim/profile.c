@@ -1,0 +1,407 @@
+/* Cost profiles (see profile.h) and the Vidur CSV reader. */
+#include "sim/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Model geometries.  Sources: GPT-3 175B, Brown et al. 2020, table 2.1
+ * (96 layers, d_model 12288, 96 heads of 128); Llama 2, Touvron et al.
+ * 2023 and the released config.json files (7B: 32 layers, 32 heads; 13B: 40
+ * and 40; 70B: 80 layers, 64 query heads, 8 KV heads (GQA); head_dim 128;
+ * context 4096); Llama 3 8B config.json (32 layers, 8 KV heads, 8192). */
+static const fkv_model_geom models[] = {
+    {"gpt3-175b", 96, 96, 96, 128, 2, 2048, 175e9, "Brown et al. 2020, table 2.1"},
+    {"llama-2-7b", 32, 32, 32, 128, 2, 4096, 6.74e9, "Touvron et al. 2023; HF config.json"},
+    {"llama-2-13b", 40, 40, 40, 128, 2, 4096, 13.0e9, "Touvron et al. 2023; HF config.json"},
+    {"llama-2-70b", 80, 64, 8, 128, 2, 4096, 69.0e9, "Touvron et al. 2023; HF config.json (GQA, 8 KV heads)"},
+    {"llama-3-8b", 32, 32, 8, 128, 2, 8192, 8.03e9, "Meta Llama 3 8B config.json"},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const fkv_model_geom *fkv_model_list(size_t *n)
+{
+    if (n) *n = sizeof models / sizeof models[0] - 1;
+    return models;
+}
+
+const fkv_model_geom *fkv_model_find(const char *name)
+{
+    for (const fkv_model_geom *m = models; m->name; m++)
+        if (!strcmp(m->name, name)) return m;
+    return NULL;
+}
+
+uint64_t fkv_model_token_bytes(const fkv_model_geom *m)
+{
+    return 2ULL * m->n_layers * m->n_kv_heads * m->head_dim * m->dtype_bytes;
+}
+
+/* Hardware figures.  HBM bandwidth and dense fp16 tensor peak: NVIDIA A100
+ * datasheet (80GB SXM: 2,039 GB/s, 312 TFLOPS), NVIDIA H100 datasheet (SXM:
+ * 3.35 TB/s, 989 TFLOPS).  PCIe per direction: Gen4 x16 32 GB/s (A100),
+ * Gen5 x16 64 GB/s (H100).  Attention efficiency 0.5: FlashAttention-2
+ * (Dao 2023) reaches 50-73% of peak in the forward pass on A100; we take the
+ * low end since short sequences run below the peak. */
+#define A100_HBM 2.039e12
+#define A100_FLOPS 312e12
+#define A100_PCIE 32e9
+#define A100_MEM 80e9
+#define H100_HBM 3.35e12
+#define H100_FLOPS 989e12
+#define H100_PCIE 64e9
+#define H100_MEM 80e9
+
+typedef struct pdef {
+    const char *name, *gpu, *model, *file;
+    uint32_t tp;
+    const uint32_t *tok;
+    const double *ms;
+    const size_t *n;
+    double hbm, flops, pcie, mem;
+} pdef;
+
+static const pdef pdefs[] = {
+    {"a100-llama2-7b", "A100-80GB-SXM", "llama-2-7b", "a100_Llama-2-7b-hf_mlp.csv", 1,
+     fkv__vidur_a100_llama2_7b_tokens, fkv__vidur_a100_llama2_7b_ms, &fkv__vidur_a100_llama2_7b_n,
+     A100_HBM, A100_FLOPS, A100_PCIE, A100_MEM},
+    {"h100-llama2-7b", "H100-SXM", "llama-2-7b", "h100_Llama-2-7b-hf_mlp.csv", 1,
+     fkv__vidur_h100_llama2_7b_tokens, fkv__vidur_h100_llama2_7b_ms, &fkv__vidur_h100_llama2_7b_n,
+     H100_HBM, H100_FLOPS, H100_PCIE, H100_MEM},
+    {"a100-llama2-70b", "4x A100-80GB-SXM", "llama-2-70b", "a100_Llama-2-70b-hf_mlp.csv", 4,
+     fkv__vidur_a100_llama2_70b_tokens, fkv__vidur_a100_llama2_70b_ms, &fkv__vidur_a100_llama2_70b_n,
+     A100_HBM, A100_FLOPS, A100_PCIE, A100_MEM},
+    {"h100-llama2-70b", "4x H100-SXM", "llama-2-70b", "h100_Llama-2-70b-hf_mlp.csv", 4,
+     fkv__vidur_h100_llama2_70b_tokens, fkv__vidur_h100_llama2_70b_ms, &fkv__vidur_h100_llama2_70b_n,
+     H100_HBM, H100_FLOPS, H100_PCIE, H100_MEM},
+};
+#define N_PDEFS (sizeof pdefs / sizeof pdefs[0])
+
+const char *const *fkv_profile_names(void)
+{
+    static const char *names[N_PDEFS + 1];
+    for (size_t i = 0; i < N_PDEFS; i++) names[i] = pdefs[i].name;
+    names[N_PDEFS] = NULL;
+    return names;
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (n < cap) break;
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = nb;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+fkv_status fkv_profile_get(const char *name, const char *data_dir, fkv_profile *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const pdef *d = NULL;
+    for (size_t i = 0; i < N_PDEFS; i++)
+        if (!strcmp(pdefs[i].name, name)) d = &pdefs[i];
+    if (!d) {
+        if (err) {
+            int k = snprintf(err, errlen, "unknown profile '%s' (known:", name);
+            for (size_t i = 0; i < N_PDEFS && k > 0 && (size_t)k < errlen; i++)
+                k += snprintf(err + k, errlen - (size_t)k, " %s", pdefs[i].name);
+            if (k > 0 && (size_t)k < errlen) snprintf(err + k, errlen - (size_t)k, ")");
+        }
+        return FKV_ENOENT;
+    }
+    snprintf(out->name, sizeof out->name, "%s", d->name);
+    out->gpu = d->gpu;
+    out->model = fkv_model_find(d->model);
+    out->tp = d->tp;
+    out->lin_tokens = d->tok;
+    out->lin_ms = d->ms;
+    out->n_lin = *d->n;
+    out->hbm_bytes_per_s = d->hbm;
+    out->peak_flops = d->flops;
+    out->attn_efficiency = 0.5;
+    out->pcie_bytes_per_s = d->pcie;
+    out->overhead_ms = 0;
+    out->gpu_mem_bytes = d->mem;
+    out->source = "linear ops: Vidur profiles (microsoft/vidur, MIT), mean of measured per-operator times; "
+                  "attention: KV bytes / HBM bandwidth and FLOPs / (0.5 x peak), NVIDIA datasheets";
+    if (data_dir && *data_dir) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/vidur/%s", data_dir, d->file);
+        size_t len;
+        char *buf = read_all(path, &len);
+        if (buf) {
+            fkv_status st = fkv_vidur_parse(buf, len, d->file, out->model->n_layers, d->tp, &out->own_tokens,
+                                            &out->own_ms, &out->n_lin, err, errlen);
+            free(buf);
+            if (st) return st;
+            out->lin_tokens = out->own_tokens;
+            out->lin_ms = out->own_ms;
+            out->from_data = 1;
+        }
+    }
+    return FKV_OK;
+}
+
+void fkv_profile_free(fkv_profile *p)
+{
+    free(p->own_tokens);
+    free(p->own_ms);
+    p->own_tokens = NULL;
+    p->own_ms = NULL;
+}
+
+double fkv_profile_linear_ms(const fkv_profile *p, uint32_t n)
+{
+    if (n == 0 || p->n_lin == 0) return 0;
+    const uint32_t *t = p->lin_tokens;
+    const double *v = p->lin_ms;
+    if (p->n_lin == 1) return v[0] * n / t[0];
+    if (n <= t[0]) return v[0]; /* a step costs at least the smallest measured one */
+    size_t lo = 0, hi = p->n_lin - 1;
+    if (n >= t[hi]) {
+        /* beyond the table: the last segment's slope (linear-op time is
+         * linear in tokens at these sizes) */
+        double slope = (v[hi] - v[hi - 1]) / (t[hi] - t[hi - 1]);
+        if (slope < 0) slope = v[hi] / t[hi];
+        return v[hi] + slope * (n - t[hi]);
+    }
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (t[mid] <= n) lo = mid;
+        else hi = mid;
+    }
+    return v[lo] + (v[hi] - v[lo]) * (double)(n - t[lo]) / (double)(t[hi] - t[lo]);
+}
+
+double fkv_profile_attn_ms(const fkv_profile *p, uint32_t ctx, uint32_t n_new, uint32_t n_recomputed)
+{
+    const fkv_model_geom *m = p->model;
+    if (!m) return 0;
+    double mem = 0, comp = 0;
+    if (p->hbm_bytes_per_s > 0)
+        mem = (double)(ctx + n_new) * (double)fkv_model_token_bytes(m) / p->tp / p->hbm_bytes_per_s;
+    if (p->peak_flops > 0) {
+        /* QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per query token
+         * and key; a prefill chunk's queries see ctx plus half the chunk on
+         * average (causal); recomputed tokens lie inside ctx (half of it). */
+        double per = 4.0 * m->n_layers * m->n_heads * m->head_dim;
+        double q = (double)n_new * ((double)ctx + (n_new + 1) / 2.0) + (double)n_recomputed * ctx / 2.0;
+        comp = per * q / (p->tp * p->peak_flops * p->attn_efficiency);
+    }
+    return 1e3 * (mem > comp ? mem : comp);
+}
+
+int64_t fkv_profile_step_ns(const fkv_profile *p, const fkv_batch *b, fkv_miss_mode miss)
+{
+    if (b->n == 0) return 0;
+    double ms = p->overhead_ms + fkv_profile_linear_ms(p, b->tokens);
+    for (size_t i = 0; i < b->n; i++) {
+        const fkv_batch_item *it = &b->items[i];
+        ms += fkv_profile_attn_ms(p, it->ctx, it->n_new, miss == FKV_MISS_RECOMPUTE ? it->n_restored : 0);
+    }
+    if (b->reload_tokens && p->pcie_bytes_per_s > 0 && p->model)
+        ms += 1e3 * (double)b->reload_tokens * (double)fkv_model_token_bytes(p->model) / p->tp / p->pcie_bytes_per_s;
+    int64_t ns = llround(ms * 1e6);
+    return ns > 0 ? ns : 1;
+}
+
+/* ---------------------------------------------------------------- Vidur CSV */
+
+static const char *const vidur_ops[] = {"input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+                                        "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj",
+                                        "add"};
+#define N_VOPS (sizeof vidur_ops / sizeof vidur_ops[0])
+
+typedef struct vrow {
+    uint32_t n;
+    size_t idx;
+    double layer, emb;
+} vrow;
+
+static int cmp_vrow(const void *a, const void *b)
+{
+    const vrow *x = a, *y = b;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static fkv_status verr(char *err, size_t errlen, const char *fname, size_t line, const char *fmt, ...)
+{
+    if (err && errlen) {
+        int k = snprintf(err, errlen, "%s:%zu: ", fname, line);
+        if (k >= 0 && (size_t)k < errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return FKV_EPARSE;
+}
+
+fkv_status fkv_vidur_parse(const char *buf, size_t len, const char *fname, uint32_t n_layers, uint32_t tp,
+                           uint32_t **tokens, double **ms, size_t *n_out, char *err, size_t errlen)
+{
+    *tokens = NULL;
+    *ms = NULL;
+    *n_out = 0;
+    enum { MAXCOL = 128 };
+    int col_op[N_VOPS], col_emb = -1, col_ntok = -1, col_tp = -1;
+    for (size_t i = 0; i < N_VOPS; i++) col_op[i] = -1;
+    vrow *rows = NULL;
+    size_t nrows = 0, caprows = 0, line = 0, pos = 0;
+    char *lb = NULL;
+    size_t lcap = 0;
+    fkv_status st = FKV_OK;
+    while (pos < len) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        size_t l = nl ? (size_t)(nl - buf - pos) : len - pos;
+        line++;
+        if (l + 1 > lcap) {
+            lcap = l + 1;
+            char *nb = realloc(lb, lcap);
+            if (!nb) {
+                st = FKV_ENOMEM;
+                break;
+            }
+            lb = nb;
+        }
+        memcpy(lb, buf + pos, l);
+        lb[l] = 0;
+        pos += l + 1;
+        if (l && lb[l - 1] == '\r') lb[--l] = 0;
+        if (!l) continue;
+        char *f[MAXCOL];
+        int nf = 0;
+        f[nf++] = lb;
+        for (char *c = lb; *c && nf < MAXCOL; c++)
+            if (*c == ',') {
+                *c = 0;
+                f[nf++] = c + 1;
+            }
+        if (line == 1) {
+            char want[96];
+            for (int i = 0; i < nf; i++) {
+                for (size_t k = 0; k < N_VOPS; k++) {
+                    snprintf(want, sizeof want, "time_stats.%s.mean", vidur_ops[k]);
+                    if (!strcmp(f[i], want)) col_op[k] = i;
+                }
+                if (!strcmp(f[i], "time_stats.emb.mean")) col_emb = i;
+                if (!strcmp(f[i], "num_tokens")) col_ntok = i;
+                if (!strcmp(f[i], "num_tensor_parallel_workers")) col_tp = i;
+            }
+            for (size_t k = 0; k < N_VOPS; k++)
+                if (col_op[k] < 0) {
+                    st = verr(err, errlen, fname, line, "header lacks time_stats.%s.mean", vidur_ops[k]);
+                    goto out;
+                }
+            if (col_emb < 0 || col_ntok < 0 || col_tp < 0) {
+                st = verr(err, errlen, fname, line, "header lacks emb, num_tokens or num_tensor_parallel_workers");
+                goto out;
+            }
+            continue;
+        }
+        if (col_ntok < 0) {
+            st = verr(err, errlen, fname, line, "no header");
+            goto out;
+        }
+        int maxc = col_emb > col_ntok ? col_emb : col_ntok;
+        if (col_tp > maxc) maxc = col_tp;
+        for (size_t k = 0; k < N_VOPS; k++)
+            if (col_op[k] > maxc) maxc = col_op[k];
+        if (nf <= maxc) {
+            st = verr(err, errlen, fname, line, "%d fields, expected at least %d", nf, maxc + 1);
+            goto out;
+        }
+        char *end;
+        long t = strtol(f[col_tp], &end, 10);
+        if (*end || end == f[col_tp]) {
+            st = verr(err, errlen, fname, line, "field num_tensor_parallel_workers: '%.20s'", f[col_tp]);
+            goto out;
+        }
+        if ((uint32_t)t != tp) continue;
+        long ntok = strtol(f[col_ntok], &end, 10);
+        if (*end || end == f[col_ntok] || ntok <= 0 || ntok > 1 << 24) {
+            st = verr(err, errlen, fname, line, "field num_tokens: '%.20s'", f[col_ntok]);
+            goto out;
+        }
+        vrow r = {(uint32_t)ntok, nrows, 0.0, 0.0};
+        for (size_t k = 0; k < N_VOPS; k++) {
+            errno = 0;
+            double v = strtod(f[col_op[k]], &end);
+            if (*end || end == f[col_op[k]] || errno || !(v >= 0)) {
+                st = verr(err, errlen, fname, line, "field time_stats.%s.mean: '%.20s'", vidur_ops[k], f[col_op[k]]);
+                goto out;
+            }
+            r.layer += v;
+        }
+        r.emb = strtod(f[col_emb], &end);
+        if (*end || end == f[col_emb] || !(r.emb >= 0)) {
+            st = verr(err, errlen, fname, line, "field time_stats.emb.mean: '%.20s'", f[col_emb]);
+            goto out;
+        }
+        if (nrows == caprows) {
+            caprows = caprows ? caprows * 2 : 512;
+            vrow *nr = realloc(rows, caprows * sizeof *rows);
+            if (!nr) {
+                st = FKV_ENOMEM;
+                goto out;
+            }
+            rows = nr;
+        }
+        rows[nrows++] = r;
+    }
+    if (!nrows) {
+        st = verr(err, errlen, fname, line, "no rows with num_tensor_parallel_workers = %u", tp);
+        goto out;
+    }
+    qsort(rows, nrows, sizeof *rows, cmp_vrow);
+    *tokens = malloc(nrows * sizeof **tokens);
+    *ms = malloc(nrows * sizeof **ms);
+    if (!*tokens || !*ms) {
+        st = FKV_ENOMEM;
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < nrows;) {
+        double layer = 0.0, emb = 0.0;
+        size_t j = i;
+        for (; j < nrows && rows[j].n == rows[i].n; j++) {
+            layer += rows[j].layer;
+            emb += rows[j].emb;
+        }
+        double cnt = (double)(j - i);
+        (*tokens)[k] = rows[i].n;
+        (*ms)[k] = (double)n_layers * (layer / cnt) + emb / cnt;
+        k++;
+        i = j;
+    }
+    *n_out = k;
+out:
+    free(lb);
+    free(rows);
+    if (st) {
+        free(*tokens);
+        free(*ms);
+        *tokens = NULL;
+        *ms = NULL;
+    }
+    return st;
+}

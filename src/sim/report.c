@@ -1,0 +1,225 @@
+/* Result summaries and their three output forms (see report.h). */
+#include "sim/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct_ms(const int64_t *sorted, size_t n, double p)
+{
+    if (!n) return 0;
+    size_t k = (size_t)ceil(p / 100.0 * (double)n);
+    if (k < 1) k = 1;
+    if (k > n) k = n;
+    return sorted[k - 1] * 1e-6;
+}
+
+void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_lat_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t *v = malloc((n ? n : 1) * sizeof *v);
+    int64_t *vc = malloc((n ? n : 1) * sizeof *vc);
+    if (!v || !vc) {
+        free(v);
+        free(vc);
+        return;
+    }
+    size_t m = 0;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ns[i] >= 0) {
+            v[m++] = ns[i];
+            sum += ns[i] * 1e-6;
+        }
+    out->n = m;
+    if (m) {
+        out->mean_ms = sum / m;
+        double ss = 0;
+        for (size_t i = 0; i < m; i++) {
+            double d = v[i] * 1e-6 - out->mean_ms;
+            ss += d * d;
+        }
+        out->std_ms = sqrt(ss / m);
+        qsort(v, m, sizeof *v, cmp_i64);
+        out->p50_ms = pct_ms(v, m, 50);
+        out->p99_ms = pct_ms(v, m, 99);
+        out->max_ms = v[m - 1] * 1e-6;
+    }
+    for (int c = 0; c < FKV_N_CLASSES; c++) {
+        size_t k = 0;
+        double s = 0;
+        for (size_t i = 0; i < n; i++)
+            if (ns[i] >= 0 && cls[i] == c) {
+                vc[k++] = ns[i];
+                s += ns[i] * 1e-6;
+            }
+        out->by_class[c].n = k;
+        if (k) {
+            qsort(vc, k, sizeof *vc, cmp_i64);
+            out->by_class[c].mean_ms = s / k;
+            out->by_class[c].p99_ms = pct_ms(vc, k, 99);
+        }
+    }
+    free(v);
+    free(vc);
+}
+
+void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", r->scheme);
+    fkv_lat_stats_compute(r->e2e_ns, r->cls, r->n, &o->e2e);
+    fkv_lat_stats_compute(r->ttft_ns, r->cls, r->n, &o->ttft);
+    fkv_lat_stats_compute(r->tpot_ns, r->cls, r->n, &o->tpot);
+    uint64_t touched = r->hit_tokens + r->miss_tokens;
+    o->cache_hit_rate = touched ? (double)r->hit_tokens / (double)touched : 1.0;
+    /* reads served from the cache / reads: comparable between schemes that
+     * keep a preempted sequence (its evicted chunks miss at the next touch)
+     * and schemes that free it (its tokens are prefilled again, never
+     * touched as misses) */
+    uint64_t lost = r->recomputed_tokens + r->reloaded_tokens;
+    o->hit_rate = r->hit_tokens + lost ? (double)r->hit_tokens / (double)(r->hit_tokens + lost) : 1.0;
+    /* prompt tokens found in the prefix cache at a request's first
+     * admission; the cache's own counter also counts the re-matches of
+     * requests resumed after a freeing preemption (their own blocks) */
+    o->prefix_hit_rate = r->prompt_tokens_all ? (double)r->matched_tokens / (double)r->prompt_tokens_all : 0;
+    o->cache_prefix_hit_rate =
+        r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
+    o->recomputed_tokens = r->recomputed_tokens;
+    o->reloaded_tokens = r->reloaded_tokens;
+    o->preemptions = r->preemptions;
+    o->evicted_pages = r->evicted_pages;
+    o->done = r->done;
+    o->rejected = r->rejected;
+    o->makespan_s = r->makespan_ns * 1e-9;
+    o->throughput_tok_s = o->makespan_s > 0 ? r->output_tokens / o->makespan_s : 0;
+    o->throughput_req_s = o->makespan_s > 0 ? r->done / o->makespan_s : 0;
+    o->steps = r->steps;
+    o->max_step_tokens = r->max_step_tokens;
+    o->capacity_tokens = r->capacity_tokens;
+}
+
+void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n)
+{
+    const fkv_scheme_summary *lru = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, "lru")) lru = &s[i];
+    for (size_t i = 0; i < n; i++)
+        s[i].fairness_gain = lru && s[i].e2e.std_ms > 0 ? lru->e2e.std_ms / s[i].e2e.std_ms : 0;
+}
+
+static void meta_line(FILE *f, const fkv_report_meta *m)
+{
+    fprintf(f, "workload %s, %zu requests", m->workload, m->requests);
+    if (m->load >= 0) fprintf(f, ", load %.2f (%.2f req/s of %.2f req/s capacity)", m->load, m->arrival_rate, m->capacity_rps);
+    else fprintf(f, ", trace timing (%.2f req/s)", m->arrival_rate);
+    fprintf(f, "\nprofile %s; KV capacity %llu tokens (%.2f GB), %s; admission %s, %s batching; seed %llu\n",
+            m->profile, (unsigned long long)m->capacity_tokens, m->capacity_gb, m->capacity_rule, m->admission,
+            m->batching, (unsigned long long)m->seed);
+}
+
+void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
+{
+    meta_line(f, m);
+    fprintf(f, "\nend-to-end latency (ms), the seed's table 4.2 columns first\n");
+    fprintf(f, "%-13s %8s %8s %8s %8s %8s %8s %8s %7s %6s %10s %7s %9s\n", "scheme", "mean", "P99", "short", "long",
+            "medium", "P50", "std", "fair", "hit%", "recompute", "preempt", "tok/s");
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        fprintf(f, "%-13s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2fx %6.2f %10llu %7llu %9.1f\n", x->name,
+                x->e2e.mean_ms, x->e2e.p99_ms, x->e2e.by_class[FKV_CLASS_SHORT].mean_ms,
+                x->e2e.by_class[FKV_CLASS_LONG].mean_ms, x->e2e.by_class[FKV_CLASS_MEDIUM].mean_ms, x->e2e.p50_ms,
+                x->e2e.std_ms, x->fairness_gain, 100 * x->hit_rate, (unsigned long long)x->recomputed_tokens,
+                (unsigned long long)x->preemptions, x->throughput_tok_s);
+    }
+    fprintf(f, "short/long/medium: class means; fair = std(lru) / std(scheme); hit%% = context tokens read from the "
+               "cache / (those + recomputed or reloaded); recompute: tokens computed again after eviction or "
+               "preemption\n");
+    fprintf(f, "\nper class P99 (ms) and first-token / per-output-token latency (ms)\n");
+    fprintf(f, "%-13s %9s %9s %9s %9s %9s %9s %9s %8s %6s %5s\n", "scheme", "P99short", "P99med", "P99long",
+            "TTFTmean", "TTFTp99", "TTFTshort", "TPOTmean", "TPOTp99", "pfx%", "rej");
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        fprintf(f, "%-13s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %8.2f %6.2f %5zu\n", x->name,
+                x->e2e.by_class[FKV_CLASS_SHORT].p99_ms, x->e2e.by_class[FKV_CLASS_MEDIUM].p99_ms,
+                x->e2e.by_class[FKV_CLASS_LONG].p99_ms, x->ttft.mean_ms, x->ttft.p99_ms,
+                x->ttft.by_class[FKV_CLASS_SHORT].mean_ms, x->tpot.mean_ms, x->tpot.p99_ms, 100 * x->prefix_hit_rate,
+                x->rejected);
+    }
+    fprintf(f, "pfx%% = prompt tokens found in the prefix cache at first admission; rej = requests larger than "
+               "the cache\n");
+    fprintf(f, "\nseed table 4.2 for comparison: LRU 142/623/89/412, F-LRU 128/287/112/156, "
+               "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
+}
+
+static void json_lat(FILE *f, const char *key, const fkv_lat_stats *l)
+{
+    static const char *cn[FKV_N_CLASSES] = {"short", "medium", "long"};
+    fprintf(f, "\"%s\":{\"n\":%zu,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"std_ms\":%.3f,\"max_ms\":%.3f,\"by_class\":{",
+            key, l->n, l->mean_ms, l->p50_ms, l->p99_ms, l->std_ms, l->max_ms);
+    for (int c = 0; c < FKV_N_CLASSES; c++)
+        fprintf(f, "%s\"%s\":{\"n\":%zu,\"mean_ms\":%.3f,\"p99_ms\":%.3f}", c ? "," : "", cn[c], l->by_class[c].n,
+                l->by_class[c].mean_ms, l->by_class[c].p99_ms);
+    fprintf(f, "}}");
+}
+
+void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
+{
+    fprintf(f, "{\"workload\":\"%s\",\"load\":", m->workload);
+    if (m->load >= 0) fprintf(f, "%.4f", m->load);
+    else fprintf(f, "null");
+    fprintf(f, ",\"requests\":%zu,\"profile\":\"%s\",\"capacity_tokens\":%llu,\"capacity_gb\":%.4f,"
+               "\"capacity_rule\":\"%s\",\"arrival_rate_rps\":%.4f,\"capacity_rps\":%.4f,\"seed\":%llu,"
+               "\"admission\":\"%s\",\"batching\":\"%s\",\"schemes\":[",
+            m->requests, m->profile, (unsigned long long)m->capacity_tokens, m->capacity_gb, m->capacity_rule,
+            m->arrival_rate, m->capacity_rps, (unsigned long long)m->seed, m->admission, m->batching);
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"cache_hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,"
+                   "\"cache_prefix_hit_rate\":%.6f,\"fairness_gain\":%.4f,", i ? "," : "", x->name, x->hit_rate,
+                x->cache_hit_rate, x->prefix_hit_rate, x->cache_prefix_hit_rate, x->fairness_gain);
+        json_lat(f, "e2e", &x->e2e);
+        fputc(',', f);
+        json_lat(f, "ttft", &x->ttft);
+        fputc(',', f);
+        json_lat(f, "tpot", &x->tpot);
+        fprintf(f, ",\"recomputed_tokens\":%llu,\"reloaded_tokens\":%llu,\"preemptions\":%llu,\"evicted_pages\":%llu,"
+                   "\"done\":%zu,\"rejected\":%zu,\"throughput_tok_s\":%.3f,\"throughput_req_s\":%.4f,"
+                   "\"makespan_s\":%.4f,\"steps\":%llu,\"max_step_tokens\":%llu}",
+                (unsigned long long)x->recomputed_tokens, (unsigned long long)x->reloaded_tokens,
+                (unsigned long long)x->preemptions, (unsigned long long)x->evicted_pages, x->done, x->rejected,
+                x->throughput_tok_s, x->throughput_req_s, x->makespan_s, (unsigned long long)x->steps,
+                (unsigned long long)x->max_step_tokens);
+    }
+    fprintf(f, "\n]}\n");
+}
+
+void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n, int header)
+{
+    if (header)
+        fprintf(f, "workload,load,profile,capacity_tokens,scheme,hit_rate,prefix_hit_rate,fairness_gain,"
+                   "e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,e2e_std_ms,e2e_short_mean_ms,e2e_short_p99_ms,"
+                   "e2e_medium_mean_ms,e2e_medium_p99_ms,e2e_long_mean_ms,e2e_long_p99_ms,"
+                   "ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,ttft_std_ms,ttft_short_mean_ms,ttft_long_mean_ms,"
+                   "tpot_mean_ms,tpot_p99_ms,recomputed_tokens,preemptions,done,rejected,throughput_tok_s\n");
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        fprintf(f, "%s,", m->workload);
+        if (m->load >= 0) fprintf(f, "%.4f", m->load);
+        fprintf(f, ",%s,%llu,%s,%.6f,%.6f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%zu,%zu,%.3f\n",
+                m->profile, (unsigned long long)m->capacity_tokens, x->name, x->hit_rate, x->prefix_hit_rate,
+                x->fairness_gain, x->e2e.mean_ms, x->e2e.p50_ms, x->e2e.p99_ms, x->e2e.std_ms,
+                x->e2e.by_class[0].mean_ms, x->e2e.by_class[0].p99_ms, x->e2e.by_class[1].mean_ms,
+                x->e2e.by_class[1].p99_ms, x->e2e.by_class[2].mean_ms, x->e2e.by_class[2].p99_ms, x->ttft.mean_ms,
+                x->ttft.p50_ms, x->ttft.p99_ms, x->ttft.std_ms, x->ttft.by_class[0].mean_ms, x->ttft.by_class[2].mean_ms,
+                x->tpot.mean_ms, x->tpot.p99_ms, (unsigned long long)x->recomputed_tokens,
+                (unsigned long long)x->preemptions, x->done, x->rejected, x->throughput_tok_s);
+    }
+}

@@ -1,0 +1,65 @@
+/* Summaries of simulation results and their text / JSON / CSV forms.
+ *
+ * Percentiles are nearest-rank (the smallest value with at least p% of the
+ * sample at or below it); std is the population standard deviation (the
+ * seed's fairness metric).  Fairness gain of a scheme = std(e2e, lru) /
+ * std(e2e, scheme): above 1 means latencies are more even than under LRU.
+ */
+#ifndef FKV_SIM_REPORT_H
+#define FKV_SIM_REPORT_H
+
+#include <stdio.h>
+
+#include "sim/sim.h"
+
+typedef struct fkv_lat_stats {
+    size_t n;
+    double mean_ms, p50_ms, p99_ms, std_ms, max_ms;
+    struct {
+        size_t n;
+        double mean_ms, p99_ms;
+    } by_class[FKV_N_CLASSES];
+} fkv_lat_stats;
+
+typedef struct fkv_scheme_summary {
+    char name[32];
+    fkv_lat_stats e2e, ttft, tpot;
+    double hit_rate;         /* context reads served from cache / (those + recomputed + reloaded) */
+    double cache_hit_rate;   /* the cache's own counter: touched tokens found resident */
+    double prefix_hit_rate;  /* prompt tokens found in the prefix cache at first admission */
+    double cache_prefix_hit_rate; /* the cache's counter (includes re-matches after preemption) */
+    double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
+    uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;
+    size_t done, rejected;
+    double throughput_tok_s, throughput_req_s;
+    double makespan_s;
+    uint64_t steps, max_step_tokens, capacity_tokens;
+    double sim_wall_s;       /* not printed in byte-compared outputs */
+} fkv_scheme_summary;
+
+/* The run's description, printed with every report. */
+typedef struct fkv_report_meta {
+    const char *workload;    /* "seed", "azure", ... */
+    double load;             /* offered load; < 0 = native trace timing */
+    size_t requests;
+    const char *profile;
+    uint64_t capacity_tokens;
+    double capacity_gb;
+    const char *capacity_rule;
+    double arrival_rate;     /* requests/s */
+    double capacity_rps;     /* saturation throughput, requests/s */
+    uint64_t seed;
+    const char *admission, *batching;
+} fkv_report_meta;
+
+void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_lat_stats *out);
+void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *out);
+/* Sets fairness_gain of every summary from the one named "lru", if any. */
+void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n);
+
+void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
+void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
+/* header=1 prints the CSV header line first */
+void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n, int header);
+
+#endif

@@ -1,0 +1,58 @@
+/* The schemes the simulator compares: one table, one line each.
+ *
+ * Every scheme runs on the same cache capacity, pages of 16 tokens, the same
+ * scheduler and cost profile; they differ only in the columns below.
+ *   victim/on_preempt: what the scheduler does when nothing is evictable
+ *   (sched.h): vLLM preempts the last-started request and frees its blocks
+ *   into the prefix cache (recompute on resume); SGLang retracts the request
+ *   with the fewest output tokens (then the longest prompt) and keeps its
+ *   prefix in the radix tree; our schemes keep the victim's sequence so only
+ *   its evicted chunks are recomputed.
+ *   vllm / sglang: chunks of 16 tokens = vLLM's block size; SGLang's radix
+ *   tree has token granularity, which the page-granular prefix index
+ *   approximates at 16 tokens.  Both evict LRU (vLLM's free-block queue,
+ *   SGLang's LRU over unlocked leaves).
+ */
+#include <string.h>
+
+#include "sim/sim.h"
+
+static const fkv_scheme schemes[] = {
+    /* name        policy          quota dyn chunk page prefix victim                    on_preempt */
+    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "plain LRU over 64-token chunks"},
+    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "FIFO over 64-token chunks"},
+    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+     "F-LRU (evict highest alpha/count + beta*age) with per-request quotas, fixed 64-token chunks"},
+    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+     "F-LRU + quotas + dynamic chunking (the seed's 'dynamic chunking' row)"},
+    {"flru-literal", "flru-literal", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+     "the seed's formula read literally (evict the lowest score) + quotas"},
+    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "SIEVE (NSDI'24) over 64-token chunks"},
+    {"s3fifo", "s3fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "S3-FIFO (SOSP'23) over 64-token chunks"},
+    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+     "Belady's MIN with the simulator's knowledge of the future: the hit-rate limit"},
+    {"vllm", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE,
+     "vLLM emulation: 16-token blocks, LRU prefix cache of freed blocks, preempt last-started, recompute"},
+    {"sglang", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE,
+     "SGLang emulation: radix prefix cache, LRU of unlocked leaves, retract fewest-output request"},
+};
+
+const fkv_scheme *fkv_scheme_list(size_t *n)
+{
+    *n = sizeof schemes / sizeof schemes[0];
+    return schemes;
+}
+
+const fkv_scheme *fkv_scheme_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        if (!strcmp(schemes[i].name, name)) return &schemes[i];
+    return NULL;
+}
+
+int fkv_scheme_available(const fkv_scheme *s)
+{
+    for (const char *const *p = fkv_policy_names(); p && *p; p++)
+        if (!strcmp(*p, s->policy)) return 1;
+    return 0;
+}

@@ -1,0 +1,328 @@
+/* The simulator's event loop (see sim.h). */
+#include "sim/sim.h"
+
+#include "sim/oracle.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void fkv_sim_config_default(fkv_sim_config *c)
+{
+    memset(c, 0, sizeof *c);
+    fkv_sched_config_default(&c->sched);
+    c->alpha = c->beta = c->temperature = -1;
+    c->min_retention_ns = -1;
+}
+
+static fkv_status serr(char *err, size_t errlen, fkv_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* What Belady's MIN may know: the simulator's view of every request. */
+typedef struct belady_ctx {
+    const fkv_req *reqs;
+    size_t n;
+    const int64_t *now;
+    fkv_oracle *oracle; /* future prefix reads; NULL without shared blocks */
+    size_t frontier;    /* requests below it have all started */
+} belady_ctx;
+
+/* Next use of a chunk, ns.  The policy keys a chunk when it becomes
+ * evictable and when it is read, so the answer must be an absolute time
+ * that stays comparable as the clock moves.
+ *  - A running request reads its whole context at every step (its chunks
+ *    are pinned anyway): now.
+ *  - A preempted request (kept sequence) resumes in preemption order,
+ *    latest first (it went to the queue's front); its resume time is
+ *    unknown, so it is placed after every running use and every known
+ *    arrival, the later preempted the sooner.
+ *  - A cached chunk (its request finished) is read again only through a
+ *    prefix match: the oracle knows which later request's prompt holds its
+ *    first page and when that request arrives; none = never.
+ * This is MIN with an ordinal estimate for preempted requests, not an exact
+ * oracle of the closed loop (docs/EVALUATION-sim.md). */
+static int64_t belady_next_use(void *vctx, const fkv_chunk_view *ch)
+{
+    belady_ctx *b = vctx;
+    if (ch->owner == 0 || ch->owner > b->n) {
+        if (!b->oracle) return INT64_MAX;
+        while (b->frontier < b->n) {
+            const fkv_req *f = &b->reqs[b->frontier];
+            if (f->state == FKV_REQ_PENDING || (f->state == FKV_REQ_WAITING && f->admit_order == 0)) break;
+            b->frontier++;
+        }
+        return fkv_oracle_next(b->oracle, ch->first_hash, b->reqs, b->frontier, *b->now);
+    }
+    const fkv_req *r = &b->reqs[ch->owner - 1];
+    switch (r->state) {
+    case FKV_REQ_RUNNING: return *b->now;
+    case FKV_REQ_WAITING: {
+        /* 2^50 ns (13 days) lies beyond any simulated time and keeps the
+         * policy's double keys exact (53-bit mantissa): near INT64_MAX/2
+         * consecutive orders would round to one key */
+        uint64_t o = r->preempt_order < (1ULL << 40) ? r->preempt_order : (1ULL << 40);
+        return (INT64_C(1) << 50) - (int64_t)o;
+    }
+    default: return INT64_MAX;
+    }
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct loop_out {
+    uint64_t peak_live, steps, max_step_tokens;
+    int64_t end_ns;
+} loop_out;
+
+/* The event loop over reqs (a private copy of the workload's requests). */
+static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
+                           int64_t *now, loop_out *o, const char *label, char *err, size_t errlen)
+{
+    fkv_batch b = {0};
+    size_t next = 0;
+    fkv_status st = FKV_OK;
+    int tty = cfg->progress && isatty(2);
+    double t_last = wall_s();
+    memset(o, 0, sizeof *o);
+    *now = 0;
+    while (fkv_sched_finished(s) < n) {
+        while (next < n && reqs[next].arrival_ns <= *now) {
+            if ((st = fkv_sched_add(s, &reqs[next])) != FKV_OK) {
+                serr(err, errlen, st, "%s", fkv_sched_last_error(s));
+                goto out;
+            }
+            next++;
+        }
+        if (fkv_sched_n_running(s) == 0 && fkv_sched_n_waiting(s) == 0) {
+            if (next >= n) break;
+            *now = reqs[next].arrival_ns;
+            continue;
+        }
+        if ((st = fkv_sched_step(s, *now, &b)) != FKV_OK) {
+            serr(err, errlen, st, "scheduler: %s (%s)", fkv_sched_last_error(s),
+                 cache ? fkv_cache_last_error(cache) : "");
+            goto out;
+        }
+        if (b.n == 0) {
+            /* nothing ran: requests may have been rejected (then go on), or
+             * the batch window is open (wait for it or an arrival) */
+            if (fkv_sched_n_running(s) == 0 && fkv_sched_n_waiting(s) == 0) continue;
+            int64_t t = b.wake_ns > *now ? b.wake_ns : INT64_MAX;
+            if (next < n && reqs[next].arrival_ns < t) t = reqs[next].arrival_ns;
+            if (t == INT64_MAX) {
+                st = serr(err, errlen, FKV_ESTATE, "simulation stuck at t=%lld ns with %zu waiting, %zu running",
+                          (long long)*now, fkv_sched_n_waiting(s), fkv_sched_n_running(s));
+                goto out;
+            }
+            *now = t;
+            continue;
+        }
+        if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
+        *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
+        if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
+            serr(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
+            goto out;
+        }
+        o->steps++;
+        uint64_t live = fkv_sched_live_tokens(s);
+        if (live > o->peak_live) o->peak_live = live;
+        if (tty && (o->steps & 1023) == 0 && wall_s() - t_last > 0.5) {
+            t_last = wall_s();
+            fprintf(stderr, "\r  %-12s %llu/%zu requests, t=%.1f s   ", label,
+                    (unsigned long long)fkv_sched_finished(s), n, *now * 1e-9);
+        }
+    }
+    if (tty) fprintf(stderr, "\r%60s\r", "");
+out:
+    o->end_ns = *now;
+    fkv_batch_free(&b);
+    return st;
+}
+
+static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, int64_t *now, belady_ctx *bctx,
+                             fkv_cache **cache, char *err, size_t errlen)
+{
+    fkv_config cc;
+    fkv_config_default(&cc);
+    const fkv_model_geom *m = cfg->profile->model;
+    cc.n_layers = m->n_layers;
+    cc.n_kv_heads = m->n_kv_heads;
+    cc.head_dim = m->head_dim;
+    cc.dtype = FKV_F16;
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.page_tokens = sc->page_tokens;
+    uint64_t pages = (cfg->capacity_tokens + sc->page_tokens - 1) / sc->page_tokens;
+    if (pages > UINT32_MAX) return serr(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
+                                        (unsigned long long)pages);
+    cc.capacity_pages = (uint32_t)pages;
+    cc.capacity_bytes = pages * sc->page_tokens * fkv_model_token_bytes(m);
+    cc.chunk_tokens = sc->chunk_tokens;
+    cc.dynamic_chunking = sc->dynamic_chunking;
+    cc.policy = sc->policy;
+    cc.quotas = sc->quotas;
+    cc.prefix_cache = sc->prefix_cache;
+    cc.block_tokens = cfg->sched.block_tokens;
+    if (cfg->alpha >= 0) cc.alpha = cfg->alpha;
+    if (cfg->beta >= 0) cc.beta = cfg->beta;
+    if (cfg->temperature >= 0) cc.temperature = cfg->temperature;
+    if (cfg->min_retention_ns >= 0) cc.min_chunk_retention_ns = cfg->min_retention_ns;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = now;
+    cc.thread_safe = 0;
+    cc.device_label = "sim0";
+    if (!strcmp(sc->policy, "belady")) {
+        cc.next_use = belady_next_use;
+        cc.next_use_ctx = bctx;
+    }
+    char e[256] = "";
+    fkv_status st = fkv_cache_create(&cc, cache, e, sizeof e);
+    if (st) return serr(err, errlen, st, "scheme %s: fkv_cache_create: %s (%s)", sc->name, fkv_strerror(st), e);
+    return FKV_OK;
+}
+
+void fkv_sim_result_free(fkv_sim_result *r)
+{
+    free(r->e2e_ns);
+    free(r->ttft_ns);
+    free(r->tpot_ns);
+    free(r->cls);
+    memset(r, 0, sizeof *r);
+}
+
+fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg, fkv_sim_result *res,
+                       char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    if (!w->n || !cfg->profile) return serr(err, errlen, FKV_EINVAL, "empty workload or no profile");
+    fkv_req *reqs = malloc(w->n * sizeof *reqs);
+    res->e2e_ns = malloc(w->n * sizeof *res->e2e_ns);
+    res->ttft_ns = malloc(w->n * sizeof *res->ttft_ns);
+    res->tpot_ns = malloc(w->n * sizeof *res->tpot_ns);
+    res->cls = malloc(w->n);
+    if (!reqs || !res->e2e_ns || !res->ttft_ns || !res->tpot_ns || !res->cls) {
+        free(reqs);
+        fkv_sim_result_free(res);
+        return FKV_ENOMEM;
+    }
+    memcpy(reqs, w->reqs, w->n * sizeof *reqs);
+    for (size_t i = 0; i < w->n; i++) reqs[i].state = FKV_REQ_PENDING;
+    res->n = w->n;
+    snprintf(res->scheme, sizeof res->scheme, "%s", sc && cfg->capacity_tokens ? sc->name : "unlimited");
+    res->capacity_tokens = sc ? cfg->capacity_tokens : 0;
+
+    int64_t now = 0;
+    belady_ctx bctx = {reqs, w->n, &now, NULL, 0};
+    if (sc && cfg->capacity_tokens && !strcmp(sc->policy, "belady") && sc->prefix_cache)
+        bctx.oracle = fkv_oracle_build(w, sc->page_tokens, cfg->sched.block_tokens);
+    fkv_cache *cache = NULL;
+    fkv_sched *s = NULL;
+    fkv_status st = FKV_OK;
+    fkv_sched_config scfg = cfg->sched;
+    if (sc && cfg->capacity_tokens) {
+        if ((st = make_cache(sc, cfg, &now, &bctx, &cache, err, errlen)) != FKV_OK) goto out;
+        scfg.victim = sc->victim;
+        scfg.on_preempt = sc->on_preempt;
+        scfg.pass_tokens = sc->prefix_cache;
+    }
+    if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
+        serr(err, errlen, st, "scheduler config invalid");
+        goto out;
+    }
+    loop_out lo;
+    st = run_loop(reqs, w->n, s, cache, cfg, &now, &lo, res->scheme, err, errlen);
+    if (st) goto out;
+    res->steps = lo.steps;
+    res->peak_live_tokens = lo.peak_live;
+    res->max_step_tokens = lo.max_step_tokens;
+    res->makespan_ns = lo.end_ns - (w->n ? w->reqs[0].arrival_ns : 0);
+    res->preemptions = fkv_sched_preemptions(s);
+    for (size_t i = 0; i < w->n; i++) {
+        const fkv_req *r = &reqs[i];
+        res->cls[i] = (uint8_t)fkv_sim_class(r->prompt + r->output);
+        res->e2e_ns[i] = res->ttft_ns[i] = res->tpot_ns[i] = -1;
+        res->recomputed_tokens += r->recomputed;
+        res->reloaded_tokens += r->reloaded;
+        res->matched_tokens += r->matched;
+        res->prompt_tokens_all += r->prompt;
+        if (r->state == FKV_REQ_REJECTED) {
+            res->rejected++;
+            continue;
+        }
+        if (r->state != FKV_REQ_DONE) continue;
+        res->done++;
+        res->e2e_ns[i] = r->finish_ns - r->arrival_ns;
+        res->ttft_ns[i] = r->first_token_ns - r->arrival_ns;
+        if (r->output > 1) res->tpot_ns[i] = (r->finish_ns - r->first_token_ns) / (r->output - 1);
+        res->output_tokens += r->output;
+        res->prompt_tokens += r->prompt;
+    }
+    if (cache) {
+        fkv_counters c;
+        if (fkv_cache_counters(cache, &c) == FKV_OK) {
+            for (int k = 0; k < FKV_N_CLASSES; k++) {
+                res->hit_tokens += c.hit_tokens[k];
+                res->miss_tokens += c.miss_tokens[k];
+            }
+            res->prefix_query_tokens = c.prefix_query_tokens;
+            res->prefix_hit_tokens = c.prefix_hit_tokens;
+            res->evicted_pages = c.evicted_pages;
+        }
+    }
+out:
+    fkv_sched_destroy(s);
+    if (cache) fkv_cache_destroy(cache);
+    fkv_oracle_free(bctx.oracle);
+    free(reqs);
+    if (st) fkv_sim_result_free(res);
+    return st;
+}
+
+fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg, double *rps, char *err,
+                                size_t errlen)
+{
+    fkv_workload sat = *w;
+    sat.reqs = malloc(w->n * sizeof *sat.reqs);
+    if (!sat.reqs) return FKV_ENOMEM;
+    memcpy(sat.reqs, w->reqs, w->n * sizeof *sat.reqs);
+    for (size_t i = 0; i < w->n; i++) sat.reqs[i].arrival_ns = 0;
+    fkv_sim_config c = *cfg;
+    c.capacity_tokens = 0;
+    c.progress = 0;
+    fkv_sim_result r;
+    fkv_status st = fkv_sim_run(&sat, NULL, &c, &r, err, errlen);
+    free(sat.reqs);
+    if (st) return st;
+    *rps = r.makespan_ns > 0 ? (double)r.done / (r.makespan_ns * 1e-9) : 0;
+    fkv_sim_result_free(&r);
+    return FKV_OK;
+}
+
+fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens, char *err,
+                               size_t errlen)
+{
+    fkv_sim_config c = *cfg;
+    c.capacity_tokens = 0;
+    c.progress = 0;
+    fkv_sim_result r;
+    fkv_status st = fkv_sim_run(w, NULL, &c, &r, err, errlen);
+    if (st) return st;
+    *tokens = r.peak_live_tokens;
+    fkv_sim_result_free(&r);
+    return FKV_OK;
+}

@@ -1,0 +1,89 @@
+/* Deterministic discrete-event serving simulator over libfairkv.
+ *
+ * One run = one workload x one scheme.  The loop: admit arrivals up to the
+ * virtual clock; ask the scheduler (src/sched) for a step, which does the
+ * real cache calls on a phantom-storage cache whose clock is the virtual
+ * clock; price the step with the cost profile; advance the clock; report the
+ * step's end to the scheduler.  Idle periods jump to the next arrival.
+ * Nothing reads the wall clock or a global RNG, so the same inputs give the
+ * same bytes out.
+ */
+#ifndef FKV_SIM_SIM_H
+#define FKV_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fairkv.h"
+#include "sched/sched.h"
+#include "sim/profile.h"
+#include "sim/workload.h"
+
+/* A scheme = a cache configuration + the scheduler's preemption behaviour.
+ * The whole list lives in schemes.c. */
+typedef struct fkv_scheme {
+    const char *name;
+    const char *policy;       /* fkv_config.policy */
+    int quotas;
+    int dynamic_chunking;
+    uint32_t chunk_tokens;
+    uint32_t page_tokens;
+    int prefix_cache;
+    fkv_victim_rule victim;
+    fkv_preempt_mode on_preempt;
+    const char *what;         /* one line for --help and the docs */
+} fkv_scheme;
+
+const fkv_scheme *fkv_scheme_list(size_t *n);
+const fkv_scheme *fkv_scheme_find(const char *name);
+/* 1 if the linked library registers the scheme's policy. */
+int fkv_scheme_available(const fkv_scheme *s);
+
+typedef struct fkv_sim_config {
+    fkv_sched_config sched;
+    const fkv_profile *profile;
+    uint64_t capacity_tokens; /* KV capacity in tokens; 0 = no cache (unlimited) */
+    double alpha, beta;       /* F-LRU weights; < 0 = library default */
+    double temperature;       /* < 0 = library default */
+    int64_t min_retention_ns; /* < 0 = library default */
+    int progress;             /* 1: progress lines on stderr */
+} fkv_sim_config;
+
+void fkv_sim_config_default(fkv_sim_config *c);
+
+typedef struct fkv_sim_result {
+    char scheme[32];
+    size_t n;                 /* requests */
+    int64_t *e2e_ns, *ttft_ns, *tpot_ns; /* [n]; -1 = not applicable / not done */
+    uint8_t *cls;             /* [n] fkv_class */
+    size_t done, rejected;
+    uint64_t hit_tokens, miss_tokens; /* cache touch counters, all classes */
+    uint64_t prefix_query_tokens, prefix_hit_tokens;
+    uint64_t evicted_pages;
+    uint64_t recomputed_tokens, reloaded_tokens, matched_tokens;
+    uint64_t preemptions;
+    uint64_t steps;
+    uint64_t output_tokens, prompt_tokens; /* of finished requests */
+    uint64_t prompt_tokens_all;            /* of every request */
+    uint64_t peak_live_tokens;
+    uint64_t max_step_tokens;
+    int64_t makespan_ns;
+    uint64_t capacity_tokens;
+} fkv_sim_result;
+
+/* Runs w (not modified) under scheme sc (NULL = no cache even if capacity
+ * is set).  err gets the reason on failure. */
+fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
+                       fkv_sim_result *res, char *err, size_t errlen);
+void fkv_sim_result_free(fkv_sim_result *r);
+
+/* Saturation throughput in requests/s: every request arrives at 0,
+ * unlimited memory.  The denominator of "load". */
+fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg, double *rps,
+                                char *err, size_t errlen);
+/* Peak live KV tokens with unlimited memory at w's arrivals (the memory
+ * demand that the capacity rule takes a fraction of). */
+fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens,
+                               char *err, size_t errlen);
+
+#endif

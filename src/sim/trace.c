@@ -1,0 +1,433 @@
+/* Trace readers: Azure LLM CSV, Mooncake JSONL, and our plain CSV.
+ * Every parser reads from a memory buffer (the fuzz target calls
+ * fkv_trace_parse directly) and reports the first malformed line as
+ * "file:line: what". */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "sim/workload.h"
+
+typedef struct parser {
+    const char *fname;
+    size_t line;
+    char *err;
+    size_t errlen;
+    fkv_workload *w;
+    size_t cap;
+    size_t *boff; /* [cap] offset of each request's block ids in w->blocks */
+    uint32_t n_clients;
+} parser;
+
+static fkv_status perr(parser *p, const char *fmt, ...)
+{
+    if (p->err && p->errlen) {
+        int k = snprintf(p->err, p->errlen, "%s:%zu: ", p->fname, p->line);
+        if (k < 0) k = 0;
+        if ((size_t)k < p->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(p->err + k, p->errlen - (size_t)k, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return FKV_EPARSE;
+}
+
+int fkv_trace_format_parse(const char *s)
+{
+    if (!strcmp(s, "auto")) return FKV_TRACE_AUTO;
+    if (!strcmp(s, "azure")) return FKV_TRACE_AZURE;
+    if (!strcmp(s, "mooncake")) return FKV_TRACE_MOONCAKE;
+    if (!strcmp(s, "plain")) return FKV_TRACE_PLAIN;
+    return -1;
+}
+
+const char *fkv_trace_format_name(fkv_trace_format f)
+{
+    switch (f) {
+    case FKV_TRACE_AZURE: return "azure";
+    case FKV_TRACE_MOONCAKE: return "mooncake";
+    case FKV_TRACE_PLAIN: return "plain";
+    default: return "auto";
+    }
+}
+
+/* Strict unsigned integer that fits 32 bits; the whole token must be digits. */
+static int parse_u32(const char *s, uint32_t *out)
+{
+    while (*s == ' ') s++;
+    if (!isdigit((unsigned char)*s)) return -1;
+    uint64_t v = 0;
+    while (isdigit((unsigned char)*s)) {
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v > UINT32_MAX) return -1;
+        s++;
+    }
+    while (*s == ' ' || *s == '\r') s++;
+    if (*s) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* Non-negative decimal number (ms). */
+static int parse_ms(const char *s, double *out)
+{
+    while (*s == ' ') s++;
+    if (!isdigit((unsigned char)*s) && *s != '.') return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s) return -1;
+    while (*end == ' ' || *end == '\r') end++;
+    if (*end || !(v >= 0) || v > 1e12) return -1; /* ms; 1e12 ms = 31 years keeps ns in int64 */
+    *out = v;
+    return 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+ * days_from_civil). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+/* "YYYY-MM-DD hh:mm:ss[.fraction]" -> ns since 1970 (zone ignored: only
+ * differences matter). */
+/* Years 1970-2200 keep nanoseconds within int64. */
+static int parse_timestamp(const char *s, int64_t *out)
+{
+    int y, mo, d, h, mi, se, n = 0;
+    if (sscanf(s, "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &se, &n) != 6 || n < 19) return -1;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60 || y < 1970 || y > 2200 || h < 0 || mi < 0 || se < 0)
+        return -1;
+    s += n;
+    int64_t frac = 0, scale = 1000000000;
+    if (*s == '.') {
+        s++;
+        if (!isdigit((unsigned char)*s)) return -1;
+        while (isdigit((unsigned char)*s)) {
+            if (scale > 1) {
+                scale /= 10;
+                frac += (*s - '0') * scale;
+            }
+            s++;
+        }
+    }
+    while (*s == ' ' || *s == '\r') s++;
+    if (*s) return -1;
+    int64_t days = days_from_civil(y, (unsigned)mo, (unsigned)d);
+    *out = ((days * 24 + h) * 60 + mi) * 60 * 1000000000LL + (int64_t)se * 1000000000LL + frac;
+    return 0;
+}
+
+static fkv_req *new_req(parser *p)
+{
+    fkv_workload *w = p->w;
+    if (w->n == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 1024;
+        fkv_req *r = realloc(w->reqs, nc * sizeof *r);
+        if (!r) return NULL;
+        w->reqs = r;
+        size_t *o = realloc(p->boff, nc * sizeof *o);
+        if (!o) return NULL;
+        p->boff = o;
+        p->cap = nc;
+    }
+    fkv_req *r = &w->reqs[w->n];
+    memset(r, 0, sizeof *r);
+    p->boff[w->n] = SIZE_MAX;
+    w->n++;
+    return r;
+}
+
+/* Splits a CSV line in place into at most max fields; returns the count. */
+static int split_csv(char *line, char **f, int max)
+{
+    int n = 0;
+    f[n++] = line;
+    for (char *c = line; *c; c++)
+        if (*c == ',') {
+            *c = 0;
+            if (n == max) return max + 1;
+            f[n++] = c + 1;
+        }
+    return n;
+}
+
+static fkv_status set_sizes(parser *p, fkv_req *r, uint32_t in, uint32_t out)
+{
+    if (in == 0) return perr(p, "prompt length 0 (a request needs at least one prompt token)");
+    if ((uint64_t)in + out > 0x7fffffffULL) return perr(p, "request of %u + %u tokens is too long", in, out);
+    r->prompt = in;
+    r->output = out ? out : 1;
+    return FKV_OK;
+}
+
+static fkv_status parse_azure_line(parser *p, char *line, int64_t *t0)
+{
+    char *f[4];
+    int n = split_csv(line, f, 3);
+    if (n != 3) return perr(p, "expected 3 fields TIMESTAMP,ContextTokens,GeneratedTokens, got %d", n);
+    int64_t t;
+    if (parse_timestamp(f[0], &t)) return perr(p, "field TIMESTAMP: '%.40s' is not 'YYYY-MM-DD hh:mm:ss[.frac]'", f[0]);
+    uint32_t in, out;
+    if (parse_u32(f[1], &in)) return perr(p, "field ContextTokens: '%.40s' is not a token count", f[1]);
+    if (parse_u32(f[2], &out)) return perr(p, "field GeneratedTokens: '%.40s' is not a token count", f[2]);
+    fkv_req *r = new_req(p);
+    if (!r) return FKV_ENOMEM;
+    if (p->w->n == 1) *t0 = t;
+    r->arrival_ns = t - *t0; /* may be negative if unsorted; sorted below */
+    r->client = UINT64_MAX;
+    return set_sizes(p, r, in, out);
+}
+
+static fkv_status parse_plain_line(parser *p, char *line)
+{
+    char *f[5];
+    int n = split_csv(line, f, 4);
+    if (n != 3 && n != 4) return perr(p, "expected arrival_ms,prompt_tokens,output_tokens[,client], got %d fields", n);
+    double ms;
+    uint32_t in, out, client = 0;
+    if (parse_ms(f[0], &ms)) return perr(p, "field arrival_ms: '%.40s' is not a non-negative number", f[0]);
+    if (parse_u32(f[1], &in)) return perr(p, "field prompt_tokens: '%.40s' is not a token count", f[1]);
+    if (parse_u32(f[2], &out)) return perr(p, "field output_tokens: '%.40s' is not a token count", f[2]);
+    if (n == 4 && parse_u32(f[3], &client)) return perr(p, "field client: '%.40s' is not a client number", f[3]);
+    fkv_req *r = new_req(p);
+    if (!r) return FKV_ENOMEM;
+    r->arrival_ns = (int64_t)(ms * 1e6 + 0.5);
+    r->client = n == 4 ? client % p->n_clients : UINT64_MAX;
+    return set_sizes(p, r, in, out);
+}
+
+static fkv_status parse_mooncake_line(parser *p, const char *line, size_t len)
+{
+    cJSON *j = cJSON_ParseWithLength(line, len);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return perr(p, "not a JSON object");
+    }
+    fkv_status st = FKV_OK;
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "timestamp");
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "input_length");
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(j, "output_length");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hash_ids");
+    double v;
+    if (!cJSON_IsNumber(ts) || !((v = ts->valuedouble) >= 0) || v > 1e12) {
+        st = perr(p, "field timestamp: missing or not a non-negative number (ms)");
+        goto out;
+    }
+    const cJSON *sz[2] = {in, out};
+    const char *nm[2] = {"input_length", "output_length"};
+    for (int k = 0; k < 2; k++)
+        if (!cJSON_IsNumber(sz[k]) || sz[k]->valuedouble < 0 || sz[k]->valuedouble > 2147483647.0 ||
+            sz[k]->valuedouble != (double)(int64_t)sz[k]->valuedouble) {
+            st = perr(p, "field %s: missing or not a token count", nm[k]);
+            goto out;
+        }
+    if (h && !cJSON_IsArray(h)) {
+        st = perr(p, "field hash_ids: not an array");
+        goto out;
+    }
+    fkv_req *r = new_req(p);
+    if (!r) {
+        st = FKV_ENOMEM;
+        goto out;
+    }
+    r->arrival_ns = (int64_t)(v * 1e6 + 0.5);
+    r->client = UINT64_MAX;
+    if ((st = set_sizes(p, r, (uint32_t)in->valuedouble, (uint32_t)out->valuedouble)) != FKV_OK) goto out;
+    if (h) {
+        int nh = cJSON_GetArraySize(h);
+        fkv_workload *w = p->w;
+        if (w->n_blocks + (size_t)nh > w->cap_blocks) {
+            size_t nc = w->cap_blocks ? w->cap_blocks * 2 : 4096;
+            while (nc < w->n_blocks + (size_t)nh) nc *= 2;
+            uint64_t *b = realloc(w->blocks, nc * sizeof *b);
+            if (!b) {
+                st = FKV_ENOMEM;
+                goto out;
+            }
+            w->blocks = b;
+            w->cap_blocks = nc;
+        }
+        p->boff[w->n - 1] = w->n_blocks;
+        int i = 0;
+        for (const cJSON *e = h->child; e; e = e->next, i++) {
+            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 9007199254740992.0 ||
+                e->valuedouble != (double)(int64_t)e->valuedouble) {
+                st = perr(p, "field hash_ids: element %d is not a non-negative integer", i);
+                goto out;
+            }
+            w->blocks[w->n_blocks++] = (uint64_t)e->valuedouble;
+        }
+        r->n_block_ids = (uint32_t)nh;
+    }
+out:
+    cJSON_Delete(j);
+    return st;
+}
+
+static int cmp_req(const void *a, const void *b)
+{
+    const fkv_req *x = a, *y = b;
+    if (x->arrival_ns != y->arrival_ns) return x->arrival_ns < y->arrival_ns ? -1 : 1;
+    /* stable: the original order rides in id until ids are assigned */
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static fkv_trace_format detect(const char *buf, size_t len)
+{
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
+    if (i < len && buf[i] == '{') return FKV_TRACE_MOONCAKE;
+    if (len - i >= 9 && !memcmp(buf + i, "TIMESTAMP", 9)) return FKV_TRACE_AZURE;
+    if (len - i >= 10 && !memcmp(buf + i, "arrival_ms", 10)) return FKV_TRACE_PLAIN;
+    if (i < len && buf[i] == '#') return FKV_TRACE_PLAIN;
+    return FKV_TRACE_AUTO;
+}
+
+fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_trace_format fmt,
+                           size_t limit, uint32_t n_clients, fkv_workload *w, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    if (err && errlen) err[0] = 0;
+    parser p = {fname ? fname : "<trace>", 0, err, errlen, w, 0, NULL, n_clients ? n_clients : 1};
+    if (fmt == FKV_TRACE_AUTO) fmt = detect(buf, len);
+    if (fmt == FKV_TRACE_AUTO) {
+        p.line = 1;
+        return perr(&p, "unrecognized trace format (expected an Azure CSV header 'TIMESTAMP,...', "
+                        "Mooncake JSON lines, or a plain CSV header 'arrival_ms,...'); use --format");
+    }
+    w->block_tokens = 512;
+    snprintf(w->name, sizeof w->name, "%s", fkv_trace_format_name(fmt));
+    char *line = NULL;
+    size_t line_cap = 0;
+    fkv_status st = FKV_OK;
+    int header_seen = 0;
+    int64_t t0 = 0;
+    size_t pos = 0;
+    while (pos < len && (!limit || w->n < limit)) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        size_t l = nl ? (size_t)(nl - (buf + pos)) : len - pos;
+        p.line++;
+        if (l + 1 > line_cap) {
+            line_cap = l + 1 > 256 ? l + 1 : 256;
+            char *nb = realloc(line, line_cap);
+            if (!nb) {
+                st = FKV_ENOMEM;
+                break;
+            }
+            line = nb;
+        }
+        memcpy(line, buf + pos, l);
+        line[l] = 0;
+        pos += l + 1;
+        if (memchr(line, 0, l)) {
+            st = perr(&p, "NUL byte in line");
+            break;
+        }
+        while (l && (line[l - 1] == '\r' || line[l - 1] == ' ')) line[--l] = 0;
+        if (l == 0) continue;
+        if (fmt == FKV_TRACE_AZURE) {
+            if (!header_seen) {
+                header_seen = 1;
+                if (strcmp(line, "TIMESTAMP,ContextTokens,GeneratedTokens")) {
+                    st = perr(&p, "expected header 'TIMESTAMP,ContextTokens,GeneratedTokens'");
+                    break;
+                }
+                continue;
+            }
+            st = parse_azure_line(&p, line, &t0);
+        } else if (fmt == FKV_TRACE_PLAIN) {
+            if (line[0] == '#') continue;
+            if (!header_seen) {
+                header_seen = 1;
+                if (strcmp(line, "arrival_ms,prompt_tokens,output_tokens") &&
+                    strcmp(line, "arrival_ms,prompt_tokens,output_tokens,client")) {
+                    st = perr(&p, "expected header 'arrival_ms,prompt_tokens,output_tokens[,client]'");
+                    break;
+                }
+                continue;
+            }
+            st = parse_plain_line(&p, line);
+        } else {
+            st = parse_mooncake_line(&p, line, l);
+        }
+        if (st) break;
+        if (w->n) w->reqs[w->n - 1].id = w->n; /* original order, for a stable sort */
+    }
+    free(line);
+    if (!st && w->n == 0) {
+        p.line = p.line ? p.line : 1;
+        st = perr(&p, "no requests in trace");
+    }
+    if (st) {
+        free(p.boff);
+        fkv_workload_free(w);
+        return st;
+    }
+    /* block pointers are fixed only now: w->blocks moved while growing */
+    for (size_t i = 0; i < w->n; i++)
+        w->reqs[i].block_ids = p.boff[i] == SIZE_MAX || !w->reqs[i].n_block_ids ? NULL : w->blocks + p.boff[i];
+    free(p.boff);
+    qsort(w->reqs, w->n, sizeof *w->reqs, cmp_req);
+    int64_t first = w->reqs[0].arrival_ns;
+    for (size_t i = 0; i < w->n; i++) {
+        fkv_req *r = &w->reqs[i];
+        r->arrival_ns -= first;
+        if (r->client == UINT64_MAX) r->client = i % p.n_clients;
+        r->id = i + 1;
+        /* token ids of positions past the blocks: unique per request */
+        r->token_seed = 0x7f4a7c159e3779b9ULL * (i + 1) + 0x1234567ULL;
+    }
+    return FKV_OK;
+}
+
+fkv_status fkv_trace_load(const char *path, fkv_trace_format fmt, size_t limit, uint32_t n_clients,
+                          fkv_workload *w, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (err) snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return FKV_EIO;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return FKV_ENOMEM;
+            }
+            buf = nb;
+        }
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (k == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        if (err) snprintf(err, errlen, "%s: read error", path);
+        return FKV_EIO;
+    }
+    fkv_status st = fkv_trace_parse(buf, len, path, fmt, limit, n_clients, w, err, errlen);
+    free(buf);
+    return st;
+}

@@ -1,0 +1,81 @@
+/* Workloads of the simulator: the seed's synthetic mix and real traces.
+ *
+ * A workload is an array of requests (sched.h's fkv_req, caller part filled)
+ * sorted by arrival.  Request ids are index + 1.
+ *
+ * Seed workload (seed section 4.1): a request's class is drawn first, 60%
+ * short, 30% medium, 10% long; its total tokens (prompt + output) are then
+ * uniform within the class: short [16, 127], medium [128, 512], long
+ * [513, 2048] (2048 = a common context limit of the Llama-2 era).  The
+ * output takes a fraction f ~ U[0.2, 0.5) of the total (at least 1 token);
+ * the prompt is the rest.  The class boundaries are those of the cache's
+ * class rule (short < 128 <= medium <= 512 < long) applied to prompt +
+ * output.  Clients (for VTC) are uniform over n_clients.
+ *
+ * Traces (format recognized from the first line; see fkv_trace_format):
+ *   azure     TIMESTAMP,ContextTokens,GeneratedTokens  (Splitwise trace;
+ *             "2023-11-16 18:15:46.6805900" local times, made relative)
+ *   mooncake  JSON lines {timestamp (ms), input_length, output_length,
+ *             hash_ids (one id per 512-token prompt block)}
+ *   plain     arrival_ms,prompt_tokens,output_tokens[,client]   (ours; '#'
+ *             starts a comment line)
+ * A request with 0 output tokens is read as 1 (every request emits at least
+ * its first token).  Clients of trace requests: index mod n_clients.
+ */
+#ifndef FKV_SIM_WORKLOAD_H
+#define FKV_SIM_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fairkv.h"
+#include "sched/sched.h"
+
+typedef enum fkv_trace_format {
+    FKV_TRACE_AUTO = 0,
+    FKV_TRACE_AZURE,
+    FKV_TRACE_MOONCAKE,
+    FKV_TRACE_PLAIN
+} fkv_trace_format;
+
+typedef struct fkv_workload {
+    char name[64];
+    fkv_req *reqs; /* [n], sorted by arrival_ns */
+    size_t n;
+    uint64_t *blocks; /* storage of all requests' block ids */
+    size_t n_blocks, cap_blocks;
+    uint32_t block_tokens; /* tokens per block id (512 for Mooncake) */
+} fkv_workload;
+
+/* Class of a request of `total` tokens (prompt + output). */
+fkv_class fkv_sim_class(uint32_t total);
+
+/* Sizes of n seed-workload requests; all arrive at 0 until
+ * fkv_workload_poisson sets arrivals. */
+fkv_status fkv_workload_seed(size_t n, uint64_t seed, uint32_t n_clients, fkv_workload *w);
+
+/* Poisson arrivals at `rate` requests per second (exponential gaps from the
+ * stream of `seed`). */
+void fkv_workload_poisson(fkv_workload *w, double rate, uint64_t seed);
+
+/* Multiplies every arrival time by `factor` (> 0). */
+void fkv_workload_scale_time(fkv_workload *w, double factor);
+
+/* Parses a trace held in memory.  `fname` names it in messages
+ * ("file:line: ...").  limit > 0 keeps the first `limit` requests.
+ * FKV_EPARSE on malformed input. */
+fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_trace_format fmt,
+                           size_t limit, uint32_t n_clients, fkv_workload *w, char *err,
+                           size_t errlen);
+fkv_status fkv_trace_load(const char *path, fkv_trace_format fmt, size_t limit, uint32_t n_clients,
+                          fkv_workload *w, char *err, size_t errlen);
+/* "azure", "mooncake", "plain", "auto" -> format; -1 if unknown. */
+int fkv_trace_format_parse(const char *s);
+const char *fkv_trace_format_name(fkv_trace_format f);
+
+void fkv_workload_free(fkv_workload *w);
+
+/* Duration from the first to the last arrival, ns. */
+int64_t fkv_workload_span(const fkv_workload *w);
+
+#endif

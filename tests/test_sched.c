@@ -1,0 +1,351 @@
+/* Scheduler and event loop: hand-computed scenarios reproduced exactly, and
+ * the token budget under memory pressure.
+ *
+ * The hand scenarios use a profile whose linear-op time is
+ *   lin(n) = 10 ms + 0.01 ms x (n - 1)   (table {1: 10 ms, 1001: 20 ms})
+ * with attention and overhead switched off, so every step time can be
+ * computed on paper. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "sim/sim.h"
+
+static const uint32_t lin_tok[] = {1, 1001};
+static const double lin_ms[] = {10.0, 20.0};
+
+static fkv_profile hand_profile(void)
+{
+    fkv_profile p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.name, sizeof p.name, "hand");
+    p.model = fkv_model_find("llama-2-7b");
+    p.tp = 1;
+    p.lin_tokens = lin_tok;
+    p.lin_ms = lin_ms;
+    p.n_lin = 2;
+    return p;
+}
+
+typedef struct spec {
+    double arrival_ms;
+    uint32_t prompt, output;
+} spec;
+
+static void make(fkv_workload *w, const spec *s, size_t n)
+{
+    memset(w, 0, sizeof *w);
+    w->reqs = calloc(n, sizeof *w->reqs);
+    w->n = n;
+    for (size_t i = 0; i < n; i++) {
+        w->reqs[i].id = i + 1;
+        w->reqs[i].arrival_ns = (int64_t)(s[i].arrival_ms * 1e6 + 0.5);
+        w->reqs[i].prompt = s[i].prompt;
+        w->reqs[i].output = s[i].output;
+        w->reqs[i].token_seed = 1000 + i;
+    }
+}
+
+#define MS(x) ((int64_t)((x) * 1e6 + 0.5))
+
+static void expect(const fkv_sim_result *r, size_t i, double ttft_ms, double e2e_ms)
+{
+    CHECKF(r->ttft_ns[i] == MS(ttft_ms), "req %zu ttft %lld ns, want %.3f ms", i, (long long)r->ttft_ns[i], ttft_ms);
+    CHECKF(r->e2e_ns[i] == MS(e2e_ms), "req %zu e2e %lld ns, want %.3f ms", i, (long long)r->e2e_ns[i], e2e_ms);
+}
+
+/* Scenario 1: A(0 ms, prompt 100, output 3), B(5 ms, 50, 2), budget 2048.
+ *  step 1 t=0:      A prefill 100             lin(100) = 10.99 -> 10.99  A token 1
+ *  step 2 t=10.99:  A decode 1 + B prefill 50 lin(51)  = 10.50 -> 21.49  A 2, B 1
+ *  step 3 t=21.49:  A 1 + B 1                 lin(2)   = 10.01 -> 31.50  A 3 done, B 2 done
+ * TTFT A 10.99, B 16.49; e2e A 31.50, B 26.50. */
+static void scenario1(const fkv_scheme *sc, uint64_t capacity)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.capacity_tokens = capacity;
+    spec s[] = {{0, 100, 3}, {5, 50, 2}};
+    fkv_workload w;
+    make(&w, s, 2);
+    fkv_sim_result r;
+    char err[256] = "";
+    REQUIRE(fkv_sim_run(&w, sc, &c, &r, err, sizeof err) == FKV_OK);
+    expect(&r, 0, 10.99, 31.50);
+    expect(&r, 1, 16.49, 26.50);
+    CHECK(r.steps == 3 && r.done == 2 && r.preemptions == 0);
+    CHECK(r.makespan_ns == MS(31.50));
+    CHECK(r.tpot_ns[0] == (MS(31.50) - MS(10.99)) / 2);
+    if (capacity) CHECKF(r.hit_tokens == 100 + 101 + 50, "hit tokens %llu", (unsigned long long)r.hit_tokens);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+/* Scenario 2: chunked prefill, budget 64; A(0, 100, 2), B(0, 30, 1).
+ *  step 1 t=0:      A prefill 64 (budget spent)       lin(64) = 10.63 -> 10.63
+ *  step 2 t=10.63:  A prefill 36 + B prefill 28       lin(64) = 10.63 -> 21.26  A token 1
+ *  step 3 t=21.26:  A decode 1 + B prefill 2          lin(3)  = 10.02 -> 31.28  A done, B token 1 = done
+ * TTFT A 21.26, B 31.28; e2e A 31.28, B 31.28. */
+static void scenario2(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.sched.max_batch_tokens = 64;
+    spec s[] = {{0, 100, 2}, {0, 30, 1}};
+    fkv_workload w;
+    make(&w, s, 2);
+    fkv_sim_result r;
+    char err[256];
+    REQUIRE(fkv_sim_run(&w, NULL, &c, &r, err, sizeof err) == FKV_OK);
+    expect(&r, 0, 21.26, 31.28);
+    expect(&r, 1, 31.28, 31.28);
+    CHECK(r.steps == 3 && r.max_step_tokens == 64);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+/* Scenario 3: dynamic batching, window 50 ms; A(0, 10, 2), B(20, 10, 1),
+ * C(60, 10, 1).
+ *  t=0..50: window open (A waits since 0)
+ *  step t=50:     A + B prefill 20            lin(20) = 10.19 -> 60.19  A 1, B done
+ *  step t=60.19:  A decode (C waits: batch still running) lin(1) = 10 -> 70.19  A done
+ *  t=70.19..110:  window of C (arrived 60)
+ *  step t=110:    C prefill 10                lin(10) = 10.09 -> 120.09 C done
+ * e2e A 70.19, B 40.19, C 60.09. */
+static void scenario3(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.sched.mode = FKV_SCHED_DYNAMIC;
+    c.sched.batch_window_ns = MS(50);
+    spec s[] = {{0, 10, 2}, {20, 10, 1}, {60, 10, 1}};
+    fkv_workload w;
+    make(&w, s, 3);
+    fkv_sim_result r;
+    char err[256];
+    REQUIRE(fkv_sim_run(&w, NULL, &c, &r, err, sizeof err) == FKV_OK);
+    expect(&r, 0, 60.19, 70.19);
+    expect(&r, 1, 40.19, 40.19);
+    expect(&r, 2, 60.09, 60.09);
+    CHECK(r.steps == 3);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+/* VTC: client 0 floods, client 1 sends one request later; with FCFS the
+ * latecomer waits behind the flood, with VTC it goes first at the next
+ * admission.  max_running 1 makes admission order visible. */
+static void vtc(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.sched.max_running = 1;
+    c.sched.n_clients = 2;
+    spec s[6] = {{0, 10, 2}, {0, 10, 2}, {0, 10, 2}, {0, 10, 2}, {0, 10, 2}, {1, 10, 2}};
+    fkv_workload w;
+    make(&w, s, 6);
+    w.reqs[5].client = 1;
+    fkv_sim_result r1, r2;
+    char err[256];
+    REQUIRE(fkv_sim_run(&w, NULL, &c, &r1, err, sizeof err) == FKV_OK);
+    c.sched.admission = FKV_ADMIT_VTC;
+    REQUIRE(fkv_sim_run(&w, NULL, &c, &r2, err, sizeof err) == FKV_OK);
+    /* FCFS: last; VTC: second (right after the request running when it came) */
+    CHECK(r1.e2e_ns[5] > r1.e2e_ns[4] - MS(1));
+    CHECKF(r2.e2e_ns[5] < r1.e2e_ns[5] / 2, "vtc %lld fcfs %lld", (long long)r2.e2e_ns[5], (long long)r1.e2e_ns[5]);
+    fkv_sim_result_free(&r1);
+    fkv_sim_result_free(&r2);
+    fkv_workload_free(&w);
+}
+
+static int64_t never(void *ctx, const fkv_chunk_view *v)
+{
+    (void)ctx;
+    return v->owner ? 0 : INT64_MAX;
+}
+
+/* The budget: drive the scheduler directly on a small cache and check every
+ * step's recomputed + new tokens, and that the cache pressure path ran. */
+static void budget(const fkv_scheme *sc, uint32_t max_tokens)
+{
+    fkv_workload w;
+    REQUIRE(fkv_workload_seed((size_t)(600 * check_scale()) + 50, 11, 2, &w) == FKV_OK);
+    fkv_workload_poisson(&w, 400.0, 11); /* far over capacity: queues and preemption */
+    fkv_config cc;
+    fkv_config_default(&cc);
+    int64_t now = 0;
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 300; /* 4800 tokens */
+    cc.policy = sc->policy;
+    cc.quotas = sc->quotas;
+    cc.dynamic_chunking = sc->dynamic_chunking;
+    cc.chunk_tokens = sc->chunk_tokens;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    cc.next_use = never;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_sched_config scfg;
+    fkv_sched_config_default(&scfg);
+    scfg.max_batch_tokens = max_tokens;
+    scfg.n_clients = 2;
+    scfg.victim = sc->victim;
+    scfg.on_preempt = sc->on_preempt;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&scfg, cache, &s) == FKV_OK);
+    fkv_batch b = {0};
+    size_t next = 0, over = 0, steps = 0, mismatch = 0;
+    while (fkv_sched_finished(s) < w.n && steps < 2000000) {
+        while (next < w.n && w.reqs[next].arrival_ns <= now) REQUIRE(fkv_sched_add(s, &w.reqs[next++]) == FKV_OK);
+        if (!fkv_sched_n_running(s) && !fkv_sched_n_waiting(s)) {
+            now = w.reqs[next].arrival_ns;
+            continue;
+        }
+        fkv_status st = fkv_sched_step(s, now, &b);
+        REQUIRE(st == FKV_OK);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < b.n; i++) {
+            sum += b.items[i].n_new + b.items[i].n_restored;
+            /* the sequence holds what the scheduler thinks it computed */
+            const fkv_req *r = b.items[i].r;
+            if (r->state == FKV_REQ_RUNNING && r->seq && fkv_seq_len(r->seq) != r->computed) mismatch++;
+        }
+        over += sum > max_tokens || sum != b.tokens;
+        now += 1000000 + (int64_t)sum * 1000;
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        steps++;
+    }
+    CHECKF(over == 0, "%s: %zu steps over the budget", sc->name, over);
+    CHECK(mismatch == 0);
+    CHECKF(fkv_sched_finished(s) == w.n, "%s: %llu of %zu finished", sc->name,
+           (unsigned long long)fkv_sched_finished(s), w.n);
+    CHECK(fkv_sched_rejections(s) == 0);
+    CHECKF(fkv_sched_preemptions(s) > 0, "%s: no preemption: the pressure path did not run", sc->name);
+    size_t done = 0;
+    for (size_t i = 0; i < w.n; i++) done += w.reqs[i].state == FKV_REQ_DONE && w.reqs[i].generated == w.reqs[i].output;
+    CHECK(done == w.n);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+    fkv_workload_free(&w);
+}
+
+/* Victim rules on a cache of 7 pages of 16 tokens: A (prompt 60, 4 pages)
+ * and B (prompt 40, 3 pages) fill it in step 1 and then decode in
+ * lockstep.  A, served first in every step, needs its 5th page at token 64
+ * (its 4th decode) while B is not yet served: both are candidates.
+ * Last-started picks B (admitted second); fewest-output ties on output and
+ * picks the longer prompt, A itself.  With KEEP the victim keeps its
+ * sequence, with FREE it has none while it waits.  Both finish either way. */
+static void victims(fkv_victim_rule rule, fkv_preempt_mode mode, int want_a)
+{
+    fkv_config cc;
+    fkv_config_default(&cc);
+    int64_t now = 0;
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 7;
+    cc.policy = "lru";
+    cc.quotas = 0;
+    cc.chunk_tokens = 16;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = rule;
+    sc.on_preempt = mode;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    spec sp[] = {{0, 60, 40}, {0, 40, 40}};
+    fkv_workload w;
+    make(&w, sp, 2);
+    REQUIRE(fkv_sched_add(s, &w.reqs[0]) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &w.reqs[1]) == FKV_OK);
+    fkv_batch b = {0};
+    fkv_req *first = NULL;
+    int steps = 0;
+    while (fkv_sched_finished(s) < 2 && steps < 10000) {
+        REQUIRE(fkv_sched_step(s, now, &b) == FKV_OK);
+        if (b.preempted && !first) {
+            first = w.reqs[0].state == FKV_REQ_WAITING ? &w.reqs[0] : &w.reqs[1];
+            CHECK(first->state == FKV_REQ_WAITING);
+            CHECK(mode == FKV_PREEMPT_KEEP ? first->seq != NULL : first->seq == NULL);
+            /* the other one got its page */
+            const fkv_req *other = first == &w.reqs[0] ? &w.reqs[1] : &w.reqs[0];
+            CHECK(other->state == FKV_REQ_RUNNING);
+        }
+        now += 1000000;
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        steps++;
+    }
+    REQUIRE(first != NULL);
+    CHECKF(first == (want_a ? &w.reqs[0] : &w.reqs[1]), "rule %d mode %d: victim %llu", rule, mode,
+           (unsigned long long)first->id);
+    CHECK(fkv_sched_finished(s) == 2 && fkv_sched_rejections(s) == 0);
+    CHECK(w.reqs[0].generated == 40 && w.reqs[1].generated == 40);
+    CHECK(first->recomputed > 0); /* its evicted or freed tokens were computed again */
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+    fkv_workload_free(&w);
+}
+
+/* Real token ids: B repeats A's 100-token prompt and arrives after A has
+ * finished, so it finds the first 96 tokens (6 full pages; the match keeps
+ * the last prompt token to compute) in the prefix cache and prefills 4:
+ *  A: t=0 prefill 100 (10.99) -> 10.99, decode -> 20.99 done
+ *  B: t=30 prefill 4 lin(4) = 10.03 -> 40.03 token 1, decode 1 -> 50.03 done */
+static void real_tokens(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.capacity_tokens = 100000;
+    spec s[] = {{0, 100, 2}, {30, 100, 2}};
+    fkv_workload w;
+    make(&w, s, 2);
+    int32_t tok[2][102];
+    for (int i = 0; i < 102; i++) tok[0][i] = tok[1][i] = 1000 + i * 7;
+    w.reqs[0].tokens = tok[0];
+    w.reqs[1].tokens = tok[1];
+    fkv_sim_result r;
+    char err[256] = "";
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    CHECKF(r.matched_tokens == 96, "matched %llu", (unsigned long long)r.matched_tokens);
+    expect(&r, 0, 10.99, 20.99);
+    expect(&r, 1, 10.03, 20.03);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+int main(void)
+{
+    real_tokens();
+    victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, 0);
+    victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, 0);
+    victims(FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_KEEP, 1);
+    victims(FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, 1);
+    scenario1(NULL, 0);
+    scenario1(fkv_scheme_find("lru"), 100000); /* ample cache: same times */
+    scenario1(fkv_scheme_find("flru-dyn"), 100000);
+    scenario2();
+    scenario3();
+    vtc();
+    size_t n;
+    const fkv_scheme *all = fkv_scheme_list(&n);
+    for (size_t i = 0; i < n; i++)
+        if (fkv_scheme_available(&all[i])) {
+            budget(&all[i], 256);
+            if (!strcmp(all[i].name, "lru")) budget(&all[i], 97);
+        }
+    return check_done();
+}
