@@ -117,7 +117,7 @@ int fkv_cli_generate(int argc, char **argv)
         goto out;
     }
     if ((st = fkv_tok_encode(tok, o.prompt, plen, tok->add_bos, ids, total, &n_prompt))) goto out;
-    fkv_kv_geom geom = fkv_llama_geom(m);
+    fkv_fwd_geom geom = fkv_llama_geom(m);
     if ((st = fkv_kvref_seq_init(&kv, &geom, (uint32_t)total)) || (st = fkv_fwd_create(m, (uint32_t)o.threads, &fwd)) ||
         (st = fkv_sampler_init(&smp, hp->n_vocab, (float)o.temperature, (float)o.top_p, o.seed)))
         goto out;

@@ -1,0 +1,457 @@
+/* The engine over the fairkv cache against the plain forward pass (the
+ * model with a contiguous reference K/V store), on a tiny random model:
+ *  (a) no memory pressure, (b) a budget small enough for eviction +
+ *  recompute and preemption, (c) prefix cache on and off, (d) n samples
+ *  vs independent runs: greedy tokens identical;
+ *  int8 cold chunks: logits NMSE bound and >= 95% greedy agreement;
+ *  sparsity modes drop chunks and finish; submit from another thread. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "engine/engine.h"
+#include "engine/model_init.h"
+#include "engine/sampler.h"
+
+#define NREQ 6
+#define MAXTOK 24
+#define MAXS 4
+
+static fkv_llama *model;
+static fkv_gguf *gguf;
+static uint8_t *gbuf;
+
+static void load_model(void)
+{
+    fkv_model_init_cfg cfg;
+    REQUIRE(!fkv_model_init_preset("tiny", &cfg));
+    cfg.n_layers = 2;
+    cfg.seed = 7;
+    fkv_gguf_writer *w;
+    REQUIRE(!fkv_model_init_build(&cfg, &w));
+    size_t len;
+    REQUIRE(!fkv_gguf_w_to_mem(w, &gbuf, &len));
+    fkv_gguf_writer_free(w);
+    char err[300];
+    REQUIRE(!fkv_gguf_parse(gbuf, len, "tiny", &gguf, err, sizeof err));
+    REQUIRE(!fkv_llama_from_gguf(gguf, &model, err, sizeof err));
+}
+
+/* Prompts: a shared 64-token prefix (prefix reuse) and a distinct tail. */
+static int32_t prompts[NREQ][256];
+static uint32_t plen[NREQ];
+
+static void make_prompts(void)
+{
+    uint64_t x = 99;
+    for (int r = 0; r < NREQ; r++) {
+        plen[r] = 96 + 23 * (uint32_t)r; /* 96 .. 211 */
+        for (uint32_t i = 0; i < plen[r]; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            prompts[r][i] = i < 64 ? (int32_t)(3 + (i * 31) % 250) : (int32_t)(3 + (x >> 33) % 256);
+        }
+    }
+}
+
+/* Greedy tokens of the plain forward pass (contiguous reference K/V). */
+static int32_t want[NREQ][MAXTOK];
+
+static void baseline(void)
+{
+    fkv_fwd_geom g = fkv_llama_geom(model);
+    fkv_fwd *f;
+    REQUIRE(!fkv_fwd_create(model, 1, &f));
+    float *lg = malloc(model->hp.n_vocab * sizeof *lg);
+    REQUIRE(lg);
+    char err[300];
+    for (int r = 0; r < NREQ; r++) {
+        fkv_kvref_seq kv;
+        REQUIRE(!fkv_kvref_seq_init(&kv, &g, plen[r] + MAXTOK));
+        int32_t ids[256 + MAXTOK];
+        memcpy(ids, prompts[r], plen[r] * sizeof *ids);
+        fkv_fwd_seq s = {&kv, ids, plen[r], 0, NULL, lg, 0};
+        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
+        for (uint32_t t = 0; t < MAXTOK; t++) {
+            want[r][t] = fkv_argmax(lg, model->hp.n_vocab);
+            ids[plen[r] + t] = want[r][t];
+            if (t + 1 == MAXTOK) break;
+            fkv_fwd_seq d = {&kv, ids + plen[r] + t, 1, plen[r] + t, NULL, lg, 0};
+            REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
+        }
+        fkv_kvref_seq_free(&kv);
+    }
+    free(lg);
+    fkv_fwd_destroy(f);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+typedef struct run_out {
+    int32_t tok[NREQ][MAXS][MAXTOK];
+    uint32_t n_tok[NREQ][MAXS];
+    float *lg[NREQ]; /* [MAXTOK][n_vocab] of sample 0 when captured */
+    int done[NREQ][MAXS];
+    uint64_t ids[NREQ];
+    fkv_engine_stats st;
+} run_out;
+
+static int req_index(run_out *o, uint64_t id)
+{
+    for (int r = 0; r < NREQ; r++)
+        if (o->ids[r] == id) return r;
+    return -1;
+}
+
+static void on_tok(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t V)
+{
+    run_out *o = ctx;
+    int r = req_index(o, id);
+    if (r < 0 || sample >= MAXS) return;
+    uint32_t t = o->n_tok[r][sample]++;
+    if (t >= MAXTOK) return;
+    o->tok[r][sample][t] = token;
+    if (o->lg[r] && sample == 0) memcpy(o->lg[r] + (size_t)t * V, logits, V * sizeof(float));
+}
+
+static void on_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n)
+{
+    run_out *o = ctx;
+    int r = req_index(o, id);
+    if (r >= 0 && sample < MAXS) o->done[r][sample] = st == FKV_OK && n == MAXTOK ? 1 : -1;
+}
+
+static fkv_engine_request mkreq(int r, float temperature, uint64_t seed, uint32_t n, void *ctx)
+{
+    fkv_engine_request rq;
+    memset(&rq, 0, sizeof rq);
+    rq.prompt = prompts[r];
+    rq.n_prompt = plen[r];
+    rq.max_tokens = MAXTOK;
+    rq.temperature = temperature;
+    rq.top_p = 0.9f;
+    rq.seed = seed;
+    rq.n = n;
+    rq.client = (uint64_t)r % 3;
+    rq.stop_token = -1;
+    rq.on_token = on_tok;
+    rq.on_done = on_done;
+    rq.ctx = ctx;
+    return rq;
+}
+
+typedef struct run_opts {
+    uint32_t n;
+    float temperature;
+    int capture;
+    int32_t (*forced)[MAXTOK]; /* [NREQ][MAXTOK] teacher-forced tokens, or NULL */
+} run_opts;
+
+static void run(const fkv_engine_config *cfg, run_opts ro, run_out *o)
+{
+    memset(o, 0, sizeof *o);
+    fkv_engine *e;
+    char err[300] = "";
+    fkv_status st = fkv_engine_create(model, cfg, &e, err, sizeof err);
+    REQUIRE(st == FKV_OK || (fprintf(stderr, "%s\n", err), 0));
+    for (int r = 0; r < NREQ; r++) {
+        if (ro.capture) REQUIRE((o->lg[r] = calloc((size_t)MAXTOK * model->hp.n_vocab, sizeof(float))));
+        fkv_engine_request rq = mkreq(r, ro.temperature, 1000 + (uint64_t)r, ro.n ? ro.n : 1, o);
+        if (ro.forced) rq.forced = ro.forced[r];
+        o->ids[r] = (uint64_t)-1;
+        REQUIRE(fkv_engine_submit(e, &rq, &o->ids[r]) == FKV_OK);
+    }
+    st = fkv_engine_run_until_idle(e);
+    CHECKF(st == FKV_OK, "run: %s (%s)", fkv_engine_last_error(e), fkv_strerror(st));
+    fkv_engine_stats_get(e, &o->st);
+    fkv_engine_destroy(e);
+}
+
+static void free_out(run_out *o)
+{
+    for (int r = 0; r < NREQ; r++) free(o->lg[r]);
+}
+
+/* every sample of every request completed with the baseline's tokens */
+static int matches_baseline(const run_out *o, uint32_t n, const char *label)
+{
+    int bad = 0;
+    for (int r = 0; r < NREQ; r++)
+        for (uint32_t s = 0; s < n; s++) {
+            if (o->done[r][s] != 1 || o->n_tok[r][s] != MAXTOK) {
+                fprintf(stderr, "%s: request %d sample %u: done %d, %u tokens\n", label, r, s, o->done[r][s],
+                        o->n_tok[r][s]);
+                bad++;
+                continue;
+            }
+            for (uint32_t t = 0; t < MAXTOK; t++)
+                if (o->tok[r][s][t] != want[r][t]) {
+                    fprintf(stderr, "%s: request %d sample %u: token %u is %d, want %d\n", label, r, s, t,
+                            o->tok[r][s][t], want[r][t]);
+                    bad++;
+                    break;
+                }
+        }
+    return bad == 0;
+}
+
+static fkv_engine_config base_cfg(int ref)
+{
+    fkv_engine_config c;
+    fkv_engine_config_default(&c);
+    c.ref_attention = ref;
+    c.max_batch_tokens = 128;
+    c.max_running = 8;
+    return c;
+}
+
+/* (a) and (b): no pressure, then a budget that forces eviction, recompute
+ * and preemption.  Both attention paths. */
+static void test_pressure(int ref)
+{
+    const char *lab = ref ? "reference attention" : "fairkv kernels";
+    fkv_engine_config c = base_cfg(ref);
+    run_out *o = malloc(sizeof *o);
+    REQUIRE(o);
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "no pressure"), "%s: no pressure", lab);
+    CHECK(o->st.cache.evicted_pages == 0 && o->st.preemptions == 0);
+    CHECK(o->st.generated_tokens == NREQ * MAXTOK);
+    if (!ref) CHECKF(o->st.max_decode_batch >= 2, "decode batches of %llu", (unsigned long long)o->st.max_decode_batch);
+
+    /* 1 KiB per token (2 layers x 2 kv heads x 32 x f32 x K,V); the 6
+     * requests hold 120 .. 235 tokens each (1,062 in all) */
+    static const uint32_t budgets[] = {256, 320, 448};
+    uint64_t evicted = 0, recomputed = 0, preempted = 0;
+    for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
+        c.kv_budget_bytes = (uint64_t)budgets[b] * 1024;
+        run(&c, (run_opts){1, 0, 0, NULL}, o);
+        CHECKF(matches_baseline(o, 1, "small budget"), "%s: %u KiB", lab, budgets[b]);
+        printf("%s, %u KiB: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions, "
+               "%llu deferred restores\n",
+               lab, budgets[b], (unsigned long long)o->st.steps, (unsigned long long)o->st.cache.evicted_pages,
+               (unsigned long long)o->st.recomputed_tokens, (unsigned long long)o->st.preemptions,
+               (unsigned long long)o->st.deferred_restores);
+        CHECK(o->st.peak_pages_used <= budgets[b] / 16);
+        evicted += o->st.cache.evicted_pages;
+        recomputed += o->st.recomputed_tokens;
+        preempted += o->st.preemptions;
+    }
+    /* the runs above cannot pass vacuously */
+    CHECKF(evicted > 0 && recomputed > 0 && preempted > 0, "%s: evicted %llu, recomputed %llu, preempted %llu", lab,
+           (unsigned long long)evicted, (unsigned long long)recomputed, (unsigned long long)preempted);
+    free(o);
+}
+
+/* (c) prefix cache on and off */
+static void test_prefix(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    run_out *o = malloc(sizeof *o);
+    REQUIRE(o);
+    c.prefix_cache = 1;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 1, "prefix on"));
+    CHECKF(o->st.cache.prefix_hit_tokens > 0, "prefix hits %llu", (unsigned long long)o->st.cache.prefix_hit_tokens);
+    c.prefix_cache = 0;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 1, "prefix off"));
+    CHECK(o->st.cache.prefix_hit_tokens == 0);
+    free(o);
+}
+
+/* (d) n samples: greedy samples all equal the baseline; sampled ones (T=0.8)
+ * equal independent single runs with the same seeds. */
+static void test_samples(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    run_out *o = malloc(sizeof *o), *solo = malloc(sizeof *solo);
+    REQUIRE(o && solo);
+    run(&c, (run_opts){3, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 3, "n=3 greedy"));
+    CHECKF(o->st.cache.prefix_hit_tokens > 0, "samples share the prompt: %llu hit tokens",
+           (unsigned long long)o->st.cache.prefix_hit_tokens);
+    run(&c, (run_opts){3, 0.8f, 0, NULL}, o);
+    int diff_samples = 0, bad = 0;
+    for (uint32_t s = 0; s < 3; s++) {
+        /* independent runs: sample s of a request used seed 1000 + r + s */
+        fkv_engine *e;
+        char err[200];
+        REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+        memset(solo, 0, sizeof *solo);
+        for (int r = 0; r < NREQ; r++) {
+            fkv_engine_request rq = mkreq(r, 0.8f, 1000 + (uint64_t)r + s, 1, solo);
+            REQUIRE(!fkv_engine_submit(e, &rq, &solo->ids[r]));
+        }
+        REQUIRE(!fkv_engine_run_until_idle(e));
+        fkv_engine_destroy(e);
+        for (int r = 0; r < NREQ; r++) {
+            bad += o->n_tok[r][s] != MAXTOK || memcmp(o->tok[r][s], solo->tok[r][0], sizeof o->tok[r][s]) != 0;
+            if (s) diff_samples += memcmp(o->tok[r][s], o->tok[r][0], sizeof o->tok[r][s]) != 0;
+        }
+    }
+    CHECKF(bad == 0, "%d sampled sequences differ from independent runs", bad);
+    CHECKF(diff_samples > 0, "the samples should differ from each other at T=0.8");
+    free(o);
+    free(solo);
+}
+
+/* int8 cold chunks vs the same run unquantized (both through the kernels),
+ * teacher-forced on the unquantized run's greedy tokens so that every step
+ * of both runs sees the same context.  Per step, NMSE = sum (a - b)^2 /
+ * sum b^2 over the vocabulary's logits; agreement = the int8 run's greedy
+ * choice equals the unquantized one. */
+static void test_int8(void)
+{
+    fkv_engine_config c = base_cfg(0);
+    c.quant_hot_tokens = 64;
+    run_out *o = malloc(sizeof *o), *q = malloc(sizeof *q);
+    REQUIRE(o && q);
+    run(&c, (run_opts){1, 0, 1, NULL}, o);
+    CHECK(matches_baseline(o, 1, "kernels, logits captured"));
+    c.quant_mode = FKV_QUANT_ALWAYS;
+    c.quant_dtype = FKV_INT8;
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    CHECKF(q->st.quant_chunk_reads > 0, "int8 chunks read: %llu", (unsigned long long)q->st.quant_chunk_reads);
+    uint32_t V = model->hp.n_vocab, agree = 0, steps = 0;
+    double num = 0, den = 0, worst = 0;
+    for (int r = 0; r < NREQ; r++) {
+        REQUIRE(q->n_tok[r][0] == MAXTOK);
+        for (uint32_t t = 0; t < MAXTOK; t++) {
+            steps++;
+            agree += q->tok[r][0][t] == o->tok[r][0][t];
+            double n1 = 0, d1 = 0;
+            for (uint32_t i = 0; i < V; i++) {
+                double a = q->lg[r][(size_t)t * V + i], b = o->lg[r][(size_t)t * V + i];
+                n1 += (a - b) * (a - b);
+                d1 += b * b;
+            }
+            num += n1;
+            den += d1;
+            if (n1 / d1 > worst) worst = n1 / d1;
+        }
+    }
+    double nmse = num / den;
+    printf("int8 cold chunks: logits NMSE %.3g (worst step %.3g), greedy agreement %u/%u, %llu int8 chunk reads\n",
+           nmse, worst, agree, steps, (unsigned long long)q->st.quant_chunk_reads);
+    /* bound: docs/ENGINE.md, "Engine" */
+    CHECKF(nmse < 1e-3 && worst < 1e-2, "NMSE %.3g, worst %.3g", nmse, worst);
+    CHECKF(agree * 100 >= steps * 95, "agreement %u/%u", agree, steps);
+    free_out(o);
+    free_out(q);
+    free(o);
+    free(q);
+}
+
+static void test_sparsity(fkv_sparse_mode mode)
+{
+    fkv_engine_config c = base_cfg(0);
+    c.sparsity = mode;
+    c.sparsity_budget = 96;
+    run_out *o = malloc(sizeof *o);
+    REQUIRE(o);
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    uint32_t sparse_peak = o->st.peak_pages_used, dense_peak;
+    c.sparsity = FKV_SPARSE_DENSE;
+    run_out *d = malloc(sizeof *d);
+    REQUIRE(d);
+    run(&c, (run_opts){1, 0, 0, NULL}, d);
+    CHECKF(sparse_peak < d->st.peak_pages_used, "%s: peak pages %u, dense %u", fkv_sparse_mode_name(mode),
+           sparse_peak, d->st.peak_pages_used);
+    dense_peak = d->st.peak_pages_used;
+    free(d);
+    c.sparsity = mode;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    int finished = 1;
+    for (int r = 0; r < NREQ; r++) finished &= o->done[r][0] == 1;
+    CHECKF(finished, "%s: every request finished", fkv_sparse_mode_name(mode));
+    CHECKF(o->st.dropped_tokens > 0, "%s: dropped %llu", fkv_sparse_mode_name(mode),
+           (unsigned long long)o->st.dropped_tokens);
+    printf("%s: %llu tokens dropped, peak pages %u (dense %u)\n", fkv_sparse_mode_name(mode),
+           (unsigned long long)o->st.dropped_tokens, sparse_peak, dense_peak);
+    free(o);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+typedef struct submitter {
+    fkv_engine *e;
+    run_out *o;
+} submitter;
+
+static void *submit_all(void *arg)
+{
+    submitter *s = arg;
+    for (int r = 0; r < NREQ; r++) {
+        fkv_engine_request rq = mkreq(r, 0, 1, 1, s->o);
+        uint64_t id;
+        if (fkv_engine_submit(s->e, &rq, &id)) return NULL;
+        __atomic_store_n(&s->o->ids[r], id, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void test_submit_thread(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    run_out *o = calloc(1, sizeof *o);
+    REQUIRE(o);
+    for (int r = 0; r < NREQ; r++) o->ids[r] = (uint64_t)-1;
+    fkv_engine *e;
+    char err[200];
+    REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+    submitter s = {e, o};
+    pthread_t th;
+    REQUIRE(!pthread_create(&th, NULL, submit_all, &s));
+    int finished = 0;
+    for (int spins = 0; spins < 1000000 && !finished; spins++) {
+        REQUIRE(!fkv_engine_step(e, NULL));
+        finished = 1;
+        for (int r = 0; r < NREQ; r++) finished &= __atomic_load_n(&o->done[r][0], __ATOMIC_ACQUIRE) == 1;
+    }
+    pthread_join(th, NULL);
+    CHECK(finished && matches_baseline(o, 1, "submit thread"));
+    fkv_engine_destroy(e);
+    free(o);
+}
+
+static void test_bad_args(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    c.quant_mode = FKV_QUANT_ALWAYS;
+    fkv_engine *e = NULL;
+    char err[200] = "";
+    CHECK(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_EINVAL && strstr(err, "ref_attention"));
+    c = base_cfg(0);
+    REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+    int32_t p[2] = {1, 400};
+    fkv_engine_request rq = mkreq(0, 0, 1, 1, NULL);
+    rq.prompt = p;
+    rq.n_prompt = 2;
+    CHECK(fkv_engine_submit(e, &rq, NULL) == FKV_EINVAL); /* token outside the vocabulary */
+    p[1] = 5;
+    rq.max_tokens = model->hp.ctx_len;
+    CHECK(fkv_engine_submit(e, &rq, NULL) == FKV_EINVAL); /* past the context length */
+    fkv_engine_destroy(e);
+}
+
+int main(void)
+{
+    load_model();
+    make_prompts();
+    baseline();
+    test_bad_args();
+    test_pressure(1);
+    test_pressure(0);
+    test_prefix();
+    test_samples();
+    test_int8();
+    test_sparsity(FKV_SPARSE_STREAMING);
+    test_sparsity(FKV_SPARSE_H2O);
+    test_submit_thread();
+    fkv_llama_free(model);
+    fkv_gguf_free(gguf);
+    free(gbuf);
+    return check_done();
+}
