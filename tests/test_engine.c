@@ -212,22 +212,33 @@ static void test_pressure(int ref)
 {
     const char *lab = ref ? "reference attention" : "fairkv kernels";
     fkv_engine_config c = base_cfg(ref);
-    run_out *o = malloc(sizeof *o);
-    REQUIRE(o);
-    run(&c, (run_opts){1, 0, 0, NULL}, o);
-    CHECKF(matches_baseline(o, 1, "no pressure"), "%s: no pressure", lab);
-    CHECK(o->st.cache.evicted_pages == 0 && o->st.preemptions == 0);
-    CHECK(o->st.generated_tokens == NREQ * MAXTOK);
-    if (!ref) CHECKF(o->st.max_decode_batch >= 2, "decode batches of %llu", (unsigned long long)o->st.max_decode_batch);
+    run_out *o = malloc(sizeof *o), *calm = malloc(sizeof *calm);
+    REQUIRE(o && calm);
+    run(&c, (run_opts){1, 0, 1, NULL}, calm);
+    CHECKF(matches_baseline(calm, 1, "no pressure"), "%s: no pressure", lab);
+    CHECK(calm->st.cache.evicted_pages == 0 && calm->st.preemptions == 0);
+    CHECK(calm->st.generated_tokens == NREQ * MAXTOK);
+    if (!ref)
+        CHECKF(calm->st.max_decode_batch >= 2, "decode batches of %llu", (unsigned long long)calm->st.max_decode_batch);
 
     /* 1 KiB per token (2 layers x 2 kv heads x 32 x f32 x K,V); the 6
      * requests hold 120 .. 235 tokens each (1,062 in all) */
     static const uint32_t budgets[] = {256, 320, 448};
     uint64_t evicted = 0, recomputed = 0, preempted = 0;
-    for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++) {
+    /* sanitizer builds (check_scale() < 1) run one budget per attention path */
+    size_t b0 = 0, b1 = sizeof budgets / sizeof *budgets;
+    if (check_scale() < 1) b0 = ref ? 0 : 1, b1 = b0 + 1;
+    for (size_t b = b0; b < b1; b++) {
         c.kv_budget_bytes = (uint64_t)budgets[b] * 1024;
-        run(&c, (run_opts){1, 0, 0, NULL}, o);
+        run(&c, (run_opts){1, 0, 1, NULL}, o);
         CHECKF(matches_baseline(o, 1, "small budget"), "%s: %u KiB", lab, budgets[b]);
+        if (ref) { /* the scalar path is batch-invariant: the same bits whatever the step composition */
+            int same = 1;
+            for (int r = 0; r < NREQ; r++)
+                same &= !memcmp(o->lg[r], calm->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof(float));
+            CHECKF(same, "%u KiB: logits differ from the unpressured run", budgets[b]);
+        }
+        free_out(o);
         printf("%s, %u KiB: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions, "
                "%llu deferred restores\n",
                lab, budgets[b], (unsigned long long)o->st.steps, (unsigned long long)o->st.cache.evicted_pages,
@@ -241,6 +252,8 @@ static void test_pressure(int ref)
     /* the runs above cannot pass vacuously */
     CHECKF(evicted > 0 && recomputed > 0 && preempted > 0, "%s: evicted %llu, recomputed %llu, preempted %llu", lab,
            (unsigned long long)evicted, (unsigned long long)recomputed, (unsigned long long)preempted);
+    free_out(calm);
+    free(calm);
     free(o);
 }
 
@@ -274,7 +287,8 @@ static void test_samples(void)
            (unsigned long long)o->st.cache.prefix_hit_tokens);
     run(&c, (run_opts){3, 0.8f, 0, NULL}, o);
     int diff_samples = 0, bad = 0;
-    for (uint32_t s = 0; s < 3; s++) {
+    uint32_t n_solo = check_scale() < 1 ? 2 : 3;
+    for (uint32_t s = 0; s < n_solo; s++) {
         /* independent runs: sample s of a request used seed 1000 + r + s */
         fkv_engine *e;
         char err[200];
@@ -336,7 +350,7 @@ static void test_int8(void)
     printf("int8 cold chunks: logits NMSE %.3g (worst step %.3g), greedy agreement %u/%u, %llu int8 chunk reads\n",
            nmse, worst, agree, steps, (unsigned long long)q->st.quant_chunk_reads);
     /* bound: docs/ENGINE.md, "Engine" */
-    CHECKF(nmse < 1e-3 && worst < 1e-2, "NMSE %.3g, worst %.3g", nmse, worst);
+    CHECKF(nmse < 3e-4 && worst < 1e-3, "NMSE %.3g, worst %.3g", nmse, worst);
     CHECKF(agree * 100 >= steps * 95, "agreement %u/%u", agree, steps);
     free_out(o);
     free_out(q);
@@ -405,12 +419,14 @@ static void test_submit_thread(void)
     pthread_t th;
     REQUIRE(!pthread_create(&th, NULL, submit_all, &s));
     int finished = 0;
-    for (int spins = 0; spins < 1000000 && !finished; spins++) {
-        REQUIRE(!fkv_engine_step(e, NULL));
+    fkv_status st = FKV_OK;
+    for (int spins = 0; spins < 1000000 && !finished && !st; spins++) {
+        st = fkv_engine_step(e, NULL);
         finished = 1;
         for (int r = 0; r < NREQ; r++) finished &= __atomic_load_n(&o->done[r][0], __ATOMIC_ACQUIRE) == 1;
     }
     pthread_join(th, NULL);
+    CHECK(st == FKV_OK);
     CHECK(finished && matches_baseline(o, 1, "submit thread"));
     fkv_engine_destroy(e);
     free(o);

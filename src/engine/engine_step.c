@@ -307,7 +307,7 @@ static fkv_status drain_inbox(fkv_engine *e)
         }
         e->live[e->n_live++] = q;
     }
-    memmove(e->inbox, e->inbox + i, (e->n_inbox - i) * sizeof *e->inbox);
+    if (i && i < e->n_inbox) memmove(e->inbox, e->inbox + i, (e->n_inbox - i) * sizeof *e->inbox);
     e->n_inbox -= i;
     pthread_mutex_unlock(&e->mu);
     return st;
