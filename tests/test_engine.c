@@ -28,6 +28,8 @@ static void load_model(void)
     fkv_model_init_cfg cfg;
     REQUIRE(!fkv_model_init_preset("tiny", &cfg));
     cfg.n_layers = 2;
+    cfg.dim = 64; /* 4 heads of 16, 2 K/V heads: 512 bytes of K/V per token */
+    cfg.hidden = 256;
     cfg.seed = 7;
     fkv_gguf_writer *w;
     REQUIRE(!fkv_model_init_build(&cfg, &w));
@@ -37,6 +39,12 @@ static void load_model(void)
     char err[300];
     REQUIRE(!fkv_gguf_parse(gbuf, len, "tiny", &gguf, err, sizeof err));
     REQUIRE(!fkv_llama_from_gguf(gguf, &model, err, sizeof err));
+}
+
+/* K/V bytes per token: 2 (K, V) x layers x kv heads x head_dim x f32 */
+static uint64_t token_bytes(void)
+{
+    return 2ull * model->hp.n_layers * model->hp.n_kv_heads * model->hp.head_dim * sizeof(float);
 }
 
 /* Prompts: a shared 64-token prefix (prefix reuse) and a distinct tail. */
@@ -221,25 +229,25 @@ static void test_pressure(int ref)
     if (!ref)
         CHECKF(calm->st.max_decode_batch >= 2, "decode batches of %llu", (unsigned long long)calm->st.max_decode_batch);
 
-    /* 1 KiB per token (2 layers x 2 kv heads x 32 x f32 x K,V); the 6
-     * requests hold 120 .. 235 tokens each (1,062 in all) */
+    /* budgets in tokens of K/V; the 6 requests hold 120 .. 235 tokens each
+     * (1,062 in all) */
     static const uint32_t budgets[] = {256, 320, 448};
     uint64_t evicted = 0, recomputed = 0, preempted = 0;
     /* sanitizer builds (check_scale() < 1) run one budget per attention path */
     size_t b0 = 0, b1 = sizeof budgets / sizeof *budgets;
     if (check_scale() < 1) b0 = ref ? 0 : 1, b1 = b0 + 1;
     for (size_t b = b0; b < b1; b++) {
-        c.kv_budget_bytes = (uint64_t)budgets[b] * 1024;
+        c.kv_budget_bytes = (uint64_t)budgets[b] * token_bytes();
         run(&c, (run_opts){1, 0, 1, NULL}, o);
-        CHECKF(matches_baseline(o, 1, "small budget"), "%s: %u KiB", lab, budgets[b]);
+        CHECKF(matches_baseline(o, 1, "small budget"), "%s: %u tokens", lab, budgets[b]);
         if (ref) { /* the scalar path is batch-invariant: the same bits whatever the step composition */
             int same = 1;
             for (int r = 0; r < NREQ; r++)
                 same &= !memcmp(o->lg[r], calm->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof(float));
-            CHECKF(same, "%u KiB: logits differ from the unpressured run", budgets[b]);
+            CHECKF(same, "%u tokens: logits differ from the unpressured run", budgets[b]);
         }
         free_out(o);
-        printf("%s, %u KiB: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions, "
+        printf("%s, %u tokens: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions, "
                "%llu deferred restores\n",
                lab, budgets[b], (unsigned long long)o->st.steps, (unsigned long long)o->st.cache.evicted_pages,
                (unsigned long long)o->st.recomputed_tokens, (unsigned long long)o->st.preemptions,
@@ -281,10 +289,27 @@ static void test_samples(void)
     fkv_engine_config c = base_cfg(1);
     run_out *o = malloc(sizeof *o), *solo = malloc(sizeof *solo);
     REQUIRE(o && solo);
+    c.prefix_cache = 0; /* the samples share pages through the fork alone */
     run(&c, (run_opts){3, 0, 0, NULL}, o);
     CHECK(matches_baseline(o, 3, "n=3 greedy"));
-    CHECKF(o->st.cache.prefix_hit_tokens > 0, "samples share the prompt: %llu hit tokens",
-           (unsigned long long)o->st.cache.prefix_hit_tokens);
+    CHECKF(o->st.forks == NREQ * 2, "forks %llu", (unsigned long long)o->st.forks);
+    /* prompts of 96 + 23 r tokens end inside a page for r > 0: the first
+     * append of a fork (or of its parent) copies that page */
+    CHECKF(o->st.cache.cow_copies > 0, "copy-on-write copies %llu", (unsigned long long)o->st.cache.cow_copies);
+    uint64_t prompt_sum = 0;
+    for (int r = 0; r < NREQ; r++) prompt_sum += plen[r];
+    CHECKF(o->st.prefill_tokens == prompt_sum, "prefill %llu tokens, prompts %llu: each prompt runs once",
+           (unsigned long long)o->st.prefill_tokens, (unsigned long long)prompt_sum);
+    /* forked samples under eviction and preemption */
+    c.kv_budget_bytes = 384 * token_bytes();
+    run(&c, (run_opts){3, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 3, "n=3 greedy, 384 tokens"));
+    CHECKF(o->st.preemptions > 0 && o->st.cache.evicted_pages > 0, "n=3, 384 tokens: preemptions %llu, evicted %llu",
+           (unsigned long long)o->st.preemptions, (unsigned long long)o->st.cache.evicted_pages);
+    printf("n=3, 384 tokens: %llu forks, %llu preemptions, %llu evicted pages, %llu recomputed tokens\n",
+           (unsigned long long)o->st.forks, (unsigned long long)o->st.preemptions,
+           (unsigned long long)o->st.cache.evicted_pages, (unsigned long long)o->st.recomputed_tokens);
+    c = base_cfg(1);
     run(&c, (run_opts){3, 0.8f, 0, NULL}, o);
     int diff_samples = 0, bad = 0;
     uint32_t n_solo = check_scale() < 1 ? 2 : 3;

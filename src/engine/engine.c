@@ -113,6 +113,8 @@ fail:
 void fkv__eng_req_free(eng_req *q)
 {
     if (!q) return;
+    for (uint32_t i = 0; i < q->n_kids; i++) fkv__eng_req_free(q->kids[i]);
+    free(q->kids);
     fkv_sampler_free(&q->smp);
     free(q->tokens);
     free(q->forced);
@@ -190,20 +192,27 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         q->r.tokens = q->tokens;
         st = fkv_sampler_init(&q->smp, e->m->hp.n_vocab, rq->temperature, rq->top_p, rq->seed + s);
     }
+    if (!st && rq->n > 1) {
+        /* samples 1.. wait on sample 0 (engine_step.c forks them) */
+        if (!(made[0]->kids = malloc((rq->n - 1) * sizeof *made[0]->kids))) st = FKV_ENOMEM;
+        for (uint32_t s = 1; s < rq->n && !st; s++) made[0]->kids[made[0]->n_kids++] = made[s];
+    }
     pthread_mutex_lock(&e->mu);
-    if (!st && fkv__eng_grow(&e->inbox, &e->cap_inbox, e->n_inbox + rq->n, sizeof *e->inbox)) st = FKV_ENOMEM;
+    if (!st && fkv__eng_grow(&e->inbox, &e->cap_inbox, e->n_inbox + 1, sizeof *e->inbox)) st = FKV_ENOMEM;
     if (!st) {
         uint64_t uid = e->next_id++;
         for (uint32_t s = 0; s < rq->n; s++) {
             made[s]->id = uid;
             made[s]->r.id = e->next_rid++;
-            e->inbox[e->n_inbox++] = made[s];
         }
+        e->inbox[e->n_inbox++] = made[0];
         if (id) *id = uid;
     }
     pthread_mutex_unlock(&e->mu);
-    if (st)
+    if (st) {
+        if (made[0] && made[0]->n_kids) made[0]->n_kids = 0; /* each is freed below */
         for (uint32_t s = 0; s < rq->n; s++) fkv__eng_req_free(made[s]);
+    }
     free(made);
     return st;
 }

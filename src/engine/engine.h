@@ -15,11 +15,12 @@
  *   5. with a sparsity mode, chunks outside each decoding request's budget
  *      are dropped (pages freed).
  *
- * Parallel samples (n > 1) are n scheduler requests with the same prompt:
- * the scheduler has no fork, so the samples share the prompt's pages
- * through the prefix cache (the later ones match the pages the first one
- * appends in the same step; forward order makes those K/V written before
- * they are read).
+ * Parallel samples (n > 1): sample 0 runs the prompt; when its prefill
+ * ends, every other sample draws its first token from the same logits
+ * (with its own seed) and gets a fork of sample 0's sequence (fkv_seq_fork:
+ * the prompt's pages are shared, the first write into a shared page copies
+ * that page), then joins the scheduler as a request already holding its
+ * sequence and decodes like any other.
  *
  * Threading: fkv_engine_submit() may be called from any thread at any time
  * (it only queues the request under a mutex); fkv_engine_step() and
@@ -98,6 +99,7 @@ typedef struct fkv_engine_stats {
     uint64_t dropped_tokens;    /* tokens dropped by the sparsity mode */
     uint32_t peak_pages_used;   /* most cache pages in use after a step */
     uint64_t deferred_restores; /* items preempted in the step that restored their chunks */
+    uint64_t forks;             /* samples forked from their request's sequence */
     uint64_t preemptions, rejections;
     fkv_counters cache;         /* the cache's counters */
 } fkv_engine_stats;

@@ -22,6 +22,11 @@ typedef struct eng_req {
     void *ctx;
     float *mass;            /* [mass_cap] H2O attention mass per chunk index */
     size_t mass_cap;
+    /* parallel samples: sample 0 runs the prompt; the others wait here and
+     * are forked from its sequence when its prefill ends */
+    struct eng_req **kids;
+    uint32_t n_kids;
+    uint32_t gen_offset;    /* tokens generated before joining the scheduler (a fork's first) */
 } eng_req;
 
 /* One entry of the forward batch: a contiguous run of positions of one

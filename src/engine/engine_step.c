@@ -204,7 +204,7 @@ static fkv_status item_entries(fkv_engine *e, const fkv_batch_item *it, claim_se
     if (a != b) {
         e->st.recomputed_tokens += b - a;
         if (it->n_new && b == it->ctx) { /* one entry for the run and the new tokens */
-            if (q->r.generated == 0) e->st.prefill_tokens += it->n_new;
+            if (q->r.generated + q->gen_offset == 0) e->st.prefill_tokens += it->n_new;
             else e->st.decode_tokens++;
             return add_entry(e, q, ch, nc, a, b - a + it->n_new, emits, 0);
         }
@@ -213,7 +213,7 @@ static fkv_status item_entries(fkv_engine *e, const fkv_batch_item *it, claim_se
     if (!it->n_new) return FKV_OK;
     /* the scheduler marks every step "prefill" (it prefills up to the next
      * emission); a lone token after the first emission is a decode */
-    int decode = it->n_new == 1 && q->r.generated > 0;
+    int decode = it->n_new == 1 && q->r.generated + q->gen_offset > 0;
     if (decode) e->st.decode_tokens++;
     else e->st.prefill_tokens += it->n_new;
     return add_entry(e, q, ch, nc, it->ctx, it->n_new, emits, decode);
@@ -275,6 +275,64 @@ static fkv_status sparsify(fkv_engine *e)
     return FKV_OK;
 }
 
+static void end_kids(eng_req *q, fkv_status st)
+{
+    for (uint32_t k = 0; k < q->n_kids; k++) {
+        eng_req *c = q->kids[k];
+        if (c->on_done) c->on_done(c->ctx, c->id, c->sample, st, 0);
+        fkv__eng_req_free(c);
+    }
+    q->n_kids = 0;
+}
+
+/* q (sample 0) emitted its first token from lg: every other sample draws
+ * its first token from the same logits with its own sampler, and forks q's
+ * sequence, sharing the prompt's pages (the first write into a shared page
+ * copies that page); it then decodes like any request. */
+static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
+{
+    uint32_t V = e->m->hp.n_vocab;
+    for (uint32_t k = 0; k < q->n_kids; k++) {
+        eng_req *c = q->kids[k];
+        int32_t tok = fkv_sample(&c->smp, lg);
+        c->tokens[c->n_prompt] = c->forced ? c->forced[0] : tok;
+        e->st.generated_tokens++;
+        if (c->on_token) c->on_token(c->ctx, c->id, c->sample, tok, lg, V);
+        if (c->max_tokens == 1 || (c->stop_token >= 0 && tok == c->stop_token)) {
+            if (c->on_done) c->on_done(c->ctx, c->id, c->sample, FKV_OK, 1);
+            fkv__eng_req_free(c);
+            continue;
+        }
+        fkv_seq_params p;
+        fkv_seq_params_default(&p);
+        p.request_id = c->r.id;
+        p.client_id = c->r.client;
+        p.expected_tokens = c->n_prompt + c->max_tokens;
+        fkv_seq *child = NULL;
+        fkv_status st = fkv_seq_fork(q->r.seq, &p, &child);
+        if (!st && fkv__eng_grow(&e->live, &e->cap_live, e->n_live + 1, sizeof *e->live)) st = FKV_ENOMEM;
+        /* the scheduler starts a request whose sequence is already set from
+         * that sequence (its open_seq skips it): position n_prompt, the
+         * fork's first token, is decoded next; it owes max_tokens - 1 more */
+        c->r.output = c->max_tokens - 1;
+        if (!st) st = fkv_sched_add(e->sched, &c->r);
+        if (st) {
+            /* this sample ends with the error; the others go on */
+            if (child) fkv_seq_free(child);
+            if (c->on_done) c->on_done(c->ctx, c->id, c->sample, st, 1);
+            fkv__eng_req_free(c);
+            continue;
+        }
+        c->r.seq = child;
+        c->r.computed = c->n_prompt;
+        c->r.target = c->n_prompt;
+        c->gen_offset = 1;
+        e->live[e->n_live++] = c;
+        e->st.forks++;
+    }
+    q->n_kids = 0;
+}
+
 static void reap(fkv_engine *e)
 {
     size_t w = 0;
@@ -282,8 +340,10 @@ static void reap(fkv_engine *e)
         eng_req *q = e->live[i];
         if (q->r.state == FKV_REQ_DONE || q->r.state == FKV_REQ_REJECTED) {
             if (q->r.state == FKV_REQ_REJECTED) e->st.rejections++;
+            end_kids(q, FKV_EFULL); /* only a rejected request still has them */
             if (q->on_done)
-                q->on_done(q->ctx, q->id, q->sample, q->r.state == FKV_REQ_DONE ? FKV_OK : FKV_EFULL, q->r.generated);
+                q->on_done(q->ctx, q->id, q->sample, q->r.state == FKV_REQ_DONE ? FKV_OK : FKV_EFULL,
+                           q->r.generated + q->gen_offset);
             fkv__eng_req_free(q);
         } else {
             e->live[w++] = q;
@@ -380,10 +440,13 @@ fkv_status fkv_engine_step(fkv_engine *e, int *busy)
         int32_t tok = fkv_sample(&q->smp, lg);
         uint32_t pos = q->r.computed;
         if (pos < q->n_prompt + q->max_tokens)
-            q->tokens[pos] = q->forced && q->r.generated < q->max_tokens ? q->forced[q->r.generated] : tok;
+            q->tokens[pos] = q->forced && q->r.generated + q->gen_offset < q->max_tokens
+                                 ? q->forced[q->r.generated + q->gen_offset]
+                                 : tok;
         e->st.generated_tokens++;
         if (q->on_token) q->on_token(q->ctx, q->id, q->sample, tok, lg, V);
         if (q->stop_token >= 0 && tok == q->stop_token) q->r.output = q->r.generated + 1;
+        if (q->n_kids && q->r.generated == 0) fork_kids(e, q, lg);
     }
     if ((st = fkv_sched_finish(e->sched, &e->batch, e->now))) goto out;
     for (size_t i = 0; i < cl.n; i++) undirty(e, cl.p[i]);
