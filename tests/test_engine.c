@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "check.h"
+#include "engine/cli_engine.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
 #include "engine/sampler.h"
@@ -265,6 +269,38 @@ static void test_pressure(int ref)
     free(o);
 }
 
+/* f16 K/V pages: the reference and the kernels read the same rounded K/V,
+ * so they agree with each other under pressure too, and the reference path
+ * stays bit-identical to its unpressured run. */
+static void test_f16(void)
+{
+    run_out *calm = malloc(sizeof *calm), *o = malloc(sizeof *o);
+    REQUIRE(calm && o);
+    fkv_engine_config c = base_cfg(1);
+    c.kv_dtype = FKV_F16;
+    run(&c, (run_opts){1, 0, 1, NULL}, calm);
+    c.kv_budget_bytes = 320 * token_bytes() / 2;
+    run(&c, (run_opts){1, 0, 1, NULL}, o);
+    int same = 1;
+    for (int r = 0; r < NREQ; r++)
+        same &= !memcmp(o->lg[r], calm->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof(float));
+    CHECKF(same && o->st.cache.evicted_pages > 0, "f16, 320 tokens: logits as without pressure, %llu evicted",
+           (unsigned long long)o->st.cache.evicted_pages);
+    free_out(o);
+    c.ref_attention = 0;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    int bad = 0, agree = 0;
+    for (int r = 0; r < NREQ; r++) {
+        bad += memcmp(o->tok[r][0], calm->tok[r][0], sizeof o->tok[r][0]) != 0;
+        for (int t = 0; t < MAXTOK; t++) agree += calm->tok[r][0][t] == want[r][t];
+    }
+    CHECKF(bad == 0, "f16: %d requests differ between the kernels under pressure and the reference", bad);
+    printf("f16 K/V: greedy tokens equal to the f32 reference on %d of %d steps\n", agree, NREQ * MAXTOK);
+    free_out(calm);
+    free(calm);
+    free(o);
+}
+
 /* (c) prefix cache on and off */
 static void test_prefix(void)
 {
@@ -457,6 +493,78 @@ static void test_submit_thread(void)
     free(o);
 }
 
+/* ---------------------------------------------------------------- CLI */
+
+/* Runs `fairkv generate` with stdout sent to a file; returns its status and
+ * the text in out (NUL-terminated). */
+static int generate_to(char **argv, char *out, size_t cap)
+{
+    int argc = 0;
+    while (argv[argc]) argc++;
+    char path[] = "/tmp/fkv_test_engine_out_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    REQUIRE(saved >= 0 && dup2(fd, 1) >= 0);
+    int rc = fkv_cli_generate(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    fclose(f);
+    unlink(path);
+    return rc;
+}
+
+static void test_cli(void)
+{
+    char model_path[] = "/tmp/fkv_test_engine_model_XXXXXX";
+    int fd = mkstemp(model_path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    fkv_model_init_cfg cfg;
+    REQUIRE(!fkv_model_init_preset("tiny", &cfg));
+    cfg.n_layers = 2, cfg.seed = 5;
+    fkv_gguf_writer *w;
+    char err[300];
+    REQUIRE(!fkv_model_init_build(&cfg, &w));
+    REQUIRE(!fkv_gguf_w_to_file(w, model_path, err, sizeof err));
+    fkv_gguf_writer_free(w);
+    static char plain[8192], eng[8192], small[8192];
+    const char *prompt = "A prompt long enough to span a few pages of the cache, with some words in it.";
+    char *a1[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "24", NULL};
+    CHECK(generate_to(a1, plain, sizeof plain) == 0);
+    char *a2[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "24", "--engine",
+                  "--kv-budget", "64MiB", NULL};
+    CHECK(generate_to(a2, eng, sizeof eng) == 0);
+    CHECKF(!strcmp(plain, eng), "generate vs generate --engine:\n%s\n%s", plain, eng);
+    /* 1 KiB of K/V per token: 128 tokens of cache for a prompt of about
+     * 80 byte tokens and two forked samples of 24, with int8 cold chunks */
+    char *a3[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "24", "--engine",
+                  "--kv-budget", "128KiB", "--quant", "always", "--quant-hot", "32", "--chunk", "32", "--n", "2",
+                  "--temperature", "0.7", "--seed", "3", "--stats", NULL};
+    CHECK(generate_to(a3, small, sizeof small) == 0);
+    CHECK(strstr(small, "--- sample 0 ---") && strstr(small, "--- sample 1 ---"));
+    /* the same with the fairkv kernels forced onto the reference path is refused */
+    char *a4[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "4", "--engine",
+                  "--quant", "always", "--ref-attention", NULL};
+    CHECK(generate_to(a4, small, sizeof small) == 1);
+    char *b1[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--quant", "maybe", NULL};
+    CHECK(generate_to(b1, small, sizeof small) == 2);
+    char *b2[] = {"generate", "--model", model_path, "--prompt", "x", "--n", "2", NULL};
+    CHECK(generate_to(b2, small, sizeof small) == 2); /* --n needs --engine */
+    char *b3[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "2KiB", NULL};
+    CHECK(generate_to(b3, small, sizeof small) == 1); /* less than a page */
+    char *b4[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "lots", NULL};
+    CHECK(generate_to(b4, small, sizeof small) == 2);
+    unlink(model_path);
+}
+
 static void test_bad_args(void)
 {
     fkv_engine_config c = base_cfg(1);
@@ -486,11 +594,13 @@ int main(void)
     test_pressure(1);
     test_pressure(0);
     test_prefix();
+    test_f16();
     test_samples();
     test_int8();
     test_sparsity(FKV_SPARSE_STREAMING);
     test_sparsity(FKV_SPARSE_H2O);
     test_submit_thread();
+    test_cli();
     fkv_llama_free(model);
     fkv_gguf_free(gguf);
     free(gbuf);
