@@ -84,26 +84,33 @@ static fkv_status mark_restored(fkv_engine *e, const miss_rec *recs, size_t n)
     return FKV_OK;
 }
 
-/* Keeps only dirty chunks that a live sequence still holds resident (the
- * others were evicted, and will be restored and found again, or freed). */
+/* Forgets dirty chunks that a live sequence holds evicted (they will be
+ * restored, and found again, before anything reads them).  A dirty chunk
+ * no live sequence holds is kept: a rejected request's freed sequence
+ * leaves its chunks in the prefix cache, and a later match must recompute
+ * them.  Such an entry may outlive its chunk and then name a new chunk at
+ * the same address: that chunk is computed once more, which costs time
+ * only.  The set is bounded (DIRTY_MAX) for the same reason. */
+#define DIRTY_MAX 4096
 static void prune_dirty(fkv_engine *e)
 {
     size_t w = 0;
     for (size_t d = 0; d < e->n_dirty; d++) {
-        int held = 0;
-        for (size_t i = 0; i < e->n_live && !held; i++) {
+        int evicted = 0;
+        for (size_t i = 0; i < e->n_live && !evicted; i++) {
             const fkv_chunk_view *const *ch;
             size_t nc;
             if (!e->live[i]->r.seq || fkv_seq_chunks(e->live[i]->r.seq, &ch, &nc)) continue;
-            for (size_t c = 0; c < nc && !held; c++) held = ch[c] == e->dirty[d] && ch[c]->resident;
+            for (size_t c = 0; c < nc && !evicted; c++) evicted = ch[c] == e->dirty[d] && !ch[c]->resident;
         }
-        if (held) e->dirty[w++] = e->dirty[d];
+        if (!evicted) e->dirty[w++] = e->dirty[d];
     }
     e->n_dirty = w;
+    if (e->n_dirty > DIRTY_MAX) {
+        memmove(e->dirty, e->dirty + (e->n_dirty - DIRTY_MAX), DIRTY_MAX * sizeof *e->dirty);
+        e->n_dirty = DIRTY_MAX;
+    }
 }
-
-/* ---------------------------------------------------------------- step */
-
 
 /* ---------------------------------------------------------------- entries */
 
