@@ -377,18 +377,10 @@ static void test_samples(void)
  * of both runs sees the same context.  Per step, NMSE = sum (a - b)^2 /
  * sum b^2 over the vocabulary's logits; agreement = the int8 run's greedy
  * choice equals the unquantized one. */
-static void test_int8(void)
+/* Teacher-forced comparison of a quantized run q with the unquantized o:
+ * mean and worst per-step logits NMSE, greedy agreement. */
+static void compare_quant(const char *label, const run_out *o, const run_out *q)
 {
-    fkv_engine_config c = base_cfg(0);
-    c.quant_hot_tokens = 64;
-    run_out *o = malloc(sizeof *o), *q = malloc(sizeof *q);
-    REQUIRE(o && q);
-    run(&c, (run_opts){1, 0, 1, NULL}, o);
-    CHECK(matches_baseline(o, 1, "kernels, logits captured"));
-    c.quant_mode = FKV_QUANT_ALWAYS;
-    c.quant_dtype = FKV_INT8;
-    run(&c, (run_opts){1, 0, 1, want}, q);
-    CHECKF(q->st.quant_chunk_reads > 0, "int8 chunks read: %llu", (unsigned long long)q->st.quant_chunk_reads);
     uint32_t V = model->hp.n_vocab, agree = 0, steps = 0;
     double num = 0, den = 0, worst = 0;
     for (int r = 0; r < NREQ; r++) {
@@ -408,11 +400,36 @@ static void test_int8(void)
         }
     }
     double nmse = num / den;
-    printf("int8 cold chunks: logits NMSE %.3g (worst step %.3g), greedy agreement %u/%u, %llu int8 chunk reads\n",
-           nmse, worst, agree, steps, (unsigned long long)q->st.quant_chunk_reads);
+    printf("%s: logits NMSE %.3g (worst step %.3g), greedy agreement %u/%u, %llu int8 chunk reads\n", label, nmse,
+           worst, agree, steps, (unsigned long long)q->st.quant_chunk_reads);
+    CHECKF(q->st.quant_chunk_reads > 0, "%s: int8 chunks read: %llu", label,
+           (unsigned long long)q->st.quant_chunk_reads);
     /* bound: docs/ENGINE.md, "Engine" */
-    CHECKF(nmse < 3e-4 && worst < 1e-3, "NMSE %.3g, worst %.3g", nmse, worst);
-    CHECKF(agree * 100 >= steps * 95, "agreement %u/%u", agree, steps);
+    CHECKF(nmse < 3e-4 && worst < 1e-3, "%s: NMSE %.3g, worst %.3g", label, nmse, worst);
+    CHECKF(agree * 100 >= steps * 95, "%s: agreement %u/%u", label, agree, steps);
+}
+
+static void test_int8(void)
+{
+    fkv_engine_config c = base_cfg(0);
+    c.quant_hot_tokens = 64;
+    run_out *o = malloc(sizeof *o), *q = malloc(sizeof *q);
+    REQUIRE(o && q);
+    run(&c, (run_opts){1, 0, 1, NULL}, o);
+    CHECK(matches_baseline(o, 1, "kernels, logits captured"));
+    c.quant_mode = FKV_QUANT_ALWAYS;
+    c.quant_dtype = FKV_INT8;
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    compare_quant("int8 cold chunks, always", o, q);
+    free_out(q);
+    /* under pressure: a 320-token budget; cold chunks are quantized when
+     * the pool passes 90% occupancy, before anything is evicted (only the
+     * appending request's own or unpinned ones: the others are pinned by
+     * their running requests) */
+    c.quant_mode = FKV_QUANT_UNDER_PRESSURE;
+    c.kv_budget_bytes = 320 * token_bytes();
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    compare_quant("int8 cold chunks, under pressure (320 tokens)", o, q);
     free_out(o);
     free_out(q);
     free(o);
