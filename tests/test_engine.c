@@ -579,6 +579,10 @@ static void test_cli(void)
     CHECK(generate_to(b3, small, sizeof small) == 1); /* less than a page */
     char *b4[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "lots", NULL};
     CHECK(generate_to(b4, small, sizeof small) == 2);
+    /* one page (16 tokens) for a 78-token prompt: the request is rejected */
+    char *b5[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "4", "--engine",
+                  "--kv-budget", "16KiB", NULL};
+    CHECK(generate_to(b5, small, sizeof small) == 1);
     unlink(model_path);
 }
 

@@ -23,6 +23,7 @@ typedef struct gen_ctx {
     long n;
     int stream;
     size_t generated;
+    int failed; /* samples that ended with an error (rejected: larger than the cache) */
 } gen_ctx;
 
 static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab)
@@ -57,6 +58,16 @@ static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
     t->buf[t->len] = 0;
 }
 
+static void on_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n_generated)
+{
+    (void)id;
+    gen_ctx *g = ctx;
+    if (st == FKV_OK) return;
+    g->failed++;
+    fprintf(stderr, "fairkv generate: sample %u ended after %u tokens: %s%s\n", sample, n_generated,
+            fkv_strerror(st), st == FKV_EFULL ? " (the request does not fit in --kv-budget)" : "");
+}
+
 static int64_t now_ns(void)
 {
     struct timespec ts;
@@ -86,7 +97,7 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
         fprintf(stderr, "fairkv generate: engine: %s (%s)\n", err[0] ? err : "failed", fkv_strerror(st));
         return 1;
     }
-    gen_ctx g = {tok, calloc((size_t)o->n, sizeof(sample_text)), o->n, o->n == 1, 0};
+    gen_ctx g = {tok, calloc((size_t)o->n, sizeof(sample_text)), o->n, o->n == 1, 0, 0};
     if (!g.s) {
         fkv_engine_destroy(e);
         return 1;
@@ -105,6 +116,7 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
         rq.n = (uint32_t)o->n;
         rq.stop_token = tok->eos; /* every sample ends at the first end-of-generation token it draws */
         rq.on_token = on_token;
+        rq.on_done = on_done;
         rq.ctx = &g;
         if (!(st = fkv_engine_submit(e, &rq, NULL))) st = fkv_engine_run_until_idle(e);
     }
@@ -128,5 +140,5 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
     for (long i = 0; i < o->n; i++) free(g.s[i].buf);
     free(g.s);
     fkv_engine_destroy(e);
-    return st ? 1 : 0;
+    return st || g.failed ? 1 : 0;
 }
