@@ -261,6 +261,20 @@ static void test_pressure(int ref)
         recomputed += o->st.recomputed_tokens;
         preempted += o->st.preemptions;
     }
+    /* SGLang's victim rule and VTC admission: other preemption orders, same tokens */
+    c.victim = FKV_VICTIM_FEWEST_OUTPUT;
+    c.admission = FKV_ADMIT_VTC;
+    c.kv_budget_bytes = 288 * token_bytes();
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "fewest-output victims, VTC"), "%s: fewest-output victims, VTC", lab);
+    printf("%s, 288 tokens, fewest-output victims, VTC: %llu preemptions, %llu recomputed tokens\n", lab,
+           (unsigned long long)o->st.preemptions, (unsigned long long)o->st.recomputed_tokens);
+    preempted += o->st.preemptions;
+    /* dynamic (windowed) batching: a batch is admitted whole and runs to its end */
+    c.sched_mode = FKV_SCHED_DYNAMIC;
+    c.max_running = 3;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "dynamic batching"), "%s: dynamic batching", lab);
     /* the runs above cannot pass vacuously */
     CHECKF(evicted > 0 && recomputed > 0 && preempted > 0, "%s: evicted %llu, recomputed %llu, preempted %llu", lab,
            (unsigned long long)evicted, (unsigned long long)recomputed, (unsigned long long)preempted);

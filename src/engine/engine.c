@@ -21,6 +21,8 @@ void fkv_engine_config_default(fkv_engine_config *c)
     c->sparsity = FKV_SPARSE_DENSE;
     c->sparsity_budget = 256;
     c->sched_mode = FKV_SCHED_CONTINUOUS;
+    c->admission = FKV_ADMIT_FCFS;
+    c->victim = FKV_VICTIM_LAST_STARTED;
     c->max_batch_tokens = 256;
     c->max_running = 16;
     c->n_threads = 1;
@@ -93,6 +95,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
     sc.mode = cfg->sched_mode;
+    sc.admission = cfg->admission;
+    sc.victim = cfg->victim;
     sc.max_batch_tokens = e->cfg.max_batch_tokens;
     sc.max_running = cfg->max_running;
     sc.n_clients = 64;

@@ -51,6 +51,8 @@ typedef struct fkv_engine_config {
     fkv_sparse_mode sparsity;  /* dense */
     uint32_t sparsity_budget;  /* tokens kept per request in streaming / h2o mode (256) */
     fkv_sched_mode sched_mode; /* continuous */
+    fkv_admit admission;       /* FCFS; VTC shares service among request.client ids */
+    fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
     uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
     uint32_t max_running;      /* 16 */
     uint32_t n_threads;        /* 1: forward pool and attention pool threads */
