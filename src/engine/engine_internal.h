@@ -64,8 +64,8 @@ struct fkv_engine {
 
     fkv_batch batch;
     eng_entry *ent;
-    fkv_fwd_seq *fs;
-    size_t n_ent, cap_ent;
+    fkv_fwd_seq *fs; /* [cap_fs] the forward batch, one per entry */
+    size_t n_ent, cap_ent, cap_fs;
     float *logits; /* [cap_logits][n_vocab] */
     size_t cap_logits;
     /* chunks made resident again whose K/V are not computed yet */

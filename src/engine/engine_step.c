@@ -385,6 +385,7 @@ static fkv_status drain_inbox(fkv_engine *e)
 fkv_status fkv_engine_step(fkv_engine *e, int *busy)
 {
     if (busy) *busy = 0;
+    e->err[0] = 0;
     fkv_status st = drain_inbox(e);
     if (st) return st;
     if (!e->n_live) return FKV_OK;
@@ -418,9 +419,7 @@ fkv_status fkv_engine_step(fkv_engine *e, int *busy)
         st = FKV_ENOMEM;
         goto out;
     }
-    free(e->fs);
-    e->fs = calloc(e->n_ent ? e->n_ent : 1, sizeof *e->fs);
-    if (!e->fs) {
+    if (fkv__eng_grow(&e->fs, &e->cap_fs, e->n_ent, sizeof *e->fs)) {
         st = FKV_ENOMEM;
         goto out;
     }
