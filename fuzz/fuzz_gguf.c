@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fkv_llama_from_gguf(g, &m, err, sizeof err) == FKV_OK) {
         /* two tokens through the whole pass: the hyper-parameters the
          * binder accepted must be safe to compute with */
-        fkv_kv_geom geom = fkv_llama_geom(m);
+        fkv_fwd_geom geom = fkv_llama_geom(m);
         fkv_kvref_seq kv;
         fkv_fwd *f;
         if (fkv_kvref_seq_init(&kv, &geom, 2) == FKV_OK) {

@@ -64,7 +64,7 @@ static void test_forward_threads(void)
     int32_t tok[48];
     for (uint32_t i = 0; i < n; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
     float *ref = NULL;
-    fkv_kv_geom geom = fkv_llama_geom(m);
+    fkv_fwd_geom geom = fkv_llama_geom(m);
     for (uint32_t threads = 1; threads <= 4; threads *= 2) {
         float *lg = malloc((size_t)n * V * sizeof *lg);
         fkv_kvref_seq kv;

@@ -202,7 +202,7 @@ static void unbuild(built *b)
 static void run_chunked(const fkv_llama *m, uint32_t threads, const int32_t *tok, uint32_t n, uint32_t chunk,
                         float *logits)
 {
-    fkv_kv_geom g = fkv_llama_geom(m);
+    fkv_fwd_geom g = fkv_llama_geom(m);
     fkv_kvref_seq kv;
     REQUIRE(fkv_kvref_seq_init(&kv, &g, n) == FKV_OK);
     fkv_fwd *f;
@@ -281,7 +281,7 @@ static void test_batching(void)
 
     /* several sequences in one step: A prefills a chunk while B decodes and
      * C starts; each must match running alone */
-    fkv_kv_geom g = fkv_llama_geom(m);
+    fkv_fwd_geom g = fkv_llama_geom(m);
     fkv_kvref_seq ka, kb, kc;
     REQUIRE(!fkv_kvref_seq_init(&ka, &g, n) && !fkv_kvref_seq_init(&kb, &g, n) && !fkv_kvref_seq_init(&kc, &g, n));
     int32_t tb[40], tc[40];
@@ -381,7 +381,7 @@ typedef struct paged_seq {
     uint32_t len;
 } paged_seq;
 
-static paged *paged_new(const fkv_kv_geom *g, fkv_dtype dt, uint32_t page_tokens, uint32_t n_pages)
+static paged *paged_new(const fkv_fwd_geom *g, fkv_dtype dt, uint32_t page_tokens, uint32_t n_pages)
 {
     paged *p = calloc(1, sizeof *p);
     p->dtype = dt, p->page_tokens = page_tokens, p->n_pages = n_pages;
@@ -417,7 +417,7 @@ static void paged_append(paged *p, paged_seq *s, uint32_t n)
     }
 }
 
-static fkv_status paged_store(void *ctx, const fkv_kv_geom *g, uint32_t l, const fkv_fwd_seq *s, const float *k,
+static fkv_status paged_store(void *ctx, const fkv_fwd_geom *g, uint32_t l, const fkv_fwd_seq *s, const float *k,
                               const float *v)
 {
     paged *p = ctx;
@@ -425,7 +425,7 @@ static fkv_status paged_store(void *ctx, const fkv_kv_geom *g, uint32_t l, const
                               s->slots, s->n_tokens, k, v);
 }
 
-static fkv_status paged_attend(void *ctx, const fkv_kv_geom *g, uint32_t l, const fkv_fwd_seq *s, const float *q,
+static fkv_status paged_attend(void *ctx, const fkv_fwd_geom *g, uint32_t l, const fkv_fwd_seq *s, const float *q,
                                float *out)
 {
     paged *p = ctx;
@@ -448,7 +448,7 @@ static void test_paged(void)
     float *ra = malloc(sz * 4), *rb = malloc(sz * 4), *la = malloc(sz * 4), *lb = malloc(sz * 4);
     run_chunked(b.m, 1, ta, n, n, ra);
     run_chunked(b.m, 1, tb, n, n, rb);
-    fkv_kv_geom g = fkv_llama_geom(b.m);
+    fkv_fwd_geom g = fkv_llama_geom(b.m);
     for (int dt = 0; dt < 2; dt++) {
         paged *p = paged_new(&g, dt ? FKV_F16 : FKV_F32, 4, 25);
         paged_seq sa = {0}, sb = {0};

@@ -1,12 +1,15 @@
-/* `fairkv generate`: prompt -> text with a GGUF model, K/V in the
- * contiguous reference store.  The prompt is prefilled in chunks (the same
- * batch interface a server uses), then one token per step. */
+/* `fairkv generate`: prompt -> text with a GGUF model.  By default K/V live
+ * in the contiguous reference store: the prompt is prefilled in chunks (the
+ * same batch interface a server uses), then one token per step.  With
+ * --engine the request runs through the engine (engine.h) over a fairkv
+ * cache of --kv-budget bytes (cli_generate_engine.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/cli_engine.h"
+#include "engine/cli_gen.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -24,25 +27,55 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv generate --model FILE --prompt TEXT --max-tokens N\n"
                "                       [--temperature T] [--top-p P] [--seed S] [--threads N] [--chunk N]\n"
-               "  temperature 0 (default) is greedy; --chunk sets the prefill chunk (default 64 tokens)\n");
+               "                       [--engine [--kv-budget BYTES] [--kv-dtype f32|f16] [--n N]\n"
+               "                        [--quant off|always|under-pressure] [--quant-hot TOKENS]\n"
+               "                        [--sparsity dense|streaming|h2o] [--sparsity-budget TOKENS]\n"
+               "                        [--ref-attention] [--stats]]\n"
+               "  temperature 0 (default) is greedy; --chunk sets the prefill chunk (default 64 tokens);\n"
+               "  --engine runs through the scheduler and a fairkv cache of --kv-budget bytes (64MiB;\n"
+               "  suffixes K, KiB, M, MiB, G, GiB); --n N samples share the prompt's pages\n");
 }
 
-typedef struct gen_opts {
-    const char *model, *prompt;
-    long max_tokens, threads, chunk;
-    double temperature, top_p;
-    uint64_t seed;
-} gen_opts;
+/* "65536", "64MiB", "64M", "512KiB", "1GiB": bytes; -1 if malformed */
+static int64_t parse_bytes(const char *v)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || !(x >= 0)) return -1;
+    double mul = 1;
+    if (!strcmp(end, "") || !strcmp(end, "B")) mul = 1;
+    else if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "k")) mul = 1024.0;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
+    else return -1;
+    x *= mul;
+    return x < 9e18 ? (int64_t)x : -1;
+}
 
 static int parse(int argc, char **argv, gen_opts *o)
 {
-    *o = (gen_opts){NULL, NULL, 32, 1, 64, 0.0, 1.0, 1};
+    memset(o, 0, sizeof *o);
+    o->max_tokens = 32, o->threads = 1, o->chunk = 64, o->top_p = 1.0, o->seed = 1;
+    o->kv_budget = 64ll << 20, o->n = 1, o->sparsity_budget = 256, o->quant_hot = 128;
+    o->quant = FKV_QUANT_OFF, o->sparsity = FKV_SPARSE_DENSE, o->kv_dtype = FKV_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 1;
+        }
+        if (!strcmp(a, "--engine")) {
+            o->engine = 1;
+            continue;
+        }
+        if (!strcmp(a, "--ref-attention")) {
+            o->ref_attention = 1;
+            continue;
+        }
+        if (!strcmp(a, "--stats")) {
+            o->stats = 1;
+            continue;
         }
         if (!v) goto bad;
         i++;
@@ -54,12 +87,34 @@ static int parse(int argc, char **argv, gen_opts *o)
         else if (!strcmp(a, "--temperature")) o->temperature = strtod(v, &end);
         else if (!strcmp(a, "--top-p")) o->top_p = strtod(v, &end);
         else if (!strcmp(a, "--seed")) o->seed = strtoull(v, &end, 10);
-        else goto bad;
+        else if (!strcmp(a, "--n")) o->n = strtol(v, &end, 10);
+        else if (!strcmp(a, "--sparsity-budget")) o->sparsity_budget = strtol(v, &end, 10);
+        else if (!strcmp(a, "--quant-hot")) o->quant_hot = strtol(v, &end, 10);
+        else if (!strcmp(a, "--kv-budget")) {
+            if ((o->kv_budget = parse_bytes(v)) <= 0) {
+                fprintf(stderr, "fairkv generate: --kv-budget: '%s' is not a size (65536, 64MiB, 1GiB)\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--kv-dtype")) {
+            if (!strcmp(v, "f32")) o->kv_dtype = FKV_F32;
+            else if (!strcmp(v, "f16")) o->kv_dtype = FKV_F16;
+            else goto badval;
+        } else if (!strcmp(a, "--quant")) {
+            if (!strcmp(v, "off")) o->quant = FKV_QUANT_OFF;
+            else if (!strcmp(v, "always")) o->quant = FKV_QUANT_ALWAYS;
+            else if (!strcmp(v, "under-pressure")) o->quant = FKV_QUANT_UNDER_PRESSURE;
+            else goto badval;
+        } else if (!strcmp(a, "--sparsity")) {
+            if (fkv_sparse_mode_parse(v, &o->sparsity)) goto badval;
+        } else goto bad;
         if (end && *end) {
             fprintf(stderr, "fairkv generate: %s: '%s' is not a number\n", a, v);
             return 2;
         }
         continue;
+    badval:
+        fprintf(stderr, "fairkv generate: %s: unknown value '%s'\n", a, v);
+        return 2;
     bad:
         fprintf(stderr, "fairkv generate: unknown or incomplete option '%s'\n", a);
         usage(stderr);
@@ -70,9 +125,14 @@ static int parse(int argc, char **argv, gen_opts *o)
         return 2;
     }
     if (o->max_tokens < 0 || o->threads < 1 || o->threads > 256 || o->chunk < 1 || !(o->temperature >= 0) ||
-        !(o->top_p > 0 && o->top_p <= 1)) {
+        !(o->top_p > 0 && o->top_p <= 1) || o->n < 1 || o->n > 64 || o->sparsity_budget < 1 || o->quant_hot < 1) {
         fprintf(stderr, "fairkv generate: need --max-tokens >= 0, 1 <= --threads <= 256, --chunk >= 1, "
-                        "--temperature >= 0, 0 < --top-p <= 1\n");
+                        "--temperature >= 0, 0 < --top-p <= 1, 1 <= --n <= 64, --sparsity-budget >= 1, "
+                        "--quant-hot >= 1\n");
+        return 2;
+    }
+    if (!o->engine && (o->n != 1 || o->quant != FKV_QUANT_OFF || o->sparsity != FKV_SPARSE_DENSE)) {
+        fprintf(stderr, "fairkv generate: --n, --quant and --sparsity need --engine\n");
         return 2;
     }
     return 0;
@@ -117,7 +177,11 @@ int fkv_cli_generate(int argc, char **argv)
         goto out;
     }
     if ((st = fkv_tok_encode(tok, o.prompt, plen, tok->add_bos, ids, total, &n_prompt))) goto out;
-    fkv_kv_geom geom = fkv_llama_geom(m);
+    if (o.engine) {
+        rc = fkv__generate_engine(&o, m, tok, ids, n_prompt);
+        goto out;
+    }
+    fkv_fwd_geom geom = fkv_llama_geom(m);
     if ((st = fkv_kvref_seq_init(&kv, &geom, (uint32_t)total)) || (st = fkv_fwd_create(m, (uint32_t)o.threads, &fwd)) ||
         (st = fkv_sampler_init(&smp, hp->n_vocab, (float)o.temperature, (float)o.top_p, o.seed)))
         goto out;
@@ -161,5 +225,5 @@ out:
     fkv_kvref_seq_free(&kv);
     fkv_tokenizer_free(tok);
     fkv_llama_free(m);
-    return st ? 1 : 0;
+    return st ? 1 : rc;
 }

@@ -236,7 +236,7 @@ static fkv_status check_batch(const fkv_llama *m, const fkv_fwd_seq *b, uint32_t
     return FKV_OK;
 }
 
-static fkv_status attention(fkv_fwd *f, const fkv_kv_ops *kv, const fkv_kv_geom *g, uint32_t l, fkv_fwd_seq *b,
+static fkv_status attention(fkv_fwd *f, const fkv_kv_ops *kv, const fkv_fwd_geom *g, uint32_t l, fkv_fwd_seq *b,
                             uint32_t n, char *err, size_t errlen)
 {
     size_t qd = (size_t)g->n_heads * g->head_dim, kvd = (size_t)g->n_kv_heads * g->head_dim;
@@ -261,7 +261,7 @@ fkv_status fkv_llama_forward(fkv_fwd *f, const fkv_kv_ops *kv, fkv_fwd_seq *b, u
     fkv_status st = check_batch(m, b, n, &T, err, errlen);
     if (st) return st;
     if ((st = reserve(f, T))) return st;
-    fkv_kv_geom g = fkv_llama_geom(m);
+    fkv_fwd_geom g = fkv_llama_geom(m);
     size_t dim = hp->dim, qd = (size_t)hp->n_heads * hp->head_dim, kvd = (size_t)hp->n_kv_heads * hp->head_dim;
     /* stack the tokens; embed */
     uint32_t t = 0;

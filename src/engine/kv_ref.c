@@ -10,7 +10,7 @@
 #include "engine/half.h"
 #include "engine/model.h"
 
-fkv_status fkv_kvref_seq_init(fkv_kvref_seq *s, const fkv_kv_geom *g, uint32_t max_tokens)
+fkv_status fkv_kvref_seq_init(fkv_kvref_seq *s, const fkv_fwd_geom *g, uint32_t max_tokens)
 {
     size_t n = (size_t)g->n_layers * max_tokens * g->n_kv_heads * g->head_dim;
     s->max_tokens = max_tokens;
@@ -30,7 +30,7 @@ void fkv_kvref_seq_free(fkv_kvref_seq *s)
     s->k = s->v = NULL;
 }
 
-static fkv_status ref_store(void *ctx, const fkv_kv_geom *g, uint32_t layer, const fkv_fwd_seq *s, const float *k,
+static fkv_status ref_store(void *ctx, const fkv_fwd_geom *g, uint32_t layer, const fkv_fwd_seq *s, const float *k,
                             const float *v)
 {
     (void)ctx;
@@ -79,7 +79,7 @@ static void attend_head(const kv_reader *r, const float *q, float scale, uint32_
     }
 }
 
-static fkv_status attend_all(const kv_reader *r, const fkv_kv_geom *g, uint32_t start_pos, uint32_t n_tokens,
+static fkv_status attend_all(const kv_reader *r, const fkv_fwd_geom *g, uint32_t start_pos, uint32_t n_tokens,
                              const float *q, float *out)
 {
     float *scores = malloc(((size_t)start_pos + n_tokens + g->head_dim) * sizeof(float));
@@ -102,7 +102,7 @@ static const float *contig_row(const kv_reader *r, int is_v, uint32_t pos, uint3
     return base + (((size_t)r->layer * r->max_tokens + pos) * r->n_kv_heads + kvh) * r->head_dim;
 }
 
-static fkv_status ref_attend(void *ctx, const fkv_kv_geom *g, uint32_t layer, const fkv_fwd_seq *s, const float *q,
+static fkv_status ref_attend(void *ctx, const fkv_fwd_geom *g, uint32_t layer, const fkv_fwd_seq *s, const float *q,
                              float *out)
 {
     (void)ctx;
@@ -162,7 +162,7 @@ static const float *paged_row(const kv_reader *r, int is_v, uint32_t pos, uint32
     return buf;
 }
 
-fkv_status fkv_attn_paged_ref(const fkv_kv_geom *g, const void *k_base, const void *v_base, uint64_t page_stride,
+fkv_status fkv_attn_paged_ref(const fkv_fwd_geom *g, const void *k_base, const void *v_base, uint64_t page_stride,
                               uint32_t page_tokens, fkv_dtype dtype, const fkv_slot *slot_of, uint32_t start_pos,
                               uint32_t n_tokens, const float *q, float *out)
 {

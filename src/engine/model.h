@@ -80,21 +80,21 @@ typedef struct fkv_fwd_seq {
 } fkv_fwd_seq;
 
 /* Geometry the callbacks need. */
-typedef struct fkv_kv_geom {
+typedef struct fkv_fwd_geom {
     uint32_t n_layers, n_heads, n_kv_heads, head_dim;
     float scale; /* 1/sqrt(head_dim) */
-} fkv_kv_geom;
+} fkv_fwd_geom;
 
 typedef struct fkv_kv_ops {
     /* Required.  Stores K and V of s's new tokens in layer `layer`:
      * k, v are [n_tokens][n_kv_heads][head_dim] f32, K already rotated by RoPE. */
-    fkv_status (*store)(void *ctx, const fkv_kv_geom *g, uint32_t layer, const fkv_fwd_seq *s,
+    fkv_status (*store)(void *ctx, const fkv_fwd_geom *g, uint32_t layer, const fkv_fwd_seq *s,
                         const float *k, const float *v);
     /* Required.  Causal attention of the new tokens (called after store for
      * the same layer): for new token i (position p = start_pos + i) and head
      * h, out[i][h] = sum_{j<=p} softmax_j(scale * q[i][h] . K[j][h/group]) V[j][h/group],
      * group = n_heads / n_kv_heads.  q, out: [n_tokens][n_heads][head_dim] f32. */
-    fkv_status (*attend)(void *ctx, const fkv_kv_geom *g, uint32_t layer, const fkv_fwd_seq *s,
+    fkv_status (*attend)(void *ctx, const fkv_fwd_geom *g, uint32_t layer, const fkv_fwd_seq *s,
                          const float *q, float *out);
     void *ctx;
 } fkv_kv_ops;
@@ -103,7 +103,7 @@ typedef struct fkv_fwd fkv_fwd; /* scratch buffers + thread pool, reusable acros
 
 fkv_status fkv_fwd_create(const fkv_llama *m, uint32_t n_threads, fkv_fwd **out);
 void fkv_fwd_destroy(fkv_fwd *f);
-fkv_kv_geom fkv_llama_geom(const fkv_llama *m);
+fkv_fwd_geom fkv_llama_geom(const fkv_llama *m);
 
 /* Runs one step over the batch.  Token ids and positions are checked
  * (FKV_EINVAL, message in err); callback failures are passed through. */
@@ -120,7 +120,7 @@ typedef struct fkv_kvref_seq {
     float *k, *v; /* [n_layers][max_tokens][n_kv_heads][head_dim] */
 } fkv_kvref_seq;
 
-fkv_status fkv_kvref_seq_init(fkv_kvref_seq *s, const fkv_kv_geom *g, uint32_t max_tokens);
+fkv_status fkv_kvref_seq_init(fkv_kvref_seq *s, const fkv_fwd_geom *g, uint32_t max_tokens);
 void fkv_kvref_seq_free(fkv_kvref_seq *s);
 /* ops for fkv_kvref_seq sequences (ctx unused) */
 extern const fkv_kv_ops fkv_kvref_ops;
@@ -137,7 +137,7 @@ fkv_status fkv_kv_write_paged(void *k_base, void *v_base, uint64_t page_stride, 
  * the paged layout through slot_of[pos] (one slot per position); q/out as in
  * fkv_kv_ops.attend, q's token i at position start_pos + i.  Scalar
  * reference: what the cache's attention kernels must reproduce. */
-fkv_status fkv_attn_paged_ref(const fkv_kv_geom *g, const void *k_base, const void *v_base,
+fkv_status fkv_attn_paged_ref(const fkv_fwd_geom *g, const void *k_base, const void *v_base,
                               uint64_t page_stride, uint32_t page_tokens, fkv_dtype dtype,
                               const fkv_slot *slot_of, uint32_t start_pos, uint32_t n_tokens,
                               const float *q, float *out);

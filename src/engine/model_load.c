@@ -272,9 +272,9 @@ uint64_t fkv_llama_n_params(const fkv_llama *m)
     return n;
 }
 
-fkv_kv_geom fkv_llama_geom(const fkv_llama *m)
+fkv_fwd_geom fkv_llama_geom(const fkv_llama *m)
 {
-    fkv_kv_geom g = {m->hp.n_layers, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim,
+    fkv_fwd_geom g = {m->hp.n_layers, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim,
                      1.0f / sqrtf((float)m->hp.head_dim)};
     return g;
 }

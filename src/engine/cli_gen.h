@@ -1,0 +1,33 @@
+/* Options of `fairkv generate`, shared by the plain path (cli_generate.c)
+ * and the engine path (cli_generate_engine.c). */
+#ifndef FKV_ENGINE_CLI_GEN_H
+#define FKV_ENGINE_CLI_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "fairkv.h"
+#include "fairkv_attn.h"
+
+typedef struct gen_opts {
+    const char *model, *prompt;
+    long max_tokens, threads, chunk;
+    double temperature, top_p;
+    uint64_t seed;
+    /* engine path */
+    int engine, ref_attention, stats;
+    int64_t kv_budget; /* bytes */
+    fkv_dtype kv_dtype;
+    long n, sparsity_budget, quant_hot;
+    fkv_quant_mode quant;
+    fkv_sparse_mode sparsity;
+} gen_opts;
+
+/* Runs the prompt ids[0, n_prompt) through the engine; prints the text.
+ * Returns the command's exit status. */
+int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokenizer *tok, const int32_t *ids,
+                         size_t n_prompt);
+
+#endif

@@ -1,0 +1,229 @@
+/* The engine: configuration, creation, request submission (see engine.h;
+ * the step itself is in engine_step.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+
+void fkv_engine_config_default(fkv_engine_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kv_budget_bytes = 64ull << 20;
+    c->kv_dtype = FKV_F32;
+    c->page_tokens = 16;
+    c->chunk_tokens = 32;
+    c->policy = "flru";
+    c->prefix_cache = 1;
+    c->quant_mode = FKV_QUANT_OFF;
+    c->quant_dtype = FKV_INT8;
+    c->quant_hot_tokens = 128;
+    c->sparsity = FKV_SPARSE_DENSE;
+    c->sparsity_budget = 256;
+    c->sched_mode = FKV_SCHED_CONTINUOUS;
+    c->admission = FKV_ADMIT_FCFS;
+    c->victim = FKV_VICTIM_LAST_STARTED;
+    c->max_batch_tokens = 256;
+    c->max_running = 16;
+    c->n_threads = 1;
+    c->ref_attention = 0;
+}
+
+static fkv_status bad(char *err, size_t errlen, fkv_status st, const char *msg)
+{
+    if (err) snprintf(err, errlen, "%s", msg);
+    return st;
+}
+
+fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, fkv_engine **out, char *err,
+                             size_t errlen)
+{
+    *out = NULL;
+    if (cfg->kv_dtype != FKV_F32 && cfg->kv_dtype != FKV_F16)
+        return bad(err, errlen, FKV_EINVAL, "engine config kv_dtype: f32 or f16");
+    if (cfg->ref_attention && (cfg->quant_mode != FKV_QUANT_OFF || cfg->sparsity != FKV_SPARSE_DENSE))
+        return bad(err, errlen, FKV_EINVAL,
+                   "engine config ref_attention: only with quant_mode off and dense attention");
+    if (!cfg->max_batch_tokens || !cfg->max_running || !cfg->n_threads || cfg->n_threads > 256)
+        return bad(err, errlen, FKV_EINVAL, "engine config: max_batch_tokens, max_running, n_threads (1..256)");
+    if (cfg->sparsity != FKV_SPARSE_DENSE && cfg->sparsity_budget < 2 * cfg->chunk_tokens)
+        return bad(err, errlen, FKV_EINVAL, "engine config sparsity_budget: at least two chunks");
+    fkv_engine *e = calloc(1, sizeof *e);
+    if (!e) return FKV_ENOMEM;
+    e->m = m;
+    e->cfg = *cfg;
+    if (cfg->quant_mode != FKV_QUANT_OFF && e->cfg.max_batch_tokens > cfg->quant_hot_tokens)
+        e->cfg.max_batch_tokens = cfg->quant_hot_tokens; /* see the top of this file */
+    if (pthread_mutex_init(&e->mu, NULL)) {
+        free(e);
+        return FKV_ENOMEM;
+    }
+    e->next_id = 1;
+    e->next_rid = 1;
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.n_layers = m->hp.n_layers;
+    cc.n_kv_heads = m->hp.n_kv_heads;
+    cc.head_dim = m->hp.head_dim;
+    cc.dtype = cfg->kv_dtype;
+    cc.page_tokens = cfg->page_tokens;
+    cc.capacity_bytes = cfg->kv_budget_bytes;
+    cc.storage = FKV_STORAGE_CPU;
+    cc.chunk_tokens = cfg->chunk_tokens;
+    if (cfg->policy) cc.policy = cfg->policy;
+    cc.prefix_cache = cfg->prefix_cache;
+    cc.quant_mode = cfg->quant_mode;
+    cc.quant_dtype = cfg->quant_dtype;
+    cc.quant_hot_tokens = cfg->quant_hot_tokens;
+    cc.clock = (fkv_clock){fkv_virtual_clock_now, &e->now};
+    fkv_status st = fkv_cache_create(&cc, &e->cache, err, errlen);
+    fkv_cache_info info;
+    if (!st) st = fkv_cache_get_info(e->cache, &info);
+    if (st) goto fail;
+    e->kbase = calloc(m->hp.n_layers, sizeof *e->kbase);
+    e->vbase = calloc(m->hp.n_layers, sizeof *e->vbase);
+    if (!e->kbase || !e->vbase) {
+        st = FKV_ENOMEM;
+        goto fail;
+    }
+    uint64_t stride = 0;
+    for (uint32_t l = 0; l < m->hp.n_layers && !st; l++)
+        st = fkv_cache_layer_storage(e->cache, l, &e->kbase[l], &e->vbase[l], &stride);
+    if (st) goto fail;
+    e->geom = (fkv_kv_geom){m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim, cfg->page_tokens, cfg->kv_dtype,
+                            stride, info.n_pages};
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.mode = cfg->sched_mode;
+    sc.admission = cfg->admission;
+    sc.victim = cfg->victim;
+    sc.max_batch_tokens = e->cfg.max_batch_tokens;
+    sc.max_running = cfg->max_running;
+    sc.n_clients = 64;
+    sc.on_preempt = FKV_PREEMPT_KEEP;
+    sc.miss = FKV_MISS_RECOMPUTE;
+    sc.pass_tokens = 1;
+    if ((st = fkv_sched_create(&sc, e->cache, &e->sched))) goto fail;
+    if ((st = fkv_fwd_create(m, cfg->n_threads, &e->fwd))) goto fail;
+    if ((st = fkv_attn_pool_create(cfg->n_threads, &e->apool))) goto fail;
+    *out = e;
+    return FKV_OK;
+fail:
+    if (err && !err[0]) snprintf(err, errlen, "engine setup failed: %s", fkv_strerror(st));
+    fkv_engine_destroy(e);
+    return st;
+}
+
+void fkv__eng_req_free(eng_req *q)
+{
+    if (!q) return;
+    for (uint32_t i = 0; i < q->n_kids; i++) fkv__eng_req_free(q->kids[i]);
+    free(q->kids);
+    fkv_sampler_free(&q->smp);
+    free(q->tokens);
+    free(q->forced);
+    free(q->mass);
+    free(q);
+}
+
+void fkv_engine_destroy(fkv_engine *e)
+{
+    if (!e) return;
+    fkv_sched_destroy(e->sched); /* frees the sequences it opened */
+    for (size_t i = 0; i < e->n_live; i++) fkv__eng_req_free(e->live[i]);
+    for (size_t i = 0; i < e->n_inbox; i++) fkv__eng_req_free(e->inbox[i]);
+    fkv_cache_destroy(e->cache);
+    fkv_fwd_destroy(e->fwd);
+    fkv_attn_pool_destroy(e->apool);
+    pthread_mutex_destroy(&e->mu);
+    free(e->kbase);
+    free(e->vbase);
+    free(e->inbox);
+    free(e->live);
+    fkv_batch_free(&e->batch);
+    free(e->ent);
+    free(e->fs);
+    free(e->logits);
+    free(e->dirty);
+    free(e->dq);
+    free(e->dout);
+    free(e->dseq);
+    free(e->dout_ptr);
+    free(e);
+}
+
+fkv_cache *fkv_engine_cache(fkv_engine *e) { return e->cache; }
+const char *fkv_engine_last_error(const fkv_engine *e) { return e->err; }
+
+fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64_t *id)
+{
+    if (!rq->prompt || !rq->n_prompt || !rq->max_tokens || !rq->n || rq->n > 1024 || rq->client >= 64 ||
+        !(rq->temperature >= 0) || !(rq->top_p > 0 && rq->top_p <= 1))
+        return FKV_EINVAL;
+    uint64_t total = (uint64_t)rq->n_prompt + rq->max_tokens;
+    if (total > e->m->hp.ctx_len) return FKV_EINVAL;
+    for (uint32_t i = 0; i < rq->n_prompt; i++)
+        if (rq->prompt[i] < 0 || (uint32_t)rq->prompt[i] >= e->m->hp.n_vocab) return FKV_EINVAL;
+    eng_req **made = calloc(rq->n, sizeof *made);
+    if (!made) return FKV_ENOMEM;
+    fkv_status st = FKV_OK;
+    for (uint32_t s = 0; s < rq->n && !st; s++) {
+        eng_req *q = calloc(1, sizeof *q);
+        if (!q || !(q->tokens = malloc(total * sizeof *q->tokens))) {
+            free(q);
+            st = FKV_ENOMEM;
+            break;
+        }
+        made[s] = q;
+        memcpy(q->tokens, rq->prompt, rq->n_prompt * sizeof *q->tokens);
+        if (rq->forced) {
+            if (!(q->forced = malloc(rq->max_tokens * sizeof *q->forced))) {
+                st = FKV_ENOMEM;
+                break;
+            }
+            memcpy(q->forced, rq->forced, rq->max_tokens * sizeof *q->forced);
+        }
+        q->n_prompt = rq->n_prompt;
+        q->max_tokens = rq->max_tokens;
+        q->sample = s;
+        q->stop_token = rq->stop_token;
+        q->on_token = rq->on_token;
+        q->on_done = rq->on_done;
+        q->ctx = rq->ctx;
+        q->r.client = rq->client;
+        q->r.prompt = rq->n_prompt;
+        q->r.output = rq->max_tokens;
+        q->r.tokens = q->tokens;
+        st = fkv_sampler_init(&q->smp, e->m->hp.n_vocab, rq->temperature, rq->top_p, rq->seed + s);
+    }
+    if (!st && rq->n > 1) {
+        /* samples 1.. wait on sample 0 (engine_step.c forks them) */
+        if (!(made[0]->kids = malloc((rq->n - 1) * sizeof *made[0]->kids))) st = FKV_ENOMEM;
+        for (uint32_t s = 1; s < rq->n && !st; s++) made[0]->kids[made[0]->n_kids++] = made[s];
+    }
+    pthread_mutex_lock(&e->mu);
+    if (!st && fkv__eng_grow(&e->inbox, &e->cap_inbox, e->n_inbox + 1, sizeof *e->inbox)) st = FKV_ENOMEM;
+    if (!st) {
+        uint64_t uid = e->next_id++;
+        for (uint32_t s = 0; s < rq->n; s++) {
+            made[s]->id = uid;
+            made[s]->r.id = e->next_rid++;
+        }
+        e->inbox[e->n_inbox++] = made[0];
+        if (id) *id = uid;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (st) {
+        if (made[0] && made[0]->n_kids) made[0]->n_kids = 0; /* each is freed below */
+        for (uint32_t s = 0; s < rq->n; s++) fkv__eng_req_free(made[s]);
+    }
+    free(made);
+    return st;
+}
+
+fkv_status fkv_engine_stats_get(fkv_engine *e, fkv_engine_stats *out)
+{
+    *out = e->st;
+    out->preemptions = fkv_sched_preemptions(e->sched);
+    return fkv_cache_counters(e->cache, &out->cache);
+}

@@ -1,0 +1,128 @@
+/* The real inference engine: the Llama forward pass (model.h) driven by the
+ * iteration-level scheduler (src/sched) over a fairkv cache with cpu
+ * storage.  One engine step = one scheduler step executed for real:
+ *
+ *   1. requests submitted since the last step join the scheduler;
+ *   2. fkv_sched_step() admits / preempts and does every cache call
+ *      (prefix match, restore of evicted chunks, append of new tokens);
+ *   3. the engine runs one forward pass over the step's work, in batch
+ *      order: per request, the chunks restored in this step (recompute),
+ *      then the prefill chunk or the decode token, writing K/V at the slots
+ *      the chunk table names, attention through the fairkv kernels
+ *      (decode tokens of a layer in one batched call);
+ *   4. requests that finished their prompt or decoded sample a token; the
+ *      callbacks run; fkv_sched_finish() ends the step;
+ *   5. with a sparsity mode, chunks outside each decoding request's budget
+ *      are dropped (pages freed).
+ *
+ * Parallel samples (n > 1): sample 0 runs the prompt; when its prefill
+ * ends, every other sample draws its first token from the same logits
+ * (with its own seed) and gets a fork of sample 0's sequence (fkv_seq_fork:
+ * the prompt's pages are shared, the first write into a shared page copies
+ * that page), then joins the scheduler as a request already holding its
+ * sequence and decodes like any other.
+ *
+ * Threading: fkv_engine_submit() may be called from any thread at any time
+ * (it only queues the request under a mutex); fkv_engine_step() and
+ * fkv_engine_run_until_idle() must be called from one thread at a time (the
+ * stepping thread).  Callbacks run on the stepping thread, inside the step.
+ */
+#ifndef FKV_ENGINE_ENGINE_H
+#define FKV_ENGINE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "fairkv.h"
+#include "fairkv_attn.h"
+#include "sched/sched.h"
+
+typedef struct fkv_engine_config {
+    uint64_t kv_budget_bytes;  /* 64 MiB: K+V bytes of all layers (the cache's capacity) */
+    fkv_dtype kv_dtype;        /* FKV_F32 (default) or FKV_F16 */
+    uint32_t page_tokens;      /* 16 */
+    uint32_t chunk_tokens;     /* 32 */
+    const char *policy;        /* "flru" */
+    int prefix_cache;          /* 1 */
+    fkv_quant_mode quant_mode; /* off */
+    fkv_dtype quant_dtype;     /* FKV_INT8 */
+    uint32_t quant_hot_tokens; /* 128; max_batch_tokens is capped to it when quantizing (see engine.c) */
+    fkv_sparse_mode sparsity;  /* dense */
+    uint32_t sparsity_budget;  /* tokens kept per request in streaming / h2o mode (256) */
+    fkv_sched_mode sched_mode; /* continuous */
+    fkv_admit admission;       /* FCFS; VTC shares service among request.client ids */
+    fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
+    uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
+    uint32_t max_running;      /* 16 */
+    uint32_t n_threads;        /* 1: forward pool and attention pool threads */
+    int ref_attention;         /* 1: scalar reference attention (dense, base-dtype chunks only) */
+} fkv_engine_config;
+
+void fkv_engine_config_default(fkv_engine_config *c);
+
+/* Called on the stepping thread for each generated token: logits[n_vocab]
+ * (valid during the call) are the ones the token was sampled from. */
+typedef void (*fkv_engine_token_fn)(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits,
+                                    uint32_t n_vocab);
+/* Once per sample, at its end: FKV_OK, or FKV_EFULL when it was rejected
+ * (larger than the whole cache). */
+typedef void (*fkv_engine_done_fn)(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n_generated);
+
+typedef struct fkv_engine_request {
+    const int32_t *prompt; /* [n_prompt] token ids (copied) */
+    uint32_t n_prompt;     /* >= 1 */
+    uint32_t max_tokens;   /* >= 1 */
+    float temperature;     /* 0: greedy */
+    float top_p;           /* (0, 1] */
+    uint64_t seed;         /* sample i uses seed + i */
+    uint32_t n;            /* parallel samples, >= 1 */
+    uint64_t client;       /* fairness client (< 64) */
+    int32_t stop_token;    /* < 0: none; else generation ends after this token */
+    /* NULL, or [max_tokens] tokens appended instead of the sampled ones
+     * (teacher forcing: evaluations compare the logits of two
+     * configurations over the same context; callbacks still get the
+     * sampled token).  Copied. */
+    const int32_t *forced;
+    fkv_engine_token_fn on_token;
+    fkv_engine_done_fn on_done;
+    void *ctx;
+} fkv_engine_request;
+
+typedef struct fkv_engine_stats {
+    uint64_t steps;
+    uint64_t prefill_tokens;    /* prompt tokens computed (first time) */
+    uint64_t decode_tokens;     /* single-token decode entries */
+    uint64_t recomputed_tokens; /* K/V computed again (restored chunks) */
+    uint64_t generated_tokens;
+    uint64_t decode_batches;    /* batched decode kernel calls (per layer) */
+    uint64_t max_decode_batch;  /* most sequences in one decode call */
+    uint64_t quant_chunk_reads; /* quantized chunks met in attention tables */
+    uint64_t dropped_tokens;    /* tokens dropped by the sparsity mode */
+    uint32_t peak_pages_used;   /* most cache pages in use after a step */
+    uint64_t deferred_restores; /* items preempted in the step that restored their chunks */
+    uint64_t forks;             /* samples forked from their request's sequence */
+    uint64_t preemptions, rejections;
+    fkv_counters cache;         /* the cache's counters */
+} fkv_engine_stats;
+
+typedef struct fkv_engine fkv_engine;
+
+/* m must outlive the engine.  err names the bad field. */
+fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, fkv_engine **out, char *err,
+                             size_t errlen);
+void fkv_engine_destroy(fkv_engine *e); /* pending requests end without callbacks */
+
+/* Thread-safe.  Queues the request; *id (may be NULL) gets its id. */
+fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *req, uint64_t *id);
+
+/* Runs one step.  *busy (may be NULL) gets 0 when there was nothing to do. */
+fkv_status fkv_engine_step(fkv_engine *e, int *busy);
+/* Steps until every submitted request has ended. */
+fkv_status fkv_engine_run_until_idle(fkv_engine *e);
+
+fkv_status fkv_engine_stats_get(fkv_engine *e, fkv_engine_stats *out);
+fkv_cache *fkv_engine_cache(fkv_engine *e);
+const char *fkv_engine_last_error(const fkv_engine *e);
+
+#endif

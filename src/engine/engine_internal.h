@@ -1,0 +1,89 @@
+/* Internals shared by engine.c (steps, requests) and engine_kv.c (the K/V
+ * callbacks of the forward pass over the cache). */
+#ifndef FKV_ENGINE_INTERNAL_H
+#define FKV_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "engine/engine.h"
+#include "engine/sampler.h"
+
+typedef struct eng_req {
+    fkv_req r;              /* the scheduler's view; r.tokens = tokens */
+    int32_t *tokens;        /* [n_prompt + max_tokens]: prompt, then sampled tokens */
+    uint32_t n_prompt, max_tokens;
+    uint64_t id;            /* the submit's id */
+    uint32_t sample;        /* index among the submit's n samples */
+    int32_t stop_token;
+    int32_t *forced;        /* [max_tokens] teacher-forced tokens, or NULL */
+    fkv_sampler smp;
+    fkv_engine_token_fn on_token;
+    fkv_engine_done_fn on_done;
+    void *ctx;
+    float *mass;            /* [mass_cap] H2O attention mass per chunk index */
+    size_t mass_cap;
+    /* parallel samples: sample 0 runs the prompt; the others wait here and
+     * are forked from its sequence when its prefill ends */
+    struct eng_req **kids;
+    uint32_t n_kids;
+    uint32_t gen_offset;    /* tokens generated before joining the scheduler (a fork's first) */
+} eng_req;
+
+/* One entry of the forward batch: a contiguous run of positions of one
+ * request (a recomputed range, a prefill chunk, a decode token). */
+typedef struct eng_entry {
+    eng_req *q;
+    const fkv_chunk_view *const *chunks; /* the request's table after the step's cache calls */
+    size_t n_chunks;                     /* chunks with start < end of this entry */
+    uint8_t *keep;                       /* [n_chunks]: resident (dropped / evicted: 0) */
+    fkv_slot *slots;                     /* [n_tokens] */
+    uint32_t start, n_tokens;
+    int decode;                          /* one token at the table's end: batched decode kernel */
+    uint32_t index;                      /* in the batch */
+    int lg;                              /* row of engine->logits for the sampled token, -1: none */
+    int owns_keep;
+} eng_entry;
+
+struct fkv_engine {
+    const fkv_llama *m;
+    fkv_engine_config cfg;
+    fkv_cache *cache;
+    fkv_sched *sched;
+    fkv_fwd *fwd;
+    fkv_attn_pool *apool;
+    fkv_kv_geom geom;  /* the cache's storage as the kernels read it */
+    void **kbase, **vbase; /* [n_layers] */
+    int64_t now;       /* virtual clock (ns): 1 ms per step, deterministic eviction */
+    uint64_t next_id, next_rid;
+
+    pthread_mutex_t mu; /* guards inbox */
+    eng_req **inbox;
+    size_t n_inbox, cap_inbox;
+    eng_req **live;
+    size_t n_live, cap_live;
+
+    fkv_batch batch;
+    eng_entry *ent;
+    fkv_fwd_seq *fs; /* [cap_fs] the forward batch, one per entry */
+    size_t n_ent, cap_ent, cap_fs;
+    float *logits; /* [cap_logits][n_vocab] */
+    size_t cap_logits;
+    /* chunks made resident again whose K/V are not computed yet */
+    const fkv_chunk_view **dirty;
+    size_t n_dirty, cap_dirty;
+    /* deferred decode attention of the current layer */
+    float *dq, *dout;
+    fkv_attn_seq *dseq;
+    float **dout_ptr;
+    size_t n_dec, cap_dseq, cap_dptr, cap_dq, cap_dout;
+
+    fkv_engine_stats st;
+    char err[320];
+};
+
+extern const fkv_kv_ops fkv__engine_kv_ops; /* ctx: fkv_engine* */
+/* grows *p (elements of size elem) to hold need; 0 on success */
+int fkv__eng_grow(void *p, size_t *cap, size_t need, size_t elem);
+void fkv__eng_req_free(eng_req *q);
+
+#endif

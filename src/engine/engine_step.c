@@ -1,0 +1,493 @@
+/* One engine step (see engine.h for the flow).
+ *
+ * Which positions a step computes.  The scheduler's cache calls make
+ * chunks resident before their K/V exist: appends (computed in the same
+ * step) and restores of evicted chunks.  A restored chunk is computed by the
+ * first request of the batch whose table holds it; a request preempted in
+ * the step that restored its chunks (it could not get memory) is not
+ * executed, so its restored chunks stay "dirty" until a later step of a
+ * request holding them.  The engine therefore compares each sequence's
+ * non-resident chunks before the step with the table after it, and keeps a
+ * set of dirty chunks; every entry recomputes the dirty chunks of its table
+ * (in position order, up to the first chunk that is still missing) before
+ * its new tokens.
+ *
+ * Quantization happens inside the cache at append time, before the engine
+ * has written that step's K/V.  A chunk turns cold only once quant_hot_tokens
+ * tokens follow it, so capping each step's appends per request to
+ * quant_hot_tokens guarantees that a chunk being quantized holds K/V
+ * computed in earlier steps. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_internal.h"
+
+/* ---------------------------------------------------------------- dirty set */
+
+static int is_dirty(const fkv_engine *e, const fkv_chunk_view *c)
+{
+    for (size_t i = 0; i < e->n_dirty; i++)
+        if (e->dirty[i] == c) return 1;
+    return 0;
+}
+
+static void undirty(fkv_engine *e, const fkv_chunk_view *c)
+{
+    for (size_t i = 0; i < e->n_dirty; i++)
+        if (e->dirty[i] == c) {
+            e->dirty[i] = e->dirty[--e->n_dirty];
+            return;
+        }
+}
+
+/* Missing chunks before the step: (request, chunk index). */
+typedef struct miss_rec {
+    eng_req *q;
+    fkv_seq *seq;
+    uint32_t idx;
+} miss_rec;
+
+static fkv_status snapshot_missing(fkv_engine *e, miss_rec **recs, size_t *n, size_t *cap)
+{
+    *n = 0;
+    for (size_t i = 0; i < e->n_live; i++) {
+        eng_req *q = e->live[i];
+        if (!q->r.seq) continue;
+        const fkv_chunk_view *const *ch;
+        size_t nc;
+        fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
+        if (st) return st;
+        for (size_t c = 0; c < nc; c++) {
+            if (ch[c]->resident || ch[c]->dropped) continue;
+            if (fkv__eng_grow(recs, cap, *n + 1, sizeof **recs)) return FKV_ENOMEM;
+            (*recs)[(*n)++] = (miss_rec){q, q->r.seq, (uint32_t)c};
+        }
+    }
+    return FKV_OK;
+}
+
+static fkv_status mark_restored(fkv_engine *e, const miss_rec *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        eng_req *q = recs[i].q;
+        if (q->r.seq != recs[i].seq) continue; /* freed in the step */
+        const fkv_chunk_view *const *ch;
+        size_t nc;
+        fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
+        if (st) return st;
+        if (recs[i].idx < nc && ch[recs[i].idx]->resident && !is_dirty(e, ch[recs[i].idx])) {
+            if (fkv__eng_grow(&e->dirty, &e->cap_dirty, e->n_dirty + 1, sizeof *e->dirty)) return FKV_ENOMEM;
+            e->dirty[e->n_dirty++] = ch[recs[i].idx];
+        }
+    }
+    return FKV_OK;
+}
+
+/* Forgets dirty chunks that a live sequence holds evicted (they will be
+ * restored, and found again, before anything reads them).  A dirty chunk
+ * no live sequence holds is kept: a rejected request's freed sequence
+ * leaves its chunks in the prefix cache, and a later match must recompute
+ * them.  Such an entry may outlive its chunk and then name a new chunk at
+ * the same address: that chunk is computed once more, which costs time
+ * only.  The set is bounded (DIRTY_MAX) for the same reason. */
+#define DIRTY_MAX 4096
+static void prune_dirty(fkv_engine *e)
+{
+    size_t w = 0;
+    for (size_t d = 0; d < e->n_dirty; d++) {
+        int evicted = 0;
+        for (size_t i = 0; i < e->n_live && !evicted; i++) {
+            const fkv_chunk_view *const *ch;
+            size_t nc;
+            if (!e->live[i]->r.seq || fkv_seq_chunks(e->live[i]->r.seq, &ch, &nc)) continue;
+            for (size_t c = 0; c < nc && !evicted; c++) evicted = ch[c] == e->dirty[d] && !ch[c]->resident;
+        }
+        if (!evicted) e->dirty[w++] = e->dirty[d];
+    }
+    e->n_dirty = w;
+    if (e->n_dirty > DIRTY_MAX) {
+        memmove(e->dirty, e->dirty + (e->n_dirty - DIRTY_MAX), DIRTY_MAX * sizeof *e->dirty);
+        e->n_dirty = DIRTY_MAX;
+    }
+}
+
+/* ---------------------------------------------------------------- entries */
+
+static eng_req *req_of(fkv_req *r) { return (eng_req *)(void *)((char *)r - offsetof(eng_req, r)); }
+
+typedef struct claim_set {
+    const fkv_chunk_view **p;
+    size_t n, cap;
+} claim_set;
+
+static int claimed(const claim_set *c, const fkv_chunk_view *v)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->p[i] == v) return 1;
+    return 0;
+}
+
+/* Adds the entry [start, start + n) of q (table ch[nc]).  pure_new: the
+ * entry holds only this step's new tokens (a lone one at the table's end
+ * goes to the batched decode kernel). */
+static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *const *ch, size_t nc, uint32_t start,
+                            uint32_t n, int want_logits, int pure_new)
+{
+    if (fkv__eng_grow(&e->ent, &e->cap_ent, e->n_ent + 1, sizeof *e->ent)) return FKV_ENOMEM;
+    eng_entry *en = &e->ent[e->n_ent];
+    memset(en, 0, sizeof *en);
+    en->q = q;
+    en->chunks = ch;
+    en->start = start;
+    en->n_tokens = n;
+    en->index = (uint32_t)e->n_ent;
+    en->lg = -1;
+    uint32_t end = start + n;
+    size_t k = 0;
+    while (k < nc && ch[k]->start < end) k++;
+    en->n_chunks = k;
+    en->decode = !e->cfg.ref_attention && pure_new && n == 1 && k == nc && ch[nc - 1]->start + ch[nc - 1]->n_tokens == end;
+    en->keep = malloc(k ? k : 1);
+    en->slots = malloc((size_t)n * sizeof *en->slots);
+    e->n_ent++; /* counted now so the caller's cleanup frees the buffers */
+    if (!en->keep || !en->slots) return FKV_ENOMEM;
+    for (size_t i = 0; i < k; i++) {
+        en->keep[i] = (uint8_t)(ch[i]->resident != 0);
+        if (ch[i]->resident && ch[i]->dtype != e->geom.base) e->st.quant_chunk_reads++;
+    }
+    for (uint32_t t = 0; t < n; t++) {
+        fkv_status st = fkv_chunks_locate(ch, nc, e->geom.page_tokens, start + t, &en->slots[t]);
+        if (st) {
+            snprintf(e->err, sizeof e->err, "request %llu: no slot for position %u", (unsigned long long)q->r.id,
+                     start + t);
+            return FKV_ESTATE;
+        }
+    }
+    if (want_logits) en->lg = 0; /* numbered after all entries exist */
+    if (en->decode && e->cfg.sparsity == FKV_SPARSE_H2O && q->mass_cap < nc) {
+        size_t old = q->mass_cap;
+        if (fkv__eng_grow(&q->mass, &q->mass_cap, nc, sizeof *q->mass)) return FKV_ENOMEM;
+        memset(q->mass + old, 0, (q->mass_cap - old) * sizeof *q->mass);
+    }
+    return FKV_OK;
+}
+
+/* The entries of one batch item: its dirty chunks below ctx, then its new tokens. */
+static fkv_status item_entries(fkv_engine *e, const fkv_batch_item *it, claim_set *cl)
+{
+    eng_req *q = req_of(it->r);
+    const fkv_chunk_view *const *ch;
+    size_t nc;
+    fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
+    if (st) return st;
+    uint32_t a = 0, b = 0; /* open recompute run [a, b), none when a == b */
+    for (size_t c = 0; c < nc && ch[c]->start < it->ctx; c++) {
+        const fkv_chunk_view *v = ch[c];
+        if (!v->resident) {
+            if (v->dropped) continue;
+            if (it->n_new) {
+                snprintf(e->err, sizeof e->err, "request %llu: chunk at %u missing in a step with new tokens",
+                         (unsigned long long)q->r.id, v->start);
+                return FKV_ESTATE;
+            }
+            break; /* the rest is restored in a later step */
+        }
+        int take = is_dirty(e, v) && !claimed(cl, v);
+        if (take && a != b && b == v->start) {
+            b = v->start + v->n_tokens;
+        } else if (a != b) {
+            e->st.recomputed_tokens += b - a;
+            if ((st = add_entry(e, q, ch, nc, a, b - a, 0, 0))) return st;
+            a = b = 0;
+        }
+        if (take) {
+            if (fkv__eng_grow(&cl->p, &cl->cap, cl->n + 1, sizeof *cl->p)) return FKV_ENOMEM;
+            cl->p[cl->n++] = v;
+            if (a == b) a = v->start, b = v->start + v->n_tokens;
+        }
+    }
+    int emits = it->n_new && q->r.computed >= q->r.target;
+    if (a != b) {
+        e->st.recomputed_tokens += b - a;
+        if (it->n_new && b == it->ctx) { /* one entry for the run and the new tokens */
+            if (q->r.generated + q->gen_offset == 0) e->st.prefill_tokens += it->n_new;
+            else e->st.decode_tokens++;
+            return add_entry(e, q, ch, nc, a, b - a + it->n_new, emits, 0);
+        }
+        if ((st = add_entry(e, q, ch, nc, a, b - a, 0, 0))) return st;
+    }
+    if (!it->n_new) return FKV_OK;
+    /* the scheduler marks every step "prefill" (it prefills up to the next
+     * emission); a lone token after the first emission is a decode */
+    int decode = it->n_new == 1 && q->r.generated + q->gen_offset > 0;
+    if (decode) e->st.decode_tokens++;
+    else e->st.prefill_tokens += it->n_new;
+    return add_entry(e, q, ch, nc, it->ctx, it->n_new, emits, decode);
+}
+
+static void free_entries(fkv_engine *e)
+{
+    for (size_t i = 0; i < e->n_ent; i++) {
+        free(e->ent[i].keep);
+        free(e->ent[i].slots);
+    }
+    e->n_ent = 0;
+}
+
+/* ---------------------------------------------------------------- after the step */
+
+static fkv_status sparsify(fkv_engine *e)
+{
+    if (e->cfg.sparsity == FKV_SPARSE_DENSE) return FKV_OK;
+    fkv_sparse_config sc = {e->cfg.sparsity, e->cfg.sparsity_budget, 0};
+    for (size_t i = 0; i < e->n_live; i++) {
+        eng_req *q = e->live[i];
+        if (q->r.state != FKV_REQ_RUNNING || !q->r.seq || !q->r.generated) continue;
+        const fkv_chunk_view *const *ch;
+        size_t nc;
+        fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
+        if (st) return st;
+        if (q->mass_cap < nc) {
+            size_t old = q->mass_cap;
+            if (fkv__eng_grow(&q->mass, &q->mass_cap, nc, sizeof *q->mass)) return FKV_ENOMEM;
+            memset(q->mass + old, 0, (q->mass_cap - old) * sizeof *q->mass);
+        }
+        uint8_t *keep = malloc(nc ? nc : 1);
+        fkv_range *drop = malloc((nc ? nc : 1) * sizeof *drop);
+        if (!keep || !drop) {
+            free(keep);
+            free(drop);
+            return FKV_ENOMEM;
+        }
+        size_t nd = 0;
+        st = fkv_sparse_select(&sc, ch, nc, q->mass, keep, NULL);
+        for (size_t c = 0; c < nc && !st; c++) {
+            if (keep[c] || !ch[c]->resident) continue;
+            if (nd && drop[nd - 1].end == ch[c]->start) drop[nd - 1].end = ch[c]->start + ch[c]->n_tokens;
+            else drop[nd++] = (fkv_range){ch[c]->start, ch[c]->start + ch[c]->n_tokens};
+        }
+        for (size_t d = 0; d < nd && !st; d++) {
+            uint32_t got = 0;
+            st = fkv_seq_drop(q->r.seq, drop[d].start, drop[d].end, &got);
+            e->st.dropped_tokens += got;
+        }
+        free(keep);
+        free(drop);
+        if (st) {
+            snprintf(e->err, sizeof e->err, "sparsity: %s", fkv_cache_last_error(e->cache));
+            return st;
+        }
+    }
+    return FKV_OK;
+}
+
+static void end_kids(eng_req *q, fkv_status st)
+{
+    for (uint32_t k = 0; k < q->n_kids; k++) {
+        eng_req *c = q->kids[k];
+        if (c->on_done) c->on_done(c->ctx, c->id, c->sample, st, 0);
+        fkv__eng_req_free(c);
+    }
+    q->n_kids = 0;
+}
+
+/* q (sample 0) emitted its first token from lg: every other sample draws
+ * its first token from the same logits with its own sampler, and forks q's
+ * sequence, sharing the prompt's pages (the first write into a shared page
+ * copies that page); it then decodes like any request. */
+static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
+{
+    uint32_t V = e->m->hp.n_vocab;
+    for (uint32_t k = 0; k < q->n_kids; k++) {
+        eng_req *c = q->kids[k];
+        int32_t tok = fkv_sample(&c->smp, lg);
+        c->tokens[c->n_prompt] = c->forced ? c->forced[0] : tok;
+        e->st.generated_tokens++;
+        if (c->on_token) c->on_token(c->ctx, c->id, c->sample, tok, lg, V);
+        if (c->max_tokens == 1 || (c->stop_token >= 0 && tok == c->stop_token)) {
+            if (c->on_done) c->on_done(c->ctx, c->id, c->sample, FKV_OK, 1);
+            fkv__eng_req_free(c);
+            continue;
+        }
+        fkv_seq_params p;
+        fkv_seq_params_default(&p);
+        p.request_id = c->r.id;
+        p.client_id = c->r.client;
+        p.expected_tokens = c->n_prompt + c->max_tokens;
+        fkv_seq *child = NULL;
+        fkv_status st = fkv_seq_fork(q->r.seq, &p, &child);
+        if (!st && fkv__eng_grow(&e->live, &e->cap_live, e->n_live + 1, sizeof *e->live)) st = FKV_ENOMEM;
+        /* the scheduler starts a request whose sequence is already set from
+         * that sequence (its open_seq skips it): position n_prompt, the
+         * fork's first token, is decoded next; it owes max_tokens - 1 more */
+        c->r.output = c->max_tokens - 1;
+        if (!st) st = fkv_sched_add(e->sched, &c->r);
+        if (st) {
+            /* this sample ends with the error; the others go on */
+            if (child) fkv_seq_free(child);
+            if (c->on_done) c->on_done(c->ctx, c->id, c->sample, st, 1);
+            fkv__eng_req_free(c);
+            continue;
+        }
+        c->r.seq = child;
+        c->r.computed = c->n_prompt;
+        c->r.target = c->n_prompt;
+        c->gen_offset = 1;
+        e->live[e->n_live++] = c;
+        e->st.forks++;
+    }
+    q->n_kids = 0;
+}
+
+static void reap(fkv_engine *e)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < e->n_live; i++) {
+        eng_req *q = e->live[i];
+        if (q->r.state == FKV_REQ_DONE || q->r.state == FKV_REQ_REJECTED) {
+            if (q->r.state == FKV_REQ_REJECTED) e->st.rejections++;
+            end_kids(q, FKV_EFULL); /* only a rejected request still has them */
+            if (q->on_done)
+                q->on_done(q->ctx, q->id, q->sample, q->r.state == FKV_REQ_DONE ? FKV_OK : FKV_EFULL,
+                           q->r.generated + q->gen_offset);
+            fkv__eng_req_free(q);
+        } else {
+            e->live[w++] = q;
+        }
+    }
+    e->n_live = w;
+}
+
+static fkv_status drain_inbox(fkv_engine *e)
+{
+    fkv_status st = FKV_OK;
+    pthread_mutex_lock(&e->mu);
+    if (fkv__eng_grow(&e->live, &e->cap_live, e->n_live + e->n_inbox, sizeof *e->live)) st = FKV_ENOMEM;
+    size_t i = 0;
+    for (; i < e->n_inbox && !st; i++) {
+        eng_req *q = e->inbox[i];
+        q->r.arrival_ns = e->now;
+        if ((st = fkv_sched_add(e->sched, &q->r))) {
+            snprintf(e->err, sizeof e->err, "%s", fkv_sched_last_error(e->sched));
+            break;
+        }
+        e->live[e->n_live++] = q;
+    }
+    if (i && i < e->n_inbox) memmove(e->inbox, e->inbox + i, (e->n_inbox - i) * sizeof *e->inbox);
+    e->n_inbox -= i;
+    pthread_mutex_unlock(&e->mu);
+    return st;
+}
+
+/* ---------------------------------------------------------------- step */
+
+fkv_status fkv_engine_step(fkv_engine *e, int *busy)
+{
+    if (busy) *busy = 0;
+    e->err[0] = 0;
+    fkv_status st = drain_inbox(e);
+    if (st) return st;
+    if (!e->n_live) return FKV_OK;
+    if (busy) *busy = 1;
+    miss_rec *recs = NULL;
+    size_t n_recs = 0, cap_recs = 0;
+    claim_set cl = {0};
+    if ((st = snapshot_missing(e, &recs, &n_recs, &cap_recs))) goto out;
+    e->now += 1000000; /* 1 ms of virtual time per step */
+    if ((st = fkv_sched_step(e->sched, e->now, &e->batch))) {
+        snprintf(e->err, sizeof e->err, "scheduler: %s", fkv_sched_last_error(e->sched));
+        goto out;
+    }
+    e->st.steps++;
+    if ((st = mark_restored(e, recs, n_recs))) goto out;
+    if (e->batch.n == 0 && e->batch.wake_ns > e->now) e->now = e->batch.wake_ns;
+    for (size_t i = 0; i < e->batch.n && !st; i++) {
+        const fkv_batch_item *it = &e->batch.items[i];
+        if (it->r->state != FKV_REQ_RUNNING || !it->r->seq) { /* preempted while forming the step */
+            e->st.deferred_restores += it->n_restored > 0;
+            continue;
+        }
+        st = item_entries(e, it, &cl);
+    }
+    if (st) goto out;
+    uint32_t V = e->m->hp.n_vocab;
+    size_t n_lg = 0;
+    for (size_t i = 0; i < e->n_ent; i++)
+        if (e->ent[i].lg >= 0) e->ent[i].lg = (int)n_lg++;
+    if (fkv__eng_grow(&e->logits, &e->cap_logits, n_lg * V, sizeof *e->logits)) {
+        st = FKV_ENOMEM;
+        goto out;
+    }
+    if (fkv__eng_grow(&e->fs, &e->cap_fs, e->n_ent, sizeof *e->fs)) {
+        st = FKV_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < e->n_ent; i++) {
+        eng_entry *en = &e->ent[i];
+        e->fs[i] = (fkv_fwd_seq){en, en->q->tokens + en->start, en->n_tokens, en->start, en->slots,
+                                 en->lg >= 0 ? e->logits + (size_t)en->lg * V : NULL, 0};
+    }
+    if (e->n_ent) {
+        fkv_kv_ops ops = fkv__engine_kv_ops;
+        ops.ctx = e;
+        char err[300] = "";
+        e->n_dec = 0;
+        if ((st = fkv_llama_forward(e->fwd, &ops, e->fs, (uint32_t)e->n_ent, err, sizeof err))) {
+            if (!e->err[0]) snprintf(e->err, sizeof e->err, "forward: %s", err);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < e->n_ent; i++) {
+        eng_entry *en = &e->ent[i];
+        if (en->lg < 0) continue;
+        eng_req *q = en->q;
+        const float *lg = e->logits + (size_t)en->lg * V;
+        int32_t tok = fkv_sample(&q->smp, lg);
+        uint32_t pos = q->r.computed;
+        if (pos < q->n_prompt + q->max_tokens)
+            q->tokens[pos] = q->forced && q->r.generated + q->gen_offset < q->max_tokens
+                                 ? q->forced[q->r.generated + q->gen_offset]
+                                 : tok;
+        e->st.generated_tokens++;
+        if (q->on_token) q->on_token(q->ctx, q->id, q->sample, tok, lg, V);
+        if (q->stop_token >= 0 && tok == q->stop_token) q->r.output = q->r.generated + 1;
+        if (q->n_kids && q->r.generated == 0) fork_kids(e, q, lg);
+    }
+    if ((st = fkv_sched_finish(e->sched, &e->batch, e->now))) goto out;
+    for (size_t i = 0; i < cl.n; i++) undirty(e, cl.p[i]);
+    if ((st = sparsify(e))) goto out;
+    prune_dirty(e);
+    reap(e);
+    fkv_cache_info info;
+    if (!fkv_cache_get_info(e->cache, &info) && info.n_pages - info.free_pages > e->st.peak_pages_used)
+        e->st.peak_pages_used = info.n_pages - info.free_pages;
+out:
+    free_entries(e);
+    free(recs);
+    free(cl.p);
+    return st;
+}
+
+fkv_status fkv_engine_run_until_idle(fkv_engine *e)
+{
+    uint64_t idle_steps = 0;
+    for (;;) {
+        int busy = 0;
+        uint64_t gen = e->st.generated_tokens, done = fkv_sched_finished(e->sched);
+        fkv_status st = fkv_engine_step(e, &busy);
+        if (st) return st;
+        pthread_mutex_lock(&e->mu);
+        size_t pending = e->n_inbox;
+        pthread_mutex_unlock(&e->mu);
+        if (!busy && !pending) return FKV_OK;
+        /* a step that computes nothing, emits nothing and ends nothing,
+         * many times over, means the scheduler cannot move */
+        int moved = e->st.generated_tokens != gen || fkv_sched_finished(e->sched) != done || e->batch.n > 0;
+        idle_steps = moved ? 0 : idle_steps + 1;
+        if (idle_steps > 100000) {
+            snprintf(e->err, sizeof e->err, "no progress in 100000 steps (%zu requests live)", e->n_live);
+            return FKV_ESTATE;
+        }
+    }
+}

@@ -1,0 +1,643 @@
+/* The engine over the fairkv cache against the plain forward pass (the
+ * model with a contiguous reference K/V store), on a tiny random model:
+ *  (a) no memory pressure, (b) a budget small enough for eviction +
+ *  recompute and preemption, (c) prefix cache on and off, (d) n samples
+ *  vs independent runs: greedy tokens identical;
+ *  int8 cold chunks: logits NMSE bound and >= 95% greedy agreement;
+ *  sparsity modes drop chunks and finish; submit from another thread. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "engine/cli_engine.h"
+#include "engine/engine.h"
+#include "engine/model_init.h"
+#include "engine/sampler.h"
+
+#define NREQ 6
+#define MAXTOK 24
+#define MAXS 4
+
+static fkv_llama *model;
+static fkv_gguf *gguf;
+static uint8_t *gbuf;
+
+static void load_model(void)
+{
+    fkv_model_init_cfg cfg;
+    REQUIRE(!fkv_model_init_preset("tiny", &cfg));
+    cfg.n_layers = 2;
+    cfg.dim = 64; /* 4 heads of 16, 2 K/V heads: 512 bytes of K/V per token */
+    cfg.hidden = 256;
+    cfg.seed = 7;
+    fkv_gguf_writer *w;
+    REQUIRE(!fkv_model_init_build(&cfg, &w));
+    size_t len;
+    REQUIRE(!fkv_gguf_w_to_mem(w, &gbuf, &len));
+    fkv_gguf_writer_free(w);
+    char err[300];
+    REQUIRE(!fkv_gguf_parse(gbuf, len, "tiny", &gguf, err, sizeof err));
+    REQUIRE(!fkv_llama_from_gguf(gguf, &model, err, sizeof err));
+}
+
+/* K/V bytes per token: 2 (K, V) x layers x kv heads x head_dim x f32 */
+static uint64_t token_bytes(void)
+{
+    return 2ull * model->hp.n_layers * model->hp.n_kv_heads * model->hp.head_dim * sizeof(float);
+}
+
+/* Prompts: a shared 64-token prefix (prefix reuse) and a distinct tail. */
+static int32_t prompts[NREQ][256];
+static uint32_t plen[NREQ];
+
+static void make_prompts(void)
+{
+    uint64_t x = 99;
+    for (int r = 0; r < NREQ; r++) {
+        plen[r] = 96 + 23 * (uint32_t)r; /* 96 .. 211 */
+        for (uint32_t i = 0; i < plen[r]; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            prompts[r][i] = i < 64 ? (int32_t)(3 + (i * 31) % 250) : (int32_t)(3 + (x >> 33) % 256);
+        }
+    }
+}
+
+/* Greedy tokens of the plain forward pass (contiguous reference K/V). */
+static int32_t want[NREQ][MAXTOK];
+
+static void baseline(void)
+{
+    fkv_fwd_geom g = fkv_llama_geom(model);
+    fkv_fwd *f;
+    REQUIRE(!fkv_fwd_create(model, 1, &f));
+    float *lg = malloc(model->hp.n_vocab * sizeof *lg);
+    REQUIRE(lg);
+    char err[300];
+    for (int r = 0; r < NREQ; r++) {
+        fkv_kvref_seq kv;
+        REQUIRE(!fkv_kvref_seq_init(&kv, &g, plen[r] + MAXTOK));
+        int32_t ids[256 + MAXTOK];
+        memcpy(ids, prompts[r], plen[r] * sizeof *ids);
+        fkv_fwd_seq s = {&kv, ids, plen[r], 0, NULL, lg, 0};
+        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
+        for (uint32_t t = 0; t < MAXTOK; t++) {
+            want[r][t] = fkv_argmax(lg, model->hp.n_vocab);
+            ids[plen[r] + t] = want[r][t];
+            if (t + 1 == MAXTOK) break;
+            fkv_fwd_seq d = {&kv, ids + plen[r] + t, 1, plen[r] + t, NULL, lg, 0};
+            REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
+        }
+        fkv_kvref_seq_free(&kv);
+    }
+    free(lg);
+    fkv_fwd_destroy(f);
+}
+
+/* ---------------------------------------------------------------- runs */
+
+typedef struct run_out {
+    int32_t tok[NREQ][MAXS][MAXTOK];
+    uint32_t n_tok[NREQ][MAXS];
+    float *lg[NREQ]; /* [MAXTOK][n_vocab] of sample 0 when captured */
+    int done[NREQ][MAXS];
+    uint64_t ids[NREQ];
+    fkv_engine_stats st;
+} run_out;
+
+static int req_index(run_out *o, uint64_t id)
+{
+    for (int r = 0; r < NREQ; r++)
+        if (o->ids[r] == id) return r;
+    return -1;
+}
+
+static void on_tok(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t V)
+{
+    run_out *o = ctx;
+    int r = req_index(o, id);
+    if (r < 0 || sample >= MAXS) return;
+    uint32_t t = o->n_tok[r][sample]++;
+    if (t >= MAXTOK) return;
+    o->tok[r][sample][t] = token;
+    if (o->lg[r] && sample == 0) memcpy(o->lg[r] + (size_t)t * V, logits, V * sizeof(float));
+}
+
+static void on_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n)
+{
+    run_out *o = ctx;
+    int r = req_index(o, id);
+    if (r >= 0 && sample < MAXS) o->done[r][sample] = st == FKV_OK && n == MAXTOK ? 1 : -1;
+}
+
+static fkv_engine_request mkreq(int r, float temperature, uint64_t seed, uint32_t n, void *ctx)
+{
+    fkv_engine_request rq;
+    memset(&rq, 0, sizeof rq);
+    rq.prompt = prompts[r];
+    rq.n_prompt = plen[r];
+    rq.max_tokens = MAXTOK;
+    rq.temperature = temperature;
+    rq.top_p = 0.9f;
+    rq.seed = seed;
+    rq.n = n;
+    rq.client = (uint64_t)r % 3;
+    rq.stop_token = -1;
+    rq.on_token = on_tok;
+    rq.on_done = on_done;
+    rq.ctx = ctx;
+    return rq;
+}
+
+typedef struct run_opts {
+    uint32_t n;
+    float temperature;
+    int capture;
+    int32_t (*forced)[MAXTOK]; /* [NREQ][MAXTOK] teacher-forced tokens, or NULL */
+} run_opts;
+
+static void run(const fkv_engine_config *cfg, run_opts ro, run_out *o)
+{
+    memset(o, 0, sizeof *o);
+    fkv_engine *e;
+    char err[300] = "";
+    fkv_status st = fkv_engine_create(model, cfg, &e, err, sizeof err);
+    REQUIRE(st == FKV_OK || (fprintf(stderr, "%s\n", err), 0));
+    for (int r = 0; r < NREQ; r++) {
+        if (ro.capture) REQUIRE((o->lg[r] = calloc((size_t)MAXTOK * model->hp.n_vocab, sizeof(float))));
+        fkv_engine_request rq = mkreq(r, ro.temperature, 1000 + (uint64_t)r, ro.n ? ro.n : 1, o);
+        if (ro.forced) rq.forced = ro.forced[r];
+        o->ids[r] = (uint64_t)-1;
+        REQUIRE(fkv_engine_submit(e, &rq, &o->ids[r]) == FKV_OK);
+    }
+    st = fkv_engine_run_until_idle(e);
+    CHECKF(st == FKV_OK, "run: %s (%s)", fkv_engine_last_error(e), fkv_strerror(st));
+    fkv_engine_stats_get(e, &o->st);
+    fkv_engine_destroy(e);
+}
+
+static void free_out(run_out *o)
+{
+    for (int r = 0; r < NREQ; r++) free(o->lg[r]);
+}
+
+/* every sample of every request completed with the baseline's tokens */
+static int matches_baseline(const run_out *o, uint32_t n, const char *label)
+{
+    int bad = 0;
+    for (int r = 0; r < NREQ; r++)
+        for (uint32_t s = 0; s < n; s++) {
+            if (o->done[r][s] != 1 || o->n_tok[r][s] != MAXTOK) {
+                fprintf(stderr, "%s: request %d sample %u: done %d, %u tokens\n", label, r, s, o->done[r][s],
+                        o->n_tok[r][s]);
+                bad++;
+                continue;
+            }
+            for (uint32_t t = 0; t < MAXTOK; t++)
+                if (o->tok[r][s][t] != want[r][t]) {
+                    fprintf(stderr, "%s: request %d sample %u: token %u is %d, want %d\n", label, r, s, t,
+                            o->tok[r][s][t], want[r][t]);
+                    bad++;
+                    break;
+                }
+        }
+    return bad == 0;
+}
+
+static fkv_engine_config base_cfg(int ref)
+{
+    fkv_engine_config c;
+    fkv_engine_config_default(&c);
+    c.ref_attention = ref;
+    c.max_batch_tokens = 128;
+    c.max_running = 8;
+    return c;
+}
+
+/* (a) and (b): no pressure, then a budget that forces eviction, recompute
+ * and preemption.  Both attention paths. */
+static void test_pressure(int ref)
+{
+    const char *lab = ref ? "reference attention" : "fairkv kernels";
+    fkv_engine_config c = base_cfg(ref);
+    run_out *o = malloc(sizeof *o), *calm = malloc(sizeof *calm);
+    REQUIRE(o && calm);
+    run(&c, (run_opts){1, 0, 1, NULL}, calm);
+    CHECKF(matches_baseline(calm, 1, "no pressure"), "%s: no pressure", lab);
+    CHECK(calm->st.cache.evicted_pages == 0 && calm->st.preemptions == 0);
+    CHECK(calm->st.generated_tokens == NREQ * MAXTOK);
+    if (!ref)
+        CHECKF(calm->st.max_decode_batch >= 2, "decode batches of %llu", (unsigned long long)calm->st.max_decode_batch);
+
+    /* budgets in tokens of K/V; the 6 requests hold 120 .. 235 tokens each
+     * (1,062 in all) */
+    static const uint32_t budgets[] = {256, 320, 448};
+    uint64_t evicted = 0, recomputed = 0, preempted = 0;
+    /* sanitizer builds (check_scale() < 1) run one budget per attention path */
+    size_t b0 = 0, b1 = sizeof budgets / sizeof *budgets;
+    if (check_scale() < 1) b0 = ref ? 0 : 1, b1 = b0 + 1;
+    for (size_t b = b0; b < b1; b++) {
+        c.kv_budget_bytes = (uint64_t)budgets[b] * token_bytes();
+        run(&c, (run_opts){1, 0, 1, NULL}, o);
+        CHECKF(matches_baseline(o, 1, "small budget"), "%s: %u tokens", lab, budgets[b]);
+        if (ref) { /* the scalar path is batch-invariant: the same bits whatever the step composition */
+            int same = 1;
+            for (int r = 0; r < NREQ; r++)
+                same &= !memcmp(o->lg[r], calm->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof(float));
+            CHECKF(same, "%u tokens: logits differ from the unpressured run", budgets[b]);
+        }
+        free_out(o);
+        printf("%s, %u tokens: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions, "
+               "%llu deferred restores\n",
+               lab, budgets[b], (unsigned long long)o->st.steps, (unsigned long long)o->st.cache.evicted_pages,
+               (unsigned long long)o->st.recomputed_tokens, (unsigned long long)o->st.preemptions,
+               (unsigned long long)o->st.deferred_restores);
+        CHECK(o->st.peak_pages_used <= budgets[b] / 16);
+        evicted += o->st.cache.evicted_pages;
+        recomputed += o->st.recomputed_tokens;
+        preempted += o->st.preemptions;
+    }
+    /* SGLang's victim rule and VTC admission: other preemption orders, same tokens */
+    c.victim = FKV_VICTIM_FEWEST_OUTPUT;
+    c.admission = FKV_ADMIT_VTC;
+    c.kv_budget_bytes = 288 * token_bytes();
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "fewest-output victims, VTC"), "%s: fewest-output victims, VTC", lab);
+    printf("%s, 288 tokens, fewest-output victims, VTC: %llu preemptions, %llu recomputed tokens\n", lab,
+           (unsigned long long)o->st.preemptions, (unsigned long long)o->st.recomputed_tokens);
+    preempted += o->st.preemptions;
+    /* dynamic (windowed) batching: a batch is admitted whole and runs to its end */
+    c.sched_mode = FKV_SCHED_DYNAMIC;
+    c.max_running = 3;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "dynamic batching"), "%s: dynamic batching", lab);
+    /* the runs above cannot pass vacuously */
+    CHECKF(evicted > 0 && recomputed > 0 && preempted > 0, "%s: evicted %llu, recomputed %llu, preempted %llu", lab,
+           (unsigned long long)evicted, (unsigned long long)recomputed, (unsigned long long)preempted);
+    free_out(calm);
+    free(calm);
+    free(o);
+}
+
+/* f16 K/V pages: the reference and the kernels read the same rounded K/V,
+ * so they agree with each other under pressure too, and the reference path
+ * stays bit-identical to its unpressured run. */
+static void test_f16(void)
+{
+    run_out *calm = malloc(sizeof *calm), *o = malloc(sizeof *o);
+    REQUIRE(calm && o);
+    fkv_engine_config c = base_cfg(1);
+    c.kv_dtype = FKV_F16;
+    run(&c, (run_opts){1, 0, 1, NULL}, calm);
+    c.kv_budget_bytes = 320 * token_bytes() / 2;
+    run(&c, (run_opts){1, 0, 1, NULL}, o);
+    int same = 1;
+    for (int r = 0; r < NREQ; r++)
+        same &= !memcmp(o->lg[r], calm->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof(float));
+    CHECKF(same && o->st.cache.evicted_pages > 0, "f16, 320 tokens: logits as without pressure, %llu evicted",
+           (unsigned long long)o->st.cache.evicted_pages);
+    free_out(o);
+    c.ref_attention = 0;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    int bad = 0, agree = 0;
+    for (int r = 0; r < NREQ; r++) {
+        bad += memcmp(o->tok[r][0], calm->tok[r][0], sizeof o->tok[r][0]) != 0;
+        for (int t = 0; t < MAXTOK; t++) agree += calm->tok[r][0][t] == want[r][t];
+    }
+    CHECKF(bad == 0, "f16: %d requests differ between the kernels under pressure and the reference", bad);
+    printf("f16 K/V: greedy tokens equal to the f32 reference on %d of %d steps\n", agree, NREQ * MAXTOK);
+    free_out(calm);
+    free(calm);
+    free(o);
+}
+
+/* (c) prefix cache on and off */
+static void test_prefix(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    run_out *o = malloc(sizeof *o);
+    REQUIRE(o);
+    c.prefix_cache = 1;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 1, "prefix on"));
+    CHECKF(o->st.cache.prefix_hit_tokens > 0, "prefix hits %llu", (unsigned long long)o->st.cache.prefix_hit_tokens);
+    c.prefix_cache = 0;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 1, "prefix off"));
+    CHECK(o->st.cache.prefix_hit_tokens == 0);
+    free(o);
+}
+
+/* (d) n samples: greedy samples all equal the baseline; sampled ones (T=0.8)
+ * equal independent single runs with the same seeds. */
+static void test_samples(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    run_out *o = malloc(sizeof *o), *solo = malloc(sizeof *solo);
+    REQUIRE(o && solo);
+    c.prefix_cache = 0; /* the samples share pages through the fork alone */
+    run(&c, (run_opts){3, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 3, "n=3 greedy"));
+    CHECKF(o->st.forks == NREQ * 2, "forks %llu", (unsigned long long)o->st.forks);
+    /* prompts of 96 + 23 r tokens end inside a page for r > 0: the first
+     * append of a fork (or of its parent) copies that page */
+    CHECKF(o->st.cache.cow_copies > 0, "copy-on-write copies %llu", (unsigned long long)o->st.cache.cow_copies);
+    uint64_t prompt_sum = 0;
+    for (int r = 0; r < NREQ; r++) prompt_sum += plen[r];
+    CHECKF(o->st.prefill_tokens == prompt_sum, "prefill %llu tokens, prompts %llu: each prompt runs once",
+           (unsigned long long)o->st.prefill_tokens, (unsigned long long)prompt_sum);
+    /* forked samples under eviction and preemption */
+    c.kv_budget_bytes = 384 * token_bytes();
+    run(&c, (run_opts){3, 0, 0, NULL}, o);
+    CHECK(matches_baseline(o, 3, "n=3 greedy, 384 tokens"));
+    CHECKF(o->st.preemptions > 0 && o->st.cache.evicted_pages > 0, "n=3, 384 tokens: preemptions %llu, evicted %llu",
+           (unsigned long long)o->st.preemptions, (unsigned long long)o->st.cache.evicted_pages);
+    printf("n=3, 384 tokens: %llu forks, %llu preemptions, %llu evicted pages, %llu recomputed tokens\n",
+           (unsigned long long)o->st.forks, (unsigned long long)o->st.preemptions,
+           (unsigned long long)o->st.cache.evicted_pages, (unsigned long long)o->st.recomputed_tokens);
+    c = base_cfg(1);
+    run(&c, (run_opts){3, 0.8f, 0, NULL}, o);
+    int diff_samples = 0, bad = 0;
+    uint32_t n_solo = check_scale() < 1 ? 2 : 3;
+    for (uint32_t s = 0; s < n_solo; s++) {
+        /* independent runs: sample s of a request used seed 1000 + r + s */
+        fkv_engine *e;
+        char err[200];
+        REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+        memset(solo, 0, sizeof *solo);
+        for (int r = 0; r < NREQ; r++) {
+            fkv_engine_request rq = mkreq(r, 0.8f, 1000 + (uint64_t)r + s, 1, solo);
+            REQUIRE(!fkv_engine_submit(e, &rq, &solo->ids[r]));
+        }
+        REQUIRE(!fkv_engine_run_until_idle(e));
+        fkv_engine_destroy(e);
+        for (int r = 0; r < NREQ; r++) {
+            bad += o->n_tok[r][s] != MAXTOK || memcmp(o->tok[r][s], solo->tok[r][0], sizeof o->tok[r][s]) != 0;
+            if (s) diff_samples += memcmp(o->tok[r][s], o->tok[r][0], sizeof o->tok[r][s]) != 0;
+        }
+    }
+    CHECKF(bad == 0, "%d sampled sequences differ from independent runs", bad);
+    CHECKF(diff_samples > 0, "the samples should differ from each other at T=0.8");
+    free(o);
+    free(solo);
+}
+
+/* int8 cold chunks vs the same run unquantized (both through the kernels),
+ * teacher-forced on the unquantized run's greedy tokens so that every step
+ * of both runs sees the same context.  Per step, NMSE = sum (a - b)^2 /
+ * sum b^2 over the vocabulary's logits; agreement = the int8 run's greedy
+ * choice equals the unquantized one. */
+/* Teacher-forced comparison of a quantized run q with the unquantized o:
+ * mean and worst per-step logits NMSE, greedy agreement. */
+static void compare_quant(const char *label, const run_out *o, const run_out *q)
+{
+    uint32_t V = model->hp.n_vocab, agree = 0, steps = 0;
+    double num = 0, den = 0, worst = 0;
+    for (int r = 0; r < NREQ; r++) {
+        REQUIRE(q->n_tok[r][0] == MAXTOK);
+        for (uint32_t t = 0; t < MAXTOK; t++) {
+            steps++;
+            agree += q->tok[r][0][t] == o->tok[r][0][t];
+            double n1 = 0, d1 = 0;
+            for (uint32_t i = 0; i < V; i++) {
+                double a = q->lg[r][(size_t)t * V + i], b = o->lg[r][(size_t)t * V + i];
+                n1 += (a - b) * (a - b);
+                d1 += b * b;
+            }
+            num += n1;
+            den += d1;
+            if (n1 / d1 > worst) worst = n1 / d1;
+        }
+    }
+    double nmse = num / den;
+    printf("%s: logits NMSE %.3g (worst step %.3g), greedy agreement %u/%u, %llu int8 chunk reads\n", label, nmse,
+           worst, agree, steps, (unsigned long long)q->st.quant_chunk_reads);
+    CHECKF(q->st.quant_chunk_reads > 0, "%s: int8 chunks read: %llu", label,
+           (unsigned long long)q->st.quant_chunk_reads);
+    /* bound: docs/ENGINE.md, "Engine" */
+    CHECKF(nmse < 3e-4 && worst < 1e-3, "%s: NMSE %.3g, worst %.3g", label, nmse, worst);
+    CHECKF(agree * 100 >= steps * 95, "%s: agreement %u/%u", label, agree, steps);
+}
+
+static void test_int8(void)
+{
+    fkv_engine_config c = base_cfg(0);
+    c.quant_hot_tokens = 64;
+    run_out *o = malloc(sizeof *o), *q = malloc(sizeof *q);
+    REQUIRE(o && q);
+    run(&c, (run_opts){1, 0, 1, NULL}, o);
+    CHECK(matches_baseline(o, 1, "kernels, logits captured"));
+    c.quant_mode = FKV_QUANT_ALWAYS;
+    c.quant_dtype = FKV_INT8;
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    compare_quant("int8 cold chunks, always", o, q);
+    free_out(q);
+    /* under pressure: a 320-token budget; cold chunks are quantized when
+     * the pool passes 90% occupancy, before anything is evicted (only the
+     * appending request's own or unpinned ones: the others are pinned by
+     * their running requests) */
+    c.quant_mode = FKV_QUANT_UNDER_PRESSURE;
+    c.kv_budget_bytes = 320 * token_bytes();
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    compare_quant("int8 cold chunks, under pressure (320 tokens)", o, q);
+    free_out(o);
+    free_out(q);
+    free(o);
+    free(q);
+}
+
+static void test_sparsity(fkv_sparse_mode mode)
+{
+    fkv_engine_config c = base_cfg(0);
+    c.sparsity = mode;
+    c.sparsity_budget = 96;
+    run_out *o = malloc(sizeof *o);
+    REQUIRE(o);
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    uint32_t sparse_peak = o->st.peak_pages_used, dense_peak;
+    c.sparsity = FKV_SPARSE_DENSE;
+    run_out *d = malloc(sizeof *d);
+    REQUIRE(d);
+    run(&c, (run_opts){1, 0, 0, NULL}, d);
+    CHECKF(sparse_peak < d->st.peak_pages_used, "%s: peak pages %u, dense %u", fkv_sparse_mode_name(mode),
+           sparse_peak, d->st.peak_pages_used);
+    dense_peak = d->st.peak_pages_used;
+    free(d);
+    c.sparsity = mode;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    int finished = 1;
+    for (int r = 0; r < NREQ; r++) finished &= o->done[r][0] == 1;
+    CHECKF(finished, "%s: every request finished", fkv_sparse_mode_name(mode));
+    CHECKF(o->st.dropped_tokens > 0, "%s: dropped %llu", fkv_sparse_mode_name(mode),
+           (unsigned long long)o->st.dropped_tokens);
+    printf("%s: %llu tokens dropped, peak pages %u (dense %u)\n", fkv_sparse_mode_name(mode),
+           (unsigned long long)o->st.dropped_tokens, sparse_peak, dense_peak);
+    free(o);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+typedef struct submitter {
+    fkv_engine *e;
+    run_out *o;
+} submitter;
+
+static void *submit_all(void *arg)
+{
+    submitter *s = arg;
+    for (int r = 0; r < NREQ; r++) {
+        fkv_engine_request rq = mkreq(r, 0, 1, 1, s->o);
+        uint64_t id;
+        if (fkv_engine_submit(s->e, &rq, &id)) return NULL;
+        __atomic_store_n(&s->o->ids[r], id, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void test_submit_thread(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    run_out *o = calloc(1, sizeof *o);
+    REQUIRE(o);
+    for (int r = 0; r < NREQ; r++) o->ids[r] = (uint64_t)-1;
+    fkv_engine *e;
+    char err[200];
+    REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+    submitter s = {e, o};
+    pthread_t th;
+    REQUIRE(!pthread_create(&th, NULL, submit_all, &s));
+    int finished = 0;
+    fkv_status st = FKV_OK;
+    for (int spins = 0; spins < 1000000 && !finished && !st; spins++) {
+        st = fkv_engine_step(e, NULL);
+        finished = 1;
+        for (int r = 0; r < NREQ; r++) finished &= __atomic_load_n(&o->done[r][0], __ATOMIC_ACQUIRE) == 1;
+    }
+    pthread_join(th, NULL);
+    CHECK(st == FKV_OK);
+    CHECK(finished && matches_baseline(o, 1, "submit thread"));
+    fkv_engine_destroy(e);
+    free(o);
+}
+
+/* ---------------------------------------------------------------- CLI */
+
+/* Runs `fairkv generate` with stdout sent to a file; returns its status and
+ * the text in out (NUL-terminated). */
+static int generate_to(char **argv, char *out, size_t cap)
+{
+    int argc = 0;
+    while (argv[argc]) argc++;
+    char path[] = "/tmp/fkv_test_engine_out_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    fflush(stdout);
+    int saved = dup(1);
+    REQUIRE(saved >= 0 && dup2(fd, 1) >= 0);
+    int rc = fkv_cli_generate(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    fclose(f);
+    unlink(path);
+    return rc;
+}
+
+static void test_cli(void)
+{
+    char model_path[] = "/tmp/fkv_test_engine_model_XXXXXX";
+    int fd = mkstemp(model_path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    fkv_model_init_cfg cfg;
+    REQUIRE(!fkv_model_init_preset("tiny", &cfg));
+    cfg.n_layers = 2, cfg.seed = 5;
+    fkv_gguf_writer *w;
+    char err[300];
+    REQUIRE(!fkv_model_init_build(&cfg, &w));
+    REQUIRE(!fkv_gguf_w_to_file(w, model_path, err, sizeof err));
+    fkv_gguf_writer_free(w);
+    static char plain[8192], eng[8192], small[8192];
+    const char *prompt = "A prompt long enough to span a few pages of the cache, with some words in it.";
+    char *a1[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "24", NULL};
+    CHECK(generate_to(a1, plain, sizeof plain) == 0);
+    char *a2[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "24", "--engine",
+                  "--kv-budget", "64MiB", NULL};
+    CHECK(generate_to(a2, eng, sizeof eng) == 0);
+    CHECKF(!strcmp(plain, eng), "generate vs generate --engine:\n%s\n%s", plain, eng);
+    /* 1 KiB of K/V per token: 128 tokens of cache for a prompt of about
+     * 80 byte tokens and two forked samples of 24, with int8 cold chunks */
+    char *a3[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "24", "--engine",
+                  "--kv-budget", "128KiB", "--quant", "always", "--quant-hot", "32", "--chunk", "32", "--n", "2",
+                  "--temperature", "0.7", "--seed", "3", "--stats", NULL};
+    CHECK(generate_to(a3, small, sizeof small) == 0);
+    CHECK(strstr(small, "--- sample 0 ---") && strstr(small, "--- sample 1 ---"));
+    /* the same with the fairkv kernels forced onto the reference path is refused */
+    char *a4[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "4", "--engine",
+                  "--quant", "always", "--ref-attention", NULL};
+    CHECK(generate_to(a4, small, sizeof small) == 1);
+    char *b1[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--quant", "maybe", NULL};
+    CHECK(generate_to(b1, small, sizeof small) == 2);
+    char *b2[] = {"generate", "--model", model_path, "--prompt", "x", "--n", "2", NULL};
+    CHECK(generate_to(b2, small, sizeof small) == 2); /* --n needs --engine */
+    char *b3[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "2KiB", NULL};
+    CHECK(generate_to(b3, small, sizeof small) == 1); /* less than a page */
+    char *b4[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "lots", NULL};
+    CHECK(generate_to(b4, small, sizeof small) == 2);
+    /* one page (16 tokens) for a 78-token prompt: the request is rejected */
+    char *b5[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "4", "--engine",
+                  "--kv-budget", "16KiB", NULL};
+    CHECK(generate_to(b5, small, sizeof small) == 1);
+    unlink(model_path);
+}
+
+static void test_bad_args(void)
+{
+    fkv_engine_config c = base_cfg(1);
+    c.quant_mode = FKV_QUANT_ALWAYS;
+    fkv_engine *e = NULL;
+    char err[200] = "";
+    CHECK(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_EINVAL && strstr(err, "ref_attention"));
+    c = base_cfg(0);
+    REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+    int32_t p[2] = {1, 400};
+    fkv_engine_request rq = mkreq(0, 0, 1, 1, NULL);
+    rq.prompt = p;
+    rq.n_prompt = 2;
+    CHECK(fkv_engine_submit(e, &rq, NULL) == FKV_EINVAL); /* token outside the vocabulary */
+    p[1] = 5;
+    rq.max_tokens = model->hp.ctx_len;
+    CHECK(fkv_engine_submit(e, &rq, NULL) == FKV_EINVAL); /* past the context length */
+    fkv_engine_destroy(e);
+}
+
+int main(void)
+{
+    load_model();
+    make_prompts();
+    baseline();
+    test_bad_args();
+    test_pressure(1);
+    test_pressure(0);
+    test_prefix();
+    test_f16();
+    test_samples();
+    test_int8();
+    test_sparsity(FKV_SPARSE_STREAMING);
+    test_sparsity(FKV_SPARSE_H2O);
+    test_submit_thread();
+    test_cli();
+    fkv_llama_free(model);
+    fkv_gguf_free(gguf);
+    free(gbuf);
+    return check_done();
+}
