@@ -6,7 +6,6 @@
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {
-    (void)p;
     /* Evict the HIGHEST utility score alpha/access_count + beta*age first.
      * beta*now is common to all chunks, so the static key
      * -(alpha/access_count - beta*create/unit) orders them the same way
@@ -14,18 +13,6 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
     return p->beta * ((double)ch->v.create_ns / p->age_unit_ns) - p->alpha / (double)ch->v.access_count;
 }
 
-static fkv_status create(const fkv__policy_params *p, void **state)
-{
-    return fkv__hp_create(p, key, state);
-}
-
-const fkv__policy_ops fkv__policy_flru = {
-    .name = "flru",
-    .help = "F-LRU: evicts the highest alpha/access_count + beta*age first",
-    .create = create,
-    .destroy = fkv__hp_destroy,
-    .insert = fkv__hp_insert,
-    .remove = fkv__hp_remove,
-    .access = fkv__hp_access,
-    .victim = fkv__hp_victim,
-};
+FKV__HEAP_POLICY(fkv__policy_flru, "flru",
+                 "F-LRU: evicts the highest alpha/access_count + beta*age first",
+                 key, fkv__hp_access);

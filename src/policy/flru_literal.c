@@ -5,24 +5,11 @@
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {
-    (void)p;
     /* lowest score alpha/access_count + beta*age first; the static key is
      * alpha/access_count - beta*create/unit (see flru.c) */
     return p->alpha / (double)ch->v.access_count - p->beta * ((double)ch->v.create_ns / p->age_unit_ns);
 }
 
-static fkv_status create(const fkv__policy_params *p, void **state)
-{
-    return fkv__hp_create(p, key, state);
-}
-
-const fkv__policy_ops fkv__policy_flru_literal = {
-    .name = "flru-literal",
-    .help = "F-LRU as the seed words it: evicts the LOWEST score first (hot young chunks)",
-    .create = create,
-    .destroy = fkv__hp_destroy,
-    .insert = fkv__hp_insert,
-    .remove = fkv__hp_remove,
-    .access = fkv__hp_access,
-    .victim = fkv__hp_victim,
-};
+FKV__HEAP_POLICY(fkv__policy_flru_literal, "flru-literal",
+                 "F-LRU as the seed words it: evicts the LOWEST score first (hot young chunks)",
+                 key, fkv__hp_access);

@@ -74,4 +74,22 @@ void fkv__hp_remove(void *state, fkv__chunk *ch);
 void fkv__hp_access(void *state, fkv__chunk *ch);
 fkv__chunk *fkv__hp_victim(void *state);
 
+/* Defines the ops table `sym` of a heap policy keyed by `keyfn`; `access`
+ * is fkv__hp_access when a read changes the key, NULL when it cannot. */
+#define FKV__HEAP_POLICY(sym, pname, phelp, keyfn, access_fn)                     \
+    static fkv_status sym##_create(const fkv__policy_params *p, void **state)     \
+    {                                                                             \
+        return fkv__hp_create(p, keyfn, state);                                   \
+    }                                                                             \
+    const fkv__policy_ops sym = {                                                 \
+        .name = pname,                                                            \
+        .help = phelp,                                                            \
+        .create = sym##_create,                                                   \
+        .destroy = fkv__hp_destroy,                                               \
+        .insert = fkv__hp_insert,                                                 \
+        .remove = fkv__hp_remove,                                                 \
+        .access = access_fn,                                                      \
+        .victim = fkv__hp_victim,                                                 \
+    }
+
 #endif
