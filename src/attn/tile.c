@@ -36,14 +36,15 @@ static inline uint64_t row_off(const fkv__kvctx *x, const fkv_chunk_view *c, uin
     return (uint64_t)c->pages[t / tpp] * x->stride + (t % tpp) * rb;
 }
 
-void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0)
+void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0, uint32_t part,
+                       uint32_t n_parts)
 {
     const fkv_kv_geom *g = x->g;
     uint32_t T = fkv__run_len(g, c, t0), tpp = fkv_quant_tokens_per_page(g, c->dtype);
-    uint64_t rb = fkv__row_bytes(g, c->dtype);
+    uint64_t rb = fkv__row_bytes(g, c->dtype), b0 = rb * part / n_parts, b1 = rb * (part + 1) / n_parts;
     for (uint32_t t = t0; t < t0 + T; t++) {
         uint64_t off = row_off(x, c, tpp, rb, t);
-        for (uint64_t b = 0; b < rb; b += 64) {
+        for (uint64_t b = b0 & ~(uint64_t)63; b < b1; b += 64) {
             __builtin_prefetch(x->k + off + b, 0, 3);
             __builtin_prefetch(x->v + off + b, 0, 3);
         }
