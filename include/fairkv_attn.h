@@ -4,7 +4,7 @@
  * fkv_chunk_view in fairkv.h), whatever each chunk's precision: the cache's
  * base dtype (fp32 or fp16) or int8 / int4 (layout in fairkv_quant.h).  No
  * gather into a contiguous buffer: a chunk is walked in runs of up to 64
- * tokens, one row pointer per token into its page, and each micro-kernel
+ * tokens (32 KiB of rows), one row pointer per token into its page, and each micro-kernel
  * reads its stored format directly (quantization scales are folded into
  * the queries and the probabilities, so codes are never expanded to fp32
  * in memory).
