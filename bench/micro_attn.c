@@ -141,8 +141,11 @@ static int build(struct setup *s, uint32_t ctx, size_t batch, fkv_dtype dt, int 
     fkv_kv_geom *g = &s->g;
     g->n_layers = 1, g->n_kv_heads = NKV, g->head_dim = HD;
     g->base = dt == FKV_F32 ? FKV_F32 : FKV_F16;
-    g->page_tokens = contiguous ? ctx : PAGE;
-    uint32_t chunk = contiguous ? ctx : CHUNK, cpages = chunk / g->page_tokens;
+    /* contiguous: 64-token pages in order, so each sequence's K (and V) is
+     * one contiguous [ctx][n_kv_heads][head_dim] buffer, cut into the same
+     * 64-token chunks (the decode kernel splits work at chunk boundaries) */
+    g->page_tokens = contiguous ? CHUNK : PAGE;
+    uint32_t chunk = CHUNK, cpages = chunk / g->page_tokens;
     s->per_seq = ctx / chunk;
     s->n_chunks = batch * s->per_seq;
     g->n_pages = (uint32_t)(s->n_chunks * cpages);
@@ -160,7 +163,7 @@ static int build(struct setup *s, uint32_t ctx, size_t batch, fkv_dtype dt, int 
     fill_random(ops, g->base, s->layer.v, elems, 2);
     uint32_t x = 12345;
     for (uint32_t i = 0; i < g->n_pages; i++) s->pages[i] = i;
-    for (uint32_t i = g->n_pages; i > 1; i--) { /* scatter pages like a long-running pool */
+    for (uint32_t i = contiguous ? 0 : g->n_pages; i > 1; i--) { /* scatter pages like a long-running pool */
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         uint32_t j = x % i, t = s->pages[i - 1];
         s->pages[i - 1] = s->pages[j], s->pages[j] = t;
@@ -306,7 +309,7 @@ int fkv_cli_micro_attn(int argc, char **argv)
                         fkv_chunk_view *v = &s.views[c];
                         fkv_dequant_chunk(&s.g, &s.layer, v->n_tokens, dt, v->pages, v->n_pages, v->qmeta,
                                           fkv_quant_meta_bytes(&s.g, dt, v->n_tokens), v->pages,
-                                          CHUNK / PAGE, NULL, 0);
+                                          CHUNK / s.g.page_tokens, NULL, 0);
                     }
                     dq_bytes[di] += 2.0 * batch * ctx * NKV * HD * 2, dq_time[di] += now_s() - t0;
                 }
