@@ -141,8 +141,11 @@ static int build(struct setup *s, uint32_t ctx, size_t batch, fkv_dtype dt, int 
     fkv_kv_geom *g = &s->g;
     g->n_layers = 1, g->n_kv_heads = NKV, g->head_dim = HD;
     g->base = dt == FKV_F32 ? FKV_F32 : FKV_F16;
-    g->page_tokens = contiguous ? ctx : PAGE;
-    uint32_t chunk = contiguous ? ctx : CHUNK, cpages = chunk / g->page_tokens;
+    /* contiguous: 64-token pages in order, so each sequence's K (and V) is
+     * one contiguous [ctx][n_kv_heads][head_dim] buffer, cut into the same
+     * 64-token chunks (the decode kernel splits work at chunk boundaries) */
+    g->page_tokens = contiguous ? CHUNK : PAGE;
+    uint32_t chunk = CHUNK, cpages = chunk / g->page_tokens;
     s->per_seq = ctx / chunk;
     s->n_chunks = batch * s->per_seq;
     g->n_pages = (uint32_t)(s->n_chunks * cpages);
@@ -160,7 +163,7 @@ static int build(struct setup *s, uint32_t ctx, size_t batch, fkv_dtype dt, int 
     fill_random(ops, g->base, s->layer.v, elems, 2);
     uint32_t x = 12345;
     for (uint32_t i = 0; i < g->n_pages; i++) s->pages[i] = i;
-    for (uint32_t i = g->n_pages; i > 1; i--) { /* scatter pages like a long-running pool */
+    for (uint32_t i = contiguous ? 0 : g->n_pages; i > 1; i--) { /* scatter pages like a long-running pool */
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         uint32_t j = x % i, t = s->pages[i - 1];
         s->pages[i - 1] = s->pages[j], s->pages[j] = t;
@@ -270,7 +273,7 @@ int fkv_cli_micro_attn(int argc, char **argv)
         return 1;
     }
     const size_t big = (quick ? 256u : 1024u) << 20, working = (quick ? 64u : 192u) << 20;
-    const double budget = quick ? 0.1 : 0.25;
+    const double budget = quick ? 0.15 : 0.45;
     double read_gbps = bandwidth(pool, big, 0), memcpy_gbps = bandwidth(pool, big / 2, 1);
     if (!json)
         printf("threads %ld, vector path %s\nread bandwidth %.2f GB/s, memcpy %.2f GB/s (bytes copied)\n", threads,
@@ -285,38 +288,50 @@ int fkv_cli_micro_attn(int argc, char **argv)
     if (!json) printf("%6s %5s %-10s %5s %9s %8s %6s\n", "ctx", "dtype", "layout", "batch", "ms", "GB/s", "%read");
     for (size_t ci = 0; ci < n_ctx; ci++)
         for (size_t di = 0; di < 4; di++)
-            for (int contiguous = 0; contiguous < 2; contiguous++) {
-                uint32_t ctx = ctxs_all[ci];
-                fkv_dtype dt = dts[di];
-                size_t seq_bytes = 2ull * ctx * NKV * HD * (dt == FKV_F32 ? 4 : 2);
-                size_t batch = working / seq_bytes ? working / seq_bytes : 1;
-                struct setup s;
-                double qs;
-                if (build(&s, ctx, batch, dt, contiguous, &qs)) {
+        {
+            /* both layouts built at once and timed in alternating rounds
+             * (best of each), so a burst of other load on this machine hits
+             * both alike */
+            uint32_t ctx = ctxs_all[ci];
+            fkv_dtype dt = dts[di];
+            size_t seq_bytes = 2ull * ctx * NKV * HD * (dt == FKV_F32 ? 4 : 2);
+            size_t batch = working / seq_bytes ? working / seq_bytes : 1;
+            struct setup s[2];
+            double qs[2], best[2] = {1e30, 1e30};
+            memset(s, 0, sizeof s);
+            for (int lay = 0; lay < 2; lay++)
+                if (build(&s[lay], ctx, batch, dt, lay, &qs[lay])) {
                     fprintf(stderr, "fairkv micro attn: out of memory at ctx %u %s\n", ctx, dname(dt));
-                    teardown(&s);
+                    teardown(&s[0]), teardown(&s[1]);
                     fkv_attn_pool_destroy(pool);
                     return 1;
                 }
-                double t = time_decode(pool, &s, batch, budget);
-                if (!contiguous && qs > 0) { /* codec throughput on the scattered layout, fp16 bytes */
-                    q_bytes[di] += 2.0 * batch * ctx * NKV * HD * 2, q_time[di] += qs;
-                    double t0 = now_s();
-                    for (size_t c = 0; c < s.n_chunks; c++) {
-                        fkv_chunk_view *v = &s.views[c];
-                        fkv_dequant_chunk(&s.g, &s.layer, v->n_tokens, dt, v->pages, v->n_pages, v->qmeta,
-                                          fkv_quant_meta_bytes(&s.g, dt, v->n_tokens), v->pages,
-                                          CHUNK / PAGE, NULL, 0);
-                    }
-                    dq_bytes[di] += 2.0 * batch * ctx * NKV * HD * 2, dq_time[di] += now_s() - t0;
+            for (int round = 0; round < 3; round++)
+                for (int lay = 0; lay < 2; lay++) {
+                    double t = time_decode(pool, &s[lay], batch, budget / 3);
+                    if (t > 0 && t < best[lay]) best[lay] = t;
                 }
-                struct result r = {ctx, dt, contiguous, batch, t * 1e3, t > 0 ? s.bytes_read / t / 1e9 : 0};
+            if (qs[0] > 0) { /* codec throughput on the scattered layout, fp16 bytes */
+                q_bytes[di] += 2.0 * batch * ctx * NKV * HD * 2, q_time[di] += qs[0];
+                double t0 = now_s();
+                for (size_t c = 0; c < s[0].n_chunks; c++) {
+                    fkv_chunk_view *v = &s[0].views[c];
+                    fkv_dequant_chunk(&s[0].g, &s[0].layer, v->n_tokens, dt, v->pages, v->n_pages, v->qmeta,
+                                      fkv_quant_meta_bytes(&s[0].g, dt, v->n_tokens), v->pages,
+                                      CHUNK / s[0].g.page_tokens, NULL, 0);
+                }
+                dq_bytes[di] += 2.0 * batch * ctx * NKV * HD * 2, dq_time[di] += now_s() - t0;
+            }
+            for (int lay = 0; lay < 2; lay++) {
+                double t = best[lay] < 1e30 ? best[lay] : -1;
+                struct result r = {ctx, dt, lay, batch, t * 1e3, t > 0 ? s[lay].bytes_read / t / 1e9 : 0};
                 res[nres++] = r;
                 if (!json)
                     printf("%6u %5s %-10s %5zu %9.3f %8.2f %5.0f%%\n", ctx, dname(dt),
-                           contiguous ? "contiguous" : "chunked", batch, r.ms, r.gbps, 100 * r.gbps / read_gbps);
-                teardown(&s);
+                           lay ? "contiguous" : "chunked", batch, r.ms, r.gbps, 100 * r.gbps / read_gbps);
+                teardown(&s[lay]);
             }
+        }
     fkv_kv_geom g16 = {32, NKV, HD, PAGE, FKV_F16, 0, 1};
     double fp16b = (double)fkv_quant_chunk_bytes(&g16, FKV_F16, CHUNK);
     double r8 = fkv_quant_chunk_bytes(&g16, FKV_INT8, CHUNK) / fp16b, r4 = fkv_quant_chunk_bytes(&g16, FKV_INT4, CHUNK) / fp16b;

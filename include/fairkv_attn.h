@@ -3,16 +3,18 @@
  * The kernels read K/V in place through a sequence's chunk table (struct
  * fkv_chunk_view in fairkv.h), whatever each chunk's precision: the cache's
  * base dtype (fp32 or fp16) or int8 / int4 (layout in fairkv_quant.h).  No
- * gather into a contiguous buffer: each run of tokens that is contiguous in
- * one page is read (and, if quantized or fp16, decoded into a small per-
- * thread fp32 tile that stays in L1/L2) where it lies.
+ * gather into a contiguous buffer: a chunk is walked in runs of up to 64
+ * tokens (32 KiB of rows), one row pointer per token into its page, and each micro-kernel
+ * reads its stored format directly (quantization scales are folded into
+ * the queries and the probabilities, so codes are never expanded to fp32
+ * in memory).
  *
  * Decode splits each sequence's chunk list into ranges (FlashDecoding): work
- * items are (sequence, kv head, range); each keeps an online-softmax state
- * (running max m, sum l, unnormalized output) for the query heads of its kv
- * head, and a second pass merges the ranges.  Grouped-query attention: query
- * head h uses kv head h / (n_heads / n_kv_heads), and the group's query heads
- * are processed together so each K/V byte is read once.
+ * items are (sequence, range); each keeps an online-softmax state (running
+ * max m, sum l, unnormalized output) for every query head, and a second pass
+ * merges the ranges.  Grouped-query attention: query head h uses kv head
+ * h / (n_heads / n_kv_heads), and the group's query heads are processed
+ * together so each K/V byte is read once.
  *
  * Shapes (all fp32, row-major):
  *   decode:  q, out [n_seqs][n_heads][head_dim]

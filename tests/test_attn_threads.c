@@ -78,6 +78,24 @@ int main(void)
         CHECK(fkv_attn_decode(p4, &kv, NH, AS, NSEQ, Q, out, 0.125f, NULL, 0) == FKV_OK);
         CHECK(diff(REF, out, sizeof out / sizeof out[0]) <= 1e-10);
     }
+    /* H2O mass from many ranges at once, with a keep mask */
+    fkv_attn_seq ms[NSEQ];
+    float *mass[NSEQ];
+    uint8_t *keep[NSEQ];
+    for (int b = 0; b < NSEQ; b++) {
+        mass[b] = calloc(S[b].n_chunks, sizeof(float));
+        keep[b] = malloc(S[b].n_chunks);
+        REQUIRE(mass[b] && keep[b]);
+        for (size_t i = 0; i < S[b].n_chunks; i++) keep[b][i] = (uint8_t)(i % 3 != 1);
+        ms[b] = (fkv_attn_seq){S[b].tab, S[b].n_chunks, keep[b], mass[b]};
+    }
+    for (int it = 0; it < 5; it++) CHECK(fkv_attn_decode(p4, &kv, NH, ms, NSEQ, Q, out, 0.125f, NULL, 0) == FKV_OK);
+    for (int b = 0; b < NSEQ; b++) {
+        double tot = 0;
+        for (size_t i = 0; i < S[b].n_chunks; i++) tot += mass[b][i];
+        CHECKF(fabs(tot - 5.0 * NH) < 1e-3 * NH, "mass total %.5f, expected %d", tot, 5 * NH);
+        free(mass[b]), free(keep[b]);
+    }
     fkv_attn_pool_destroy(p4);
 
     pthread_t t[2];

@@ -87,10 +87,12 @@ static void run_item(void *arg, size_t i, unsigned thread)
         for (uint32_t t0 = 0; t0 < ch->n_tokens;) {
             uint32_t T = fkv__run_len(c->x.g, ch, t0);
             uint32_t nci = ci, nt0 = t0 + T;
-            if (next_run(s, it->c1, &nci, &nt0)) fkv__prefetch_run(&c->x, s->chunks[nci], nt0);
-            for (size_t g = 0; g < H; g++)
+            int pf = next_run(s, it->c1, &nci, &nt0);
+            for (size_t g = 0; g < H; g++) {
+                if (pf) fkv__prefetch_run(&c->x, s->chunks[nci], nt0, (uint32_t)g, (uint32_t)H);
                 fkv__attend_run(&c->x, ch, (uint32_t)g, t0, T, q + g * r * D, r, NULL, c->scale, m + g * r,
                                 l + g * r, acc + g * r * D, s->mass ? csum + g * r : NULL, &ts);
+            }
             t0 += T;
         }
         if (s->mass) {

@@ -53,10 +53,12 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
                      uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
                      float *m, float *l, float *acc, float *csum, fkv__tscratch *s);
 
-/* Software prefetch of the run of chunk c at t0 (K and V rows of all
- * heads), issued one run ahead: pages are scattered, so the hardware
- * prefetcher cannot see past a page. */
-void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0);
+/* Software prefetch of part `part` of n_parts of each K and V row of the
+ * run of chunk c at t0, issued one run ahead and spread over the heads of
+ * the current run: pages are scattered, so the hardware prefetcher cannot
+ * see past a page. */
+void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0, uint32_t part,
+                       uint32_t n_parts);
 
 /* Checks the layer and one sequence's chunk table (every kept chunk must be
  * resident, of a readable dtype, with enough in-range pages). */

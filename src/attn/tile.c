@@ -10,6 +10,10 @@
 #include "attn/internal.h"
 #include "quant/fp16.h"
 
+#ifndef RUN_BYTES
+#define RUN_BYTES 32768u
+#endif
+
 void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D)
 {
     s->sz = mem;
@@ -23,8 +27,10 @@ void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D)
 
 uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0)
 {
-    (void)g;
-    uint32_t n = FKV__TMAX;
+    /* at most ~RUN_BYTES of each of K and V per run: the run being read and
+     * the next one being prefetched must both stay in L2 */
+    uint64_t cap = RUN_BYTES / fkv__row_bytes(g, c->dtype);
+    uint32_t n = cap >= FKV__TMAX ? FKV__TMAX : cap < 8 ? 8u : (uint32_t)(cap & ~(uint64_t)7);
     if ((c->dtype == FKV_INT8 || c->dtype == FKV_INT4) && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n)
         n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
     return c->n_tokens - t0 < n ? c->n_tokens - t0 : n;
@@ -36,16 +42,17 @@ static inline uint64_t row_off(const fkv__kvctx *x, const fkv_chunk_view *c, uin
     return (uint64_t)c->pages[t / tpp] * x->stride + (t % tpp) * rb;
 }
 
-void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0)
+void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0, uint32_t part,
+                       uint32_t n_parts)
 {
     const fkv_kv_geom *g = x->g;
     uint32_t T = fkv__run_len(g, c, t0), tpp = fkv_quant_tokens_per_page(g, c->dtype);
-    uint64_t rb = fkv__row_bytes(g, c->dtype);
+    uint64_t rb = fkv__row_bytes(g, c->dtype), b0 = rb * part / n_parts, b1 = rb * (part + 1) / n_parts;
     for (uint32_t t = t0; t < t0 + T; t++) {
         uint64_t off = row_off(x, c, tpp, rb, t);
-        for (uint64_t b = 0; b < rb; b += 64) {
-            __builtin_prefetch(x->k + off + b, 0, 3);
-            __builtin_prefetch(x->v + off + b, 0, 3);
+        for (uint64_t b = b0 & ~(uint64_t)63; b < b1; b += 64) {
+            __builtin_prefetch(x->k + off + b, 0, 2);
+            __builtin_prefetch(x->v + off + b, 0, 2);
         }
     }
 }

@@ -277,18 +277,20 @@ TGT_INLINE __m256 exp8(__m256 x)
 TGT static void a_scale_q(size_t M, const float *q, size_t ld, const float *s, const float *z, size_t d,
                           float scale, float *qp, float *c)
 {
-    if (d % 8) {
-        fkv__simd_scalar.scale_q(M, q, ld, s, z, d, scale, qp, c);
-        return;
-    }
     for (size_t m = 0; m < M; m++) {
         __m256 cz = _mm256_setzero_ps();
-        for (size_t j = 0; j < d; j += 8) {
+        size_t j = 0;
+        for (; j + 8 <= d; j += 8) {
             __m256 qv = _mm256_loadu_ps(q + m * ld + j);
             _mm256_storeu_ps(qp + m * ld + j, _mm256_mul_ps(qv, _mm256_loadu_ps(s + j)));
             cz = _mm256_fmadd_ps(qv, _mm256_loadu_ps(z + j), cz);
         }
-        c[m] = hsum8(cz) * scale;
+        float t = hsum8(cz);
+        for (; j < d; j++) { /* tail of a short run */
+            qp[m * ld + j] = q[m * ld + j] * s[j];
+            t += q[m * ld + j] * z[j];
+        }
+        c[m] = t * scale;
     }
 }
 
