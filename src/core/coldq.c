@@ -9,7 +9,8 @@
  * shared with another chunk: quantizing rewrites pages in place).  A chunk
  * shared whole by several sequences is one object, so it is quantized once
  * for all its holders.  It must not be pinned by another sequence than the
- * one whose call is running: a pinned chunk may be being read by a kernel.
+ * one whose call is running: a pinned chunk may be being read by a kernel
+ * (with phantom storage, which has no data, pins do not matter).
  *
  *  - always: a cold chunk is quantized as soon as it is found cold (after
  *    each append of its sequence, and when its request ends);
@@ -47,8 +48,10 @@ static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
     if (!ch->v.resident || ch->v.dtype != c->cfg.dtype || ch->v.n_tokens == 0 ||
         ch->v.n_tokens != ch->v.cap_tokens)
         return 0;
+    /* a chunk pinned by another sequence may be under a kernel right now;
+     * phantom storage has no data to race on */
     uint32_t own_pins = held && c->cur_seq ? c->cur_seq->pins : 0;
-    if (ch->v.pins > own_pins) return 0;
+    if (c->k && ch->v.pins > own_pins) return 0;
     for (uint32_t j = 0; j < ch->v.n_pages; j++)
         if (c->page_ref[ch->pages[j]] != 1) return 0;
     return 1;

@@ -68,6 +68,8 @@ void fkv_bench_usage(FILE *f)
             "  --admission fcfs|vtc     --miss recompute|reload (host tier over PCIe)\n"
             "  --alpha A --beta B       F-LRU weights (library defaults 0.7, 0.3)\n"
             "  --temperature T          quota temperature   --min-retention-ms M\n"
+            "  --quant off|always|under-pressure   cold-chunk quantization (off)\n"
+            "  --quant-dtype int8|int4  --quant-hot N (tokens kept full precision, 128)\n"
             "output:\n"
             "  --schemes a,b,...        schemes to run (default all)\n"
             "  --format text|json|csv   --output FILE   --plot DIR   --quiet\n"
@@ -210,6 +212,21 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 0) return bad(a, v);
         o->sim.min_retention_ns = (int64_t)llround(d * 1e6);
+    } else if (!strcmp(a, "--quant")) {
+        TAKE();
+        if (!strcmp(v, "off")) o->sim.quant = FKV_QUANT_OFF;
+        else if (!strcmp(v, "always")) o->sim.quant = FKV_QUANT_ALWAYS;
+        else if (!strcmp(v, "under-pressure")) o->sim.quant = FKV_QUANT_UNDER_PRESSURE;
+        else return bad(a, v);
+    } else if (!strcmp(a, "--quant-dtype")) {
+        TAKE();
+        if (!strcmp(v, "int8")) o->sim.quant_dtype = FKV_INT8;
+        else if (!strcmp(v, "int4")) o->sim.quant_dtype = FKV_INT4;
+        else return bad(a, v);
+    } else if (!strcmp(a, "--quant-hot")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e9) return bad(a, v);
+        o->sim.quant_hot = (uint32_t)d;
     } else if (!strcmp(a, "--schemes")) {
         TAKE();
         o->schemes = v;

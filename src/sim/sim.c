@@ -16,6 +16,9 @@ void fkv_sim_config_default(fkv_sim_config *c)
     fkv_sched_config_default(&c->sched);
     c->alpha = c->beta = c->temperature = -1;
     c->min_retention_ns = -1;
+    c->quant = FKV_QUANT_OFF;
+    c->quant_dtype = FKV_INT8;
+    c->quant_hot = 128;
 }
 
 static fkv_status serr(char *err, size_t errlen, fkv_status st, const char *fmt, ...)
@@ -182,6 +185,9 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     if (cfg->beta >= 0) cc.beta = cfg->beta;
     if (cfg->temperature >= 0) cc.temperature = cfg->temperature;
     if (cfg->min_retention_ns >= 0) cc.min_chunk_retention_ns = cfg->min_retention_ns;
+    cc.quant_mode = cfg->quant;
+    cc.quant_dtype = cfg->quant_dtype;
+    cc.quant_hot_tokens = cfg->quant_hot;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;

@@ -46,6 +46,9 @@ typedef struct fkv_sim_config {
     double alpha, beta;       /* F-LRU weights; < 0 = library default */
     double temperature;       /* < 0 = library default */
     int64_t min_retention_ns; /* < 0 = library default */
+    fkv_quant_mode quant;     /* cold-chunk quantization (off) */
+    fkv_dtype quant_dtype;    /* FKV_INT8 */
+    uint32_t quant_hot;       /* tokens kept full precision at a sequence's end (128) */
     int progress;             /* 1: progress lines on stderr */
 } fkv_sim_config;
 
