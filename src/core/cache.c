@@ -340,6 +340,7 @@ void fkv_cache_destroy(fkv_cache *c)
             free(c->chunk_free[i]);
             c->chunk_free[i] = n;
         }
+    while (c->n_idle_seqs) fkv__seq_release(c->idle_seqs[--c->n_idle_seqs]);
     fkv__policy_inst_free(c->shared_inst);
     fkv__heap_free(&c->ttl_heap);
     free(c->owners);

@@ -126,6 +126,9 @@ struct fkv_cache {
     fkv_seq **owners;         /* open sequences */
     uint32_t n_owners, cap_owners;
     int quota_dirty;
+#define FKV__IDLE_SEQS 64
+    fkv_seq *idle_seqs[FKV__IDLE_SEQS]; /* ended sequences kept for reuse */
+    uint32_t n_idle_seqs;
     uint64_t quota_epoch_allocs; /* page allocations since the last quota refresh */
 
     /* cold-chunk quantization */
@@ -207,6 +210,7 @@ void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
 
 /* seq.c */
 fkv_class fkv__seq_class(const fkv_seq *s);
+void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */
 fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);

@@ -102,26 +102,37 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     if (want > c->n_pages) want = c->n_pages; /* cannot match more pages than exist */
     fkv__pentry *ent = c->ins; /* scratch, [n_pages] each */
     uint64_t *keys = c->keys;
-    /* keys first (a chain: each needs the previous), then every probe's
-     * cache miss is started before the first probe waits on one */
+    /* keys in batches of 8 (a chain: each needs the previous); a batch's
+     * probes are all started (prefetched) before the first waits on a cache
+     * miss, and a miss ends the walk, so at most 7 keys are hashed in vain */
     uint64_t h = 0;
     uint32_t nk = 0;
-    for (; nk < want; nk++) {
-        uint32_t start = nk * pt;
-        if (s->block_ids && !tokens) {
-            uint32_t b = start / c->cfg.block_tokens;
-            if (b >= s->n_block_ids) break;
-            h = fkv__hash_block(h, s->block_ids[b], (start % c->cfg.block_tokens) / pt);
-        } else {
-            h = fkv__hash_tokens(h, tokens + start, pt);
+    int done = 0;
+    while (!done && nk < want) {
+        uint32_t batch_end = nk + 8 < want ? nk + 8 : want, from = nk;
+        for (; nk < batch_end; nk++) {
+            uint32_t start = nk * pt;
+            if (s->block_ids && !tokens) {
+                uint32_t b = start / c->cfg.block_tokens;
+                if (b >= s->n_block_ids) {
+                    done = 1;
+                    break;
+                }
+                h = fkv__hash_block(h, s->block_ids[b], (start % c->cfg.block_tokens) / pt);
+            } else {
+                h = fkv__hash_tokens(h, tokens + start, pt);
+            }
+            keys[nk] = h;
+            fkv__prefix_prefetch(c, h);
         }
-        keys[nk] = h;
-        fkv__prefix_prefetch(c, h);
-    }
-    for (; m < nk; m++) {
-        fkv__pentry *e = fkv__prefix_find(c, keys[m]);
-        if (!e || !e->chunk->v.resident) break;
-        ent[m] = *e;
+        for (m = from; m < nk; m++) {
+            fkv__pentry *e = fkv__prefix_find(c, keys[m]);
+            if (!e || !e->chunk->v.resident) {
+                done = 1;
+                break;
+            }
+            ent[m] = *e;
+        }
     }
     /* room for the worst case: one chunk per page */
     if (m && fkv__seq_reserve(s, m)) {

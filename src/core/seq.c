@@ -112,8 +112,22 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
         c->owners = o;
         c->cap_owners = ncap;
     }
-    fkv_seq *s = calloc(1, sizeof *s + PT(c) * sizeof(int32_t));
-    if (!s) return fkv__fail(FKV_ENOMEM, "out of memory");
+    /* ended sequences are kept for reuse with their table and policy
+     * instance: a request's life then allocates nothing */
+    fkv_seq *s;
+    if (c->n_idle_seqs) {
+        s = c->idle_seqs[--c->n_idle_seqs];
+        fkv__chunk **table = s->table;
+        uint32_t cap = s->cap_chunks;
+        fkv__policy_inst *inst = s->inst;
+        memset(s, 0, sizeof *s + PT(c) * sizeof(int32_t));
+        s->table = table;
+        s->cap_chunks = cap;
+        s->inst = inst;
+    } else {
+        s = calloc(1, sizeof *s + PT(c) * sizeof(int32_t));
+        if (!s) return fkv__fail(FKV_ENOMEM, "out of memory");
+    }
     s->pending = (int32_t *)(s + 1);
     s->cache = c;
     s->request_id = p->request_id;
@@ -133,10 +147,11 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
         if (s->block_ids) memcpy(s->block_ids, p->block_ids, (size_t)p->n_block_ids * sizeof *s->block_ids);
         s->n_block_ids = p->n_block_ids;
     }
-    if (c->cfg.quotas) s->inst = fkv__policy_inst_new(c->ops, &c->pparams);
+    if (c->cfg.quotas && !s->inst) s->inst = fkv__policy_inst_new(c->ops, &c->pparams);
     if ((p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
         fkv__policy_inst_free(s->inst);
         free(s->block_ids);
+        free(s->table);
         free(s);
         return fkv__fail(FKV_ENOMEM, "out of memory");
     }
@@ -168,11 +183,22 @@ void fkv_seq_free(fkv_seq *s)
     c->owners[s->owner_idx] = last;
     last->owner_idx = s->owner_idx;
     c->quota_dirty = 1;
+    free(s->block_ids);
+    s->block_ids = NULL;
+    if (c->n_idle_seqs < FKV__IDLE_SEQS && (!s->inst || s->inst->n == 0)) {
+        c->idle_seqs[c->n_idle_seqs++] = s;
+    } else {
+        fkv__seq_release(s);
+    }
+    FKV__UNLOCK(c);
+}
+
+void fkv__seq_release(fkv_seq *s)
+{
     fkv__policy_inst_free(s->inst);
     free(s->table);
     free(s->block_ids);
     free(s);
-    FKV__UNLOCK(c);
 }
 
 /* ---------------------------------------------------------------- hashing */
