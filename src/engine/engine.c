@@ -15,6 +15,8 @@ void fkv_engine_config_default(fkv_engine_config *c)
     c->chunk_tokens = 32;
     c->policy = "flru";
     c->prefix_cache = 1;
+    c->quotas = 1;
+    c->dynamic_chunking = 0;
     c->quant_mode = FKV_QUANT_OFF;
     c->quant_dtype = FKV_INT8;
     c->quant_hot_tokens = 128;
@@ -72,6 +74,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     cc.chunk_tokens = cfg->chunk_tokens;
     if (cfg->policy) cc.policy = cfg->policy;
     cc.prefix_cache = cfg->prefix_cache;
+    cc.quotas = cfg->quotas;
+    cc.dynamic_chunking = cfg->dynamic_chunking;
     cc.quant_mode = cfg->quant_mode;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot_tokens;

@@ -45,6 +45,8 @@ typedef struct fkv_engine_config {
     uint32_t chunk_tokens;     /* 32 */
     const char *policy;        /* "flru" */
     int prefix_cache;          /* 1 */
+    int quotas;                /* 1: the cache's per-request quotas around the policy (fkv_config.quotas) */
+    int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: the cache's dynamic chunk sizes */
     fkv_quant_mode quant_mode; /* off */
     fkv_dtype quant_dtype;     /* FKV_INT8 */
     uint32_t quant_hot_tokens; /* 128; max_batch_tokens is capped to it when quantizing (see engine.c) */
