@@ -62,6 +62,7 @@ typedef struct eng {
     ereq *live;              /* every accepted request until the engine ends it */
     uint64_t n_live, n_started; /* n_started: live requests that have produced a token */
     uint64_t max_waiting;
+    int ignore_eos;
     char *client_name[64];   /* fairness client ids: "user" strings, first come */
     int n_clients;
     /* snapshot (under mu) */
@@ -162,7 +163,7 @@ static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
         b->n_started++;
         pthread_mutex_unlock(&b->mu);
     }
-    if (fkv_tok_is_eog(b->tok, token)) {
+    if (!b->ignore_eos && fkv_tok_is_eog(b->tok, token)) {
         r->stopped = 1;
         r->produced++; /* counted for n_started bookkeeping only; not delivered */
         return;
@@ -376,7 +377,7 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.top_p = (float)req->top_p;
     q.seed = req->seed;
     q.n = 1; /* the server submits each of n choices on its own, with seed + i */
-    q.stop_token = b->tok->eos;
+    q.stop_token = b->ignore_eos ? -1 : b->tok->eos;
     q.on_token = cb_token;
     q.on_done = cb_done;
     q.ctx = r;
@@ -506,8 +507,8 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
 {
     fkv_engine_config cfg;
     char model[1024] = "";
-    uint64_t max_waiting = 0;
-    fkv_status st = fkv__engine_opts_parse(opts, &cfg, model, sizeof model, &max_waiting, err, errlen);
+    fkv_engine_backend_opts bo;
+    fkv_status st = fkv__engine_opts_parse(opts, &cfg, model, sizeof model, &bo, err, errlen);
     if (st != FKV_OK) return st;
     if (!model[0]) {
         snprintf(err, errlen, "engine backend: no model (fairkv serve --model FILE.gguf)");
@@ -518,7 +519,8 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         snprintf(err, errlen, "engine backend: out of memory");
         return FKV_ENOMEM;
     }
-    b->max_waiting = max_waiting;
+    b->max_waiting = bo.max_waiting;
+    b->ignore_eos = bo.ignore_eos;
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;
     snprintf(b->model_name, sizeof b->model_name, "%s", base);

@@ -42,12 +42,12 @@ static int onoff(const char *v, int *out)
 }
 
 fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cfg, char *model, size_t cap,
-                                  uint64_t *max_waiting, char *err, size_t errlen)
+                                  fkv_engine_backend_opts *bo, char *err, size_t errlen)
 {
     fkv_engine_config_default(cfg);
     cfg->chunk_tokens = 64; /* the simulator's schemes use 64-token chunks */
     model[0] = 0;
-    *max_waiting = 0;
+    memset(bo, 0, sizeof *bo);
     for (size_t i = 0; opts && opts[i]; i++) {
         const char *o = opts[i], *eq = strchr(o, '=');
         if (!eq) {
@@ -96,7 +96,9 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             else if (!strcmp(v, "vtc")) cfg->admission = FKV_ADMIT_VTC;
             else bad = 1;
         } else if (KEY("max_waiting")) {
-            bad = u64_in(v, 0, 1u << 30, max_waiting);
+            bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
+        } else if (KEY("ignore_eos")) {
+            bad = onoff(v, &bo->ignore_eos);
         } else {
             known = 0;
         }

@@ -12,13 +12,19 @@
 /* The option keys, for messages and --help. */
 #define FKV_ENGINE_OPT_KEYS                                                                                      \
     "model, kv_budget, kv_dtype, policy, quotas, dynamic_chunking, quant, quant_hot, threads, chunk_tokens, "    \
-    "max_batch_tokens, max_running, admission, prefix_cache, max_waiting"
+    "max_batch_tokens, max_running, admission, prefix_cache, max_waiting, ignore_eos"
+
+/* Settings of the backend itself (not the engine's). */
+typedef struct fkv_engine_backend_opts {
+    uint64_t max_waiting; /* 0: no queue limit of its own (the server has one) */
+    int ignore_eos;       /* 1: generate max_tokens whatever is sampled (benchmarks: fixed lengths) */
+} fkv_engine_backend_opts;
 
 /* Fills cfg (from fkv_engine_config_default) and model[cap] from opts; an
  * unknown key or a bad value is FKV_EINVAL naming the option.  cfg->policy
  * points into opts. */
 fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cfg, char *model, size_t cap,
-                                  uint64_t *max_waiting, char *err, size_t errlen);
+                                  fkv_engine_backend_opts *bo, char *err, size_t errlen);
 
 /* "65536", "64MiB", "64M", "512KiB", "1GiB" -> bytes; -1 if malformed. */
 int64_t fkv__parse_bytes(const char *v);
