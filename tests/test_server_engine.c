@@ -317,6 +317,11 @@ static void test_pressure_and_metrics(void)
     double ev = metric(t, "fairkv_evicted_pages_total"), pre = metric(t, "fairkv_num_preemptions_total");
     CHECKF(ev > 0 || pre > 0, "evicted pages %g, preemptions %g", ev, pre);
     CHECK(metric(t, "fairkv_num_preemptions_total") >= 0 && metric(t, "fairkv_recomputed_tokens_total") >= 0);
+    /* the step-cost counters the simulator's profile is checked against */
+    double steps = metric(t, "fairkv_engine_timed_steps_total"), toks = metric(t, "fairkv_engine_batch_tokens_total");
+    CHECK(steps > 0 && metric(t, "fairkv_engine_step_seconds_total") > 0);
+    CHECK(toks >= metric(t, "fairkv_engine_tokens_total{kind=\"prefill\"}") && toks >= steps);
+    CHECK(metric(t, "fairkv_engine_attention_work_total") > toks);
     http_free(&m);
 }
 

@@ -93,6 +93,11 @@ typedef struct fkv_engine_request {
 
 typedef struct fkv_engine_stats {
     uint64_t steps;
+    uint64_t timed_steps;       /* steps with a non-empty batch: those step_ns covers */
+    uint64_t step_ns;           /* wall time inside fkv_engine_step, those steps */
+    uint64_t batch_tokens;      /* sum of the steps' budgets: new + recomputed tokens */
+    double attn_work;           /* sum over steps and items of n_new x (ctx + (n_new + 1) / 2)
+                                 * + n_restored x ctx / 2: the cost profile's attention term */
     uint64_t prefill_tokens;    /* prompt tokens computed (first time) */
     uint64_t decode_tokens;     /* single-token decode entries */
     uint64_t recomputed_tokens; /* K/V computed again (restored chunks) */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine_internal.h"
 
@@ -382,7 +383,38 @@ static fkv_status drain_inbox(fkv_engine *e)
 
 /* ---------------------------------------------------------------- step */
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static fkv_status step_inner(fkv_engine *e, int *busy);
+
+/* Times the step and adds its shape to the counters the simulator's cost
+ * profile is checked against (fkv_engine_stats.step_ns, batch_tokens,
+ * attn_work). */
 fkv_status fkv_engine_step(fkv_engine *e, int *busy)
+{
+    int b = 0;
+    int64_t t0 = mono_ns();
+    fkv_status st = step_inner(e, &b);
+    if (busy) *busy = b;
+    if (b && e->batch.n) {
+        e->st.step_ns += (uint64_t)(mono_ns() - t0);
+        e->st.timed_steps++;
+        e->st.batch_tokens += e->batch.tokens;
+        for (size_t i = 0; i < e->batch.n; i++) {
+            const fkv_batch_item *it = &e->batch.items[i];
+            e->st.attn_work += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) +
+                               (double)it->n_restored * it->ctx / 2.0;
+        }
+    }
+    return st;
+}
+
+static fkv_status step_inner(fkv_engine *e, int *busy)
 {
     if (busy) *busy = 0;
     e->err[0] = 0;

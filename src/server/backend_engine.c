@@ -442,9 +442,24 @@ static void eng_metrics(void *be, fkv_textbuf *out)
                        "# TYPE fairkv_engine_tokens_total counter\n"
                        "fairkv_engine_tokens_total{kind=\"prefill\"} %llu\n"
                        "fairkv_engine_tokens_total{kind=\"decode\"} %llu\n"
-                       "fairkv_engine_tokens_total{kind=\"recomputed\"} %llu\n",
+                       "fairkv_engine_tokens_total{kind=\"recomputed\"} %llu\n"
+                       "# HELP fairkv_engine_timed_steps_total Engine steps with work\n"
+                       "# TYPE fairkv_engine_timed_steps_total counter\n"
+                       "fairkv_engine_timed_steps_total %llu\n"
+                       "# HELP fairkv_engine_step_seconds_total Wall time inside engine steps with work\n"
+                       "# TYPE fairkv_engine_step_seconds_total counter\n"
+                       "fairkv_engine_step_seconds_total %.6f\n"
+                       "# HELP fairkv_engine_batch_tokens_total New and recomputed tokens of all steps\n"
+                       "# TYPE fairkv_engine_batch_tokens_total counter\n"
+                       "fairkv_engine_batch_tokens_total %llu\n"
+                       "# HELP fairkv_engine_attention_work_total Attention work of all steps, as the cost "
+                       "profile counts it (query x context tokens)\n"
+                       "# TYPE fairkv_engine_attention_work_total counter\n"
+                       "fairkv_engine_attention_work_total %.0f\n",
                        (unsigned long long)s.steps, (unsigned long long)s.prefill_tokens,
-                       (unsigned long long)s.decode_tokens, (unsigned long long)s.recomputed_tokens);
+                       (unsigned long long)s.decode_tokens, (unsigned long long)s.recomputed_tokens,
+                       (unsigned long long)s.timed_steps, (double)s.step_ns / 1e9, (unsigned long long)s.batch_tokens,
+                       s.attn_work);
 }
 
 static void deadline_after(struct timespec *ts, int64_t ns)

@@ -137,7 +137,7 @@ static void usage(FILE *f)
                "                     replayed at its own arrival times (--rate and --duration unused)\n"
                "  --max-total N      seed: prompt + max_tokens at most N (long class in 513..N; default 2048)\n"
                "  --write-trace FILE write the requests (arrivals, lengths, clients) as a plain CSV that\n"
-               "                     `fairkv bench --trace FILE --native` replays\n"
+               "                     `fairkv bench --trace FILE --native` replays; without --url, only that\n"
                "  --rate R           mean arrivals per second, Poisson (default 5)\n"
                "  --duration S       seconds of arrivals (default 30)\n"
                "  --seed N           workload and prompt seed (default 1)\n"
@@ -220,12 +220,12 @@ int fkv_cli_load(int argc, char **argv)
             return 2;
         }
     }
-    if (!cfg.url) {
-        fprintf(stderr, "fairkv load: --url is required\n");
+    if (!cfg.url && !write_trace) {
+        fprintf(stderr, "fairkv load: --url is required (unless --write-trace only writes the requests)\n");
         usage(stderr);
         return 2;
     }
-    if (strncmp(cfg.url, "http://", 7) && strncmp(cfg.url, "https://", 8)) {
+    if (cfg.url && strncmp(cfg.url, "http://", 7) && strncmp(cfg.url, "https://", 8)) {
         fprintf(stderr, "fairkv load: --url must start with http:// or https://, got '%s'\n", cfg.url);
         return 2;
     }
@@ -250,6 +250,11 @@ int fkv_cli_load(int argc, char **argv)
     if (st == FKV_OK && write_trace) {
         st = fkv_load_workload_write_plain(&w, write_trace, err, sizeof err);
         if (st != FKV_OK) fkv_load_workload_free(&w);
+        else if (!cfg.url) {
+            printf("fairkv load: wrote %zu requests to %s\n", w.n, write_trace);
+            fkv_load_workload_free(&w);
+            return 0;
+        }
     }
     if (st != FKV_OK) {
         fprintf(stderr, "fairkv load: --workload %s: %s\n", workload, err[0] ? err : fkv_strerror(st));
