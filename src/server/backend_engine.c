@@ -538,7 +538,7 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
     b->ignore_eos = bo.ignore_eos;
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;
-    snprintf(b->model_name, sizeof b->model_name, "%s", base);
+    snprintf(b->model_name, sizeof b->model_name, "%.120s", base); /* a served name, not a path */
     size_t bl = strlen(b->model_name);
     if (bl > 5 && !strcmp(b->model_name + bl - 5, ".gguf")) b->model_name[bl - 5] = 0;
     char e2[400] = "";
