@@ -336,6 +336,42 @@ static void test_disconnect(void)
     CHECK(fkv_server_in_flight(srv) == 0);
 }
 
+/* Cancel reaches the engine: a request of 600 tokens (ignore_eos: it cannot
+ * end early by itself) cancelled after a few tokens ends as cancelled, and
+ * the engine decodes far fewer than 600 tokens for it. */
+static void test_cancel_stops_engine(const char *mopt)
+{
+    const char *opts[] = {mopt, "ignore_eos=1", NULL};
+    fkv_backend b2;
+    char err[400];
+    REQUIRE(fkv_backend_create("engine", opts, &b2, err, sizeof err) == FKV_OK);
+    capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3};
+    fkv_gen_sink sink = {cap_token, cap_done, &c};
+    REQUIRE(b2.ops->submit(b2.impl, &q, &sink, err, sizeof err) == FKV_OK);
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&c.mu);
+        uint32_t n = c.n;
+        pthread_mutex_unlock(&c.mu);
+        if (n >= 5) break;
+        sleep_ms(2);
+    }
+    b2.ops->cancel(b2.impl, 77);
+    pthread_mutex_lock(&c.mu);
+    while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    CHECK(c.res.finish == FKV_FINISH_CANCELLED && c.res.completion_tokens < 600);
+    /* drain waits until the engine has ended the request */
+    CHECK(b2.ops->drain(b2.impl, 20000000000LL) == FKV_OK);
+    sleep_ms(200); /* the step thread refreshes the metrics snapshot once idle */
+    fkv_textbuf t = {0};
+    b2.ops->metrics(b2.impl, &t);
+    double dec = metric(t.data ? t.data : "", "fairkv_engine_tokens_total{kind=\"decode\"}");
+    CHECKF(dec >= 4 && dec < 300, "decode tokens %g", dec);
+    fkv_textbuf_free(&t);
+    fkv_backend_destroy(&b2);
+}
+
 static void write_model(void)
 {
     snprintf(dir, sizeof dir, "/tmp/fkv-serve-engine-XXXXXX");
@@ -380,6 +416,7 @@ int main(void)
     test_greedy_direct();
     test_pressure_and_metrics();
     test_disconnect();
+    test_cancel_stops_engine(mopt);
 
     CHECK(fkv_server_drain(srv, 10000000000LL) == FKV_OK);
     fkv_server_destroy(srv);

@@ -143,6 +143,7 @@ void fkv_engine_destroy(fkv_engine *e)
     free(e->kbase);
     free(e->vbase);
     free(e->inbox);
+    free(e->cancels);
     free(e->live);
     fkv_batch_free(&e->batch);
     free(e->ent);
@@ -222,6 +223,16 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         for (uint32_t s = 0; s < rq->n; s++) fkv__eng_req_free(made[s]);
     }
     free(made);
+    return st;
+}
+
+fkv_status fkv_engine_cancel(fkv_engine *e, uint64_t id)
+{
+    fkv_status st = FKV_OK;
+    pthread_mutex_lock(&e->mu);
+    if (fkv__eng_grow(&e->cancels, &e->cap_cancels, e->n_cancels + 1, sizeof *e->cancels)) st = FKV_ENOMEM;
+    else e->cancels[e->n_cancels++] = id;
+    pthread_mutex_unlock(&e->mu);
     return st;
 }
 

@@ -123,6 +123,12 @@ void fkv_engine_destroy(fkv_engine *e); /* pending requests end without callback
 /* Thread-safe.  Queues the request; *id (may be NULL) gets its id. */
 fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *req, uint64_t *id);
 
+/* Thread-safe.  Ends request `id` early: from the next step on, each of its
+ * samples generates at most one more token (a sample still in its prompt
+ * finishes the prompt first: the scheduler cannot drop a request), then
+ * ends with FKV_OK as usual.  An unknown or finished id is ignored. */
+fkv_status fkv_engine_cancel(fkv_engine *e, uint64_t id);
+
 /* Runs one step.  *busy (may be NULL) gets 0 when there was nothing to do. */
 fkv_status fkv_engine_step(fkv_engine *e, int *busy);
 /* Steps until every submitted request has ended. */

@@ -59,6 +59,8 @@ struct fkv_engine {
     pthread_mutex_t mu; /* guards inbox */
     eng_req **inbox;
     size_t n_inbox, cap_inbox;
+    uint64_t *cancels;  /* ids cancelled since the last step (under mu) */
+    size_t n_cancels, cap_cancels;
     eng_req **live;
     size_t n_live, cap_live;
 

@@ -360,6 +360,23 @@ static void reap(fkv_engine *e)
     e->n_live = w;
 }
 
+/* Cancelled requests owe one more token at most (the same rule as a stop
+ * token: the scheduler ends a request once it has generated `output`);
+ * their samples not forked yet end at the fork. */
+static void apply_cancels(fkv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t c = 0; c < e->n_cancels; c++)
+        for (size_t i = 0; i < e->n_live; i++) {
+            eng_req *q = e->live[i];
+            if (q->id != e->cancels[c]) continue;
+            if (q->r.output > q->r.generated + 1) q->r.output = q->r.generated + 1;
+            for (uint32_t k = 0; k < q->n_kids; k++) q->kids[k]->max_tokens = 1;
+        }
+    e->n_cancels = 0;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static fkv_status drain_inbox(fkv_engine *e)
 {
     fkv_status st = FKV_OK;
@@ -420,6 +437,7 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
     e->err[0] = 0;
     fkv_status st = drain_inbox(e);
     if (st) return st;
+    apply_cancels(e);
     if (!e->n_live) return FKV_OK;
     if (busy) *busy = 1;
     miss_rec *recs = NULL;

@@ -13,10 +13,10 @@
  * step thread copies the engine's counters and renders the cache's
  * Prometheus text into a snapshot that stats() and metrics() return.
  *
- * Cancel: the engine has no way to drop a request, so a cancelled request
- * gets on_done(CANCELLED) from the step thread right after the current
- * step and is detached: its remaining tokens are still computed (at most
- * max_tokens more) but not delivered.
+ * Cancel: a cancelled request gets on_done(CANCELLED) from the step thread
+ * right after the current step and is detached; fkv_engine_cancel makes the
+ * engine end it after one more token (or, if it is still in its prompt,
+ * after the prompt), and what it still produces is not delivered.
  *
  * Text: each token's bytes (fkv_tok_piece) go through a UTF-8 holdback: a
  * piece that ends inside a multi-byte character delivers the complete part
@@ -39,6 +39,7 @@
 typedef struct ereq {
     struct ereq *next;
     uint64_t id;           /* the server's id */
+    uint64_t eid;          /* the engine's id */
     struct eng *b;
     fkv_gen_sink sink;
     uint32_t n_prompt, max_tokens, produced;
@@ -391,7 +392,7 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
         snprintf(err, errlen, "the backend queue is full (%llu waiting)",
                  (unsigned long long)(b->n_live - b->n_started));
         st = FKV_EFULL;
-    } else if ((st = fkv_engine_submit(b->e, &q, NULL)) != FKV_OK) {
+    } else if ((st = fkv_engine_submit(b->e, &q, &r->eid)) != FKV_OK) {
         snprintf(err, errlen, "engine: %s (a token id outside the vocabulary?)", fkv_strerror(st));
     } else {
         r->next = b->live;
@@ -409,7 +410,10 @@ static void eng_cancel(void *be, uint64_t id)
     eng *b = be;
     pthread_mutex_lock(&b->mu);
     for (ereq *r = b->live; r; r = r->next)
-        if (r->id == id) r->cancelled = 1;
+        if (r->id == id && !r->cancelled) {
+            r->cancelled = 1;
+            fkv_engine_cancel(b->e, r->eid); /* ENOMEM: the tokens are computed and dropped */
+        }
     pthread_cond_signal(&b->cv);
     pthread_mutex_unlock(&b->mu);
 }
