@@ -45,7 +45,7 @@ static void sleep_ms(int ms)
 typedef struct answer {
     char text[1024];
     char finish[16];
-    long completion, prompt;
+    long completion, prompt, cached;
 } answer;
 
 static int parse_answer(const char *body, answer *a)
@@ -63,6 +63,9 @@ static int parse_answer(const char *body, answer *a)
         snprintf(a->finish, sizeof a->finish, "%s", f->valuestring);
         a->completion = (long)cJSON_GetObjectItemCaseSensitive(u, "completion_tokens")->valuedouble;
         a->prompt = (long)cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens")->valuedouble;
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, "cached_tokens");
+        a->cached = cJSON_IsNumber(c) ? (long)c->valuedouble : -1;
     }
     cJSON_Delete(j);
     return ok;
@@ -214,6 +217,10 @@ static void test_greedy_direct(void)
         CHECKF(h.status == 200 && parse_answer(body_of(&h), &a), "status %ld: %s", h.status, body_of(&h));
         CHECK(!strcmp(a.text, c.text));
         CHECK(a.completion == (long)n_want[r] && a.prompt == PLEN);
+        /* the direct run of the same prompt finished just before: its
+         * chunks are in the prefix cache (whole pages; the last prompt token
+         * is always computed) */
+        CHECKF(a.cached >= 64 && a.cached < PLEN, "cached_tokens %ld", a.cached);
         http_free(&h);
     }
 }

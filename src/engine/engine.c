@@ -195,6 +195,7 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         q->on_token = rq->on_token;
         q->on_done = rq->on_done;
         q->ctx = rq->ctx;
+        q->prefix_hit_out = s == 0 ? rq->prefix_hit_out : NULL;
         q->r.client = rq->client;
         q->r.prompt = rq->n_prompt;
         q->r.output = rq->max_tokens;

@@ -89,6 +89,9 @@ typedef struct fkv_engine_request {
     fkv_engine_token_fn on_token;
     fkv_engine_done_fn on_done;
     void *ctx;
+    /* NULL, or written before sample 0's on_done: its prompt tokens found in
+     * the prefix cache at its first admission.  Must stay valid until then. */
+    uint32_t *prefix_hit_out;
 } fkv_engine_request;
 
 typedef struct fkv_engine_stats {

@@ -20,6 +20,7 @@ typedef struct eng_req {
     fkv_engine_token_fn on_token;
     fkv_engine_done_fn on_done;
     void *ctx;
+    uint32_t *prefix_hit_out; /* sample 0: fkv_engine_request.prefix_hit_out */
     float *mass;            /* [mass_cap] H2O attention mass per chunk index */
     size_t mass_cap;
     /* parallel samples: sample 0 runs the prompt; the others wait here and

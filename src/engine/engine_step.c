@@ -349,6 +349,7 @@ static void reap(fkv_engine *e)
         if (q->r.state == FKV_REQ_DONE || q->r.state == FKV_REQ_REJECTED) {
             if (q->r.state == FKV_REQ_REJECTED) e->st.rejections++;
             end_kids(q, FKV_EFULL); /* only a rejected request still has them */
+            if (q->prefix_hit_out) *q->prefix_hit_out = (uint32_t)q->r.matched;
             if (q->on_done)
                 q->on_done(q->ctx, q->id, q->sample, q->r.state == FKV_REQ_DONE ? FKV_OK : FKV_EFULL,
                            q->r.generated + q->gen_offset);

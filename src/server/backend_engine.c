@@ -43,6 +43,7 @@ typedef struct ereq {
     struct eng *b;
     fkv_gen_sink sink;
     uint32_t n_prompt, max_tokens, produced;
+    uint32_t cached;       /* prompt tokens found in the prefix cache (set by the engine before its on_done) */
     int cancelled;         /* under b->mu */
     int delivered;         /* on_done sent (step thread only) */
     int stopped;           /* end-of-generation token met (step thread only) */
@@ -203,7 +204,7 @@ static void cb_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint
     if (!r->delivered) {
         r->delivered = 1;
         uint32_t delivered = r->produced - (r->stopped ? 1 : 0);
-        fkv_gen_result res = {FKV_FINISH_LENGTH, r->n_prompt, delivered, 0, NULL};
+        fkv_gen_result res = {FKV_FINISH_LENGTH, r->n_prompt, delivered, r->cached, NULL};
         if (st != FKV_OK) {
             res.finish = FKV_FINISH_ERROR;
             res.error = st == FKV_EFULL ? "the request does not fit in the KV cache (--kv-budget)" : fkv_strerror(st);
@@ -382,6 +383,7 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.on_token = cb_token;
     q.on_done = cb_done;
     q.ctx = r;
+    q.prefix_hit_out = &r->cached;
     fkv_status st = FKV_OK;
     pthread_mutex_lock(&b->mu);
     q.client = client_index(b, req->client);
