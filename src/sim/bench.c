@@ -45,6 +45,8 @@ void fkv_bench_usage(FILE *f)
     size_t n;
     const fkv_scheme *s = fkv_scheme_list(&n);
     fprintf(f,
+            "calibration (bench only): --calibrate MODEL.gguf [--threads N] [--out FILE]\n"
+            "                           time the engine's steps and fit a cost profile (see cpu-tiny)\n"
             "workload:\n"
             "  --workload seed          the seed's 60/30/10 short/medium/long mix (default)\n"
             "  --trace FILE             Azure CSV, Mooncake JSONL or plain CSV (recognized from the file)\n"
