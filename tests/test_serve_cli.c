@@ -1,5 +1,7 @@
 /* The `fairkv serve` process: an unknown backend is a clear error, and
- * SIGTERM lets a running stream finish, then the process exits 0.  Runs the
+ * SIGTERM lets a running stream finish, then the process exits 0; `fairkv
+ * model init` + `fairkv serve --model` serve a completion with the engine
+ * backend, and a bad engine option is refused naming it.  Runs the
  * fairkv binary of the build tree (CTest's working directory). */
 #include <pthread.h>
 #include <signal.h>
@@ -135,6 +137,42 @@ int main(void)
     CHECK(r.cc == CURLE_COULDNT_CONNECT);
     http_free(&r);
     http_free(&b.r);
+
+    /* the README's path: model init, serve --model, one completion */
+    char dir[] = "/tmp/fkv-serve-cli-XXXXXX", model[64];
+    REQUIRE(mkdtemp(dir));
+    snprintf(model, sizeof model, "%s/t.gguf", dir);
+    char *init[] = {"fairkv", "model", "init", "--preset", "tiny", "--out", model, NULL};
+    pid = spawn(init, &fd);
+    REQUIRE(pid > 0);
+    read_until(fd, buf, sizeof buf, "\n", 10000);
+    close(fd);
+    REQUIRE(wait_exit(pid, 10000) == 0);
+    char *badq[] = {"fairkv", "serve", "--port", "0", "--model", model, "--quant", "sometimes", NULL};
+    pid = spawn(badq, &fd);
+    read_until(fd, buf, sizeof buf, "\n", 5000);
+    close(fd);
+    CHECK(wait_exit(pid, 5000) == 2);
+    CHECKF(strstr(buf, "quant=sometimes"), "stderr: %s", buf);
+    char *eng[] = {"fairkv", "serve", "--port", "0", "--model", model, "--kv-budget", "1MiB", "--policy", "lru", NULL};
+    pid = spawn(eng, &fd);
+    REQUIRE(pid > 0);
+    REQUIRE(read_until(fd, buf, sizeof buf, "/ (POST", 10000));
+    CHECKF(strstr(buf, "model t (backend engine)"), "banner: %s", buf);
+    p = strstr(buf, "127.0.0.1:");
+    REQUIRE(p);
+    unsigned eport = (unsigned)atoi(p + 10);
+    const char *req = "{\"model\":\"t\",\"prompt\":\"hi\",\"max_tokens\":4,\"seed\":1}";
+    http_do(&r, eport, "POST", "/v1/completions", req, strlen(req), NULL);
+    body = r.body.data ? r.body.data : "";
+    /* BOS + 2 bytes; 4 tokens unless the random model drew end-of-sequence */
+    CHECKF(r.status == 200 && strstr(body, "\"prompt_tokens\":3"), "status %ld body %s", r.status, body);
+    http_free(&r);
+    kill(pid, SIGTERM);
+    CHECK(wait_exit(pid, 10000) == 0);
+    close(fd);
+    unlink(model);
+    rmdir(dir);
     curl_global_cleanup();
     return check_done();
 }

@@ -194,7 +194,7 @@ static void sizes(void)
         c.n_layers = m[i].n_layers;
         c.n_kv_heads = m[i].n_kv_heads;
         c.head_dim = m[i].head_dim;
-        c.dtype = FKV_F16;
+        c.dtype = m[i].dtype_bytes == 4 ? FKV_F32 : FKV_F16; /* the engine's tiny model keeps f32 K/V */
         CHECKF(fkv_config_token_bytes(&c) == fkv_model_token_bytes(&m[i]), "%s", m[i].name);
     }
     CHECK(fkv_model_find("nope") == NULL);

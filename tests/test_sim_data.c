@@ -78,6 +78,7 @@ int main(void)
 
     /* run-time parse == embedded table, for every profile */
     for (const char *const *p = fkv_profile_names(); *p; p++) {
+        if (!strncmp(*p, "cpu-", 4)) continue; /* measured on the engine: no data file */
         fkv_profile a, b;
         REQUIRE(fkv_profile_get(*p, NULL, &a, err, sizeof err) == FKV_OK);
         fkv_status s = fkv_profile_get(*p, dir, &b, err, sizeof err);

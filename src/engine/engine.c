@@ -15,6 +15,8 @@ void fkv_engine_config_default(fkv_engine_config *c)
     c->chunk_tokens = 32;
     c->policy = "flru";
     c->prefix_cache = 1;
+    c->quotas = 1;
+    c->dynamic_chunking = 0;
     c->quant_mode = FKV_QUANT_OFF;
     c->quant_dtype = FKV_INT8;
     c->quant_hot_tokens = 128;
@@ -72,6 +74,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     cc.chunk_tokens = cfg->chunk_tokens;
     if (cfg->policy) cc.policy = cfg->policy;
     cc.prefix_cache = cfg->prefix_cache;
+    cc.quotas = cfg->quotas;
+    cc.dynamic_chunking = cfg->dynamic_chunking;
     cc.quant_mode = cfg->quant_mode;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot_tokens;
@@ -139,6 +143,7 @@ void fkv_engine_destroy(fkv_engine *e)
     free(e->kbase);
     free(e->vbase);
     free(e->inbox);
+    free(e->cancels);
     free(e->live);
     fkv_batch_free(&e->batch);
     free(e->ent);
@@ -190,6 +195,7 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         q->on_token = rq->on_token;
         q->on_done = rq->on_done;
         q->ctx = rq->ctx;
+        q->prefix_hit_out = s == 0 ? rq->prefix_hit_out : NULL;
         q->r.client = rq->client;
         q->r.prompt = rq->n_prompt;
         q->r.output = rq->max_tokens;
@@ -218,6 +224,16 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         for (uint32_t s = 0; s < rq->n; s++) fkv__eng_req_free(made[s]);
     }
     free(made);
+    return st;
+}
+
+fkv_status fkv_engine_cancel(fkv_engine *e, uint64_t id)
+{
+    fkv_status st = FKV_OK;
+    pthread_mutex_lock(&e->mu);
+    if (fkv__eng_grow(&e->cancels, &e->cap_cancels, e->n_cancels + 1, sizeof *e->cancels)) st = FKV_ENOMEM;
+    else e->cancels[e->n_cancels++] = id;
+    pthread_mutex_unlock(&e->mu);
     return st;
 }
 

@@ -45,6 +45,8 @@ typedef struct fkv_engine_config {
     uint32_t chunk_tokens;     /* 32 */
     const char *policy;        /* "flru" */
     int prefix_cache;          /* 1 */
+    int quotas;                /* 1: the cache's per-request quotas around the policy (fkv_config.quotas) */
+    int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: the cache's dynamic chunk sizes */
     fkv_quant_mode quant_mode; /* off */
     fkv_dtype quant_dtype;     /* FKV_INT8 */
     uint32_t quant_hot_tokens; /* 128; max_batch_tokens is capped to it when quantizing (see engine.c) */
@@ -87,10 +89,18 @@ typedef struct fkv_engine_request {
     fkv_engine_token_fn on_token;
     fkv_engine_done_fn on_done;
     void *ctx;
+    /* NULL, or written before sample 0's on_done: its prompt tokens found in
+     * the prefix cache at its first admission.  Must stay valid until then. */
+    uint32_t *prefix_hit_out;
 } fkv_engine_request;
 
 typedef struct fkv_engine_stats {
     uint64_t steps;
+    uint64_t timed_steps;       /* steps with a non-empty batch: those step_ns covers */
+    uint64_t step_ns;           /* wall time inside fkv_engine_step, those steps */
+    uint64_t batch_tokens;      /* sum of the steps' budgets: new + recomputed tokens */
+    double attn_work;           /* sum over steps and items of n_new x (ctx + (n_new + 1) / 2)
+                                 * + n_restored x ctx / 2: the cost profile's attention term */
     uint64_t prefill_tokens;    /* prompt tokens computed (first time) */
     uint64_t decode_tokens;     /* single-token decode entries */
     uint64_t recomputed_tokens; /* K/V computed again (restored chunks) */
@@ -115,6 +125,12 @@ void fkv_engine_destroy(fkv_engine *e); /* pending requests end without callback
 
 /* Thread-safe.  Queues the request; *id (may be NULL) gets its id. */
 fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *req, uint64_t *id);
+
+/* Thread-safe.  Ends request `id` early: from the next step on, each of its
+ * samples generates at most one more token (a sample still in its prompt
+ * finishes the prompt first: the scheduler cannot drop a request), then
+ * ends with FKV_OK as usual.  An unknown or finished id is ignored. */
+fkv_status fkv_engine_cancel(fkv_engine *e, uint64_t id);
 
 /* Runs one step.  *busy (may be NULL) gets 0 when there was nothing to do. */
 fkv_status fkv_engine_step(fkv_engine *e, int *busy);

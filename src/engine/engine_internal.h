@@ -20,6 +20,7 @@ typedef struct eng_req {
     fkv_engine_token_fn on_token;
     fkv_engine_done_fn on_done;
     void *ctx;
+    uint32_t *prefix_hit_out; /* sample 0: fkv_engine_request.prefix_hit_out */
     float *mass;            /* [mass_cap] H2O attention mass per chunk index */
     size_t mass_cap;
     /* parallel samples: sample 0 runs the prompt; the others wait here and
@@ -59,6 +60,8 @@ struct fkv_engine {
     pthread_mutex_t mu; /* guards inbox */
     eng_req **inbox;
     size_t n_inbox, cap_inbox;
+    uint64_t *cancels;  /* ids cancelled since the last step (under mu) */
+    size_t n_cancels, cap_cancels;
     eng_req **live;
     size_t n_live, cap_live;
 

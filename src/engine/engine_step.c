@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine_internal.h"
 
@@ -348,6 +349,7 @@ static void reap(fkv_engine *e)
         if (q->r.state == FKV_REQ_DONE || q->r.state == FKV_REQ_REJECTED) {
             if (q->r.state == FKV_REQ_REJECTED) e->st.rejections++;
             end_kids(q, FKV_EFULL); /* only a rejected request still has them */
+            if (q->prefix_hit_out) *q->prefix_hit_out = (uint32_t)q->r.matched;
             if (q->on_done)
                 q->on_done(q->ctx, q->id, q->sample, q->r.state == FKV_REQ_DONE ? FKV_OK : FKV_EFULL,
                            q->r.generated + q->gen_offset);
@@ -357,6 +359,23 @@ static void reap(fkv_engine *e)
         }
     }
     e->n_live = w;
+}
+
+/* Cancelled requests owe one more token at most (the same rule as a stop
+ * token: the scheduler ends a request once it has generated `output`);
+ * their samples not forked yet end at the fork. */
+static void apply_cancels(fkv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t c = 0; c < e->n_cancels; c++)
+        for (size_t i = 0; i < e->n_live; i++) {
+            eng_req *q = e->live[i];
+            if (q->id != e->cancels[c]) continue;
+            if (q->r.output > q->r.generated + 1) q->r.output = q->r.generated + 1;
+            for (uint32_t k = 0; k < q->n_kids; k++) q->kids[k]->max_tokens = 1;
+        }
+    e->n_cancels = 0;
+    pthread_mutex_unlock(&e->mu);
 }
 
 static fkv_status drain_inbox(fkv_engine *e)
@@ -382,12 +401,44 @@ static fkv_status drain_inbox(fkv_engine *e)
 
 /* ---------------------------------------------------------------- step */
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static fkv_status step_inner(fkv_engine *e, int *busy);
+
+/* Times the step and adds its shape to the counters the simulator's cost
+ * profile is checked against (fkv_engine_stats.step_ns, batch_tokens,
+ * attn_work). */
 fkv_status fkv_engine_step(fkv_engine *e, int *busy)
+{
+    int b = 0;
+    int64_t t0 = mono_ns();
+    fkv_status st = step_inner(e, &b);
+    if (busy) *busy = b;
+    if (b && e->batch.n) {
+        e->st.step_ns += (uint64_t)(mono_ns() - t0);
+        e->st.timed_steps++;
+        e->st.batch_tokens += e->batch.tokens;
+        for (size_t i = 0; i < e->batch.n; i++) {
+            const fkv_batch_item *it = &e->batch.items[i];
+            e->st.attn_work += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) +
+                               (double)it->n_restored * it->ctx / 2.0;
+        }
+    }
+    return st;
+}
+
+static fkv_status step_inner(fkv_engine *e, int *busy)
 {
     if (busy) *busy = 0;
     e->err[0] = 0;
     fkv_status st = drain_inbox(e);
     if (st) return st;
+    apply_cancels(e);
     if (!e->n_live) return FKV_OK;
     if (busy) *busy = 1;
     miss_rec *recs = NULL;

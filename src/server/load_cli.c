@@ -132,7 +132,12 @@ static void usage(FILE *f)
     fprintf(f, "usage: fairkv load --url URL [options]\n"
                "  --url URL          server base URL, e.g. http://127.0.0.1:8080 (required)\n"
                "  --workload W       'seed' (60%% short, 30%% medium, 10%% long; default) or a trace file:\n"
-               "                     Mooncake .jsonl (input_length, output_length) or Azure .csv\n"
+               "                     Mooncake .jsonl (input_length, output_length) or Azure .csv, or\n"
+               "                     the simulator's plain CSV (header 'arrival_ms,prompt_tokens,output_tokens,client'),\n"
+               "                     replayed at its own arrival times (--rate and --duration unused)\n"
+               "  --max-total N      seed: prompt + max_tokens at most N (long class in 513..N; default 2048)\n"
+               "  --write-trace FILE write the requests (arrivals, lengths, clients) as a plain CSV that\n"
+               "                     `fairkv bench --trace FILE --native` replays; without --url, only that\n"
                "  --rate R           mean arrivals per second, Poisson (default 5)\n"
                "  --duration S       seconds of arrivals (default 30)\n"
                "  --seed N           workload and prompt seed (default 1)\n"
@@ -162,8 +167,8 @@ static int num(const char *opt, const char *v, double lo, double hi, double *out
 int fkv_cli_load(int argc, char **argv)
 {
     fkv_load_config cfg = {NULL, getenv("FAIRKV_API_KEY"), NULL, 1, 256, 120, 1024};
-    const char *workload = "seed", *format = "text";
-    double rate = 5, duration = 30, v, clients = 8, max_prompt = 0;
+    const char *workload = "seed", *format = "text", *write_trace = NULL;
+    double rate = 5, duration = 30, v, clients = 8, max_prompt = 0, max_total = 2048;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -178,6 +183,10 @@ int fkv_cli_load(int argc, char **argv)
         i++;
         if (!strcmp(a, "--url")) cfg.url = val;
         else if (!strcmp(a, "--workload")) workload = val;
+        else if (!strcmp(a, "--write-trace")) write_trace = val;
+        else if (!strcmp(a, "--max-total")) {
+            if (num(a, val, 2, 1e9, &max_total)) return 2;
+        }
         else if (!strcmp(a, "--rate")) {
             if (num(a, val, 1e-6, 1e6, &rate)) return 2;
         } else if (!strcmp(a, "--duration")) {
@@ -211,21 +220,42 @@ int fkv_cli_load(int argc, char **argv)
             return 2;
         }
     }
-    if (!cfg.url) {
-        fprintf(stderr, "fairkv load: --url is required\n");
+    if (!cfg.url && !write_trace) {
+        fprintf(stderr, "fairkv load: --url is required (unless --write-trace only writes the requests)\n");
         usage(stderr);
         return 2;
     }
-    if (strncmp(cfg.url, "http://", 7) && strncmp(cfg.url, "https://", 8)) {
+    if (cfg.url && strncmp(cfg.url, "http://", 7) && strncmp(cfg.url, "https://", 8)) {
         fprintf(stderr, "fairkv load: --url must start with http:// or https://, got '%s'\n", cfg.url);
         return 2;
     }
     char err[512] = "";
     fkv_load_workload w;
-    fkv_status st = !strcmp(workload, "seed")
-                        ? fkv_load_workload_seed(cfg.seed, rate, duration, (uint32_t)clients, &w)
-                        : fkv_load_workload_trace(workload, cfg.seed, rate, duration, (uint32_t)clients,
-                                                  (uint32_t)max_prompt, &w, err, sizeof err);
+    fkv_status st;
+    if (!strcmp(workload, "seed")) {
+        st = fkv_load_workload_seed_max(cfg.seed, rate, duration, (uint32_t)clients, (uint32_t)max_total, &w);
+    } else {
+        /* the plain CSV is recognized by its header */
+        char first[16] = "";
+        FILE *f = fopen(workload, "r");
+        if (f) {
+            if (!fgets(first, sizeof first, f)) first[0] = 0;
+            fclose(f);
+        }
+        st = !strncmp(first, "arrival_ms", 10)
+                 ? fkv_load_workload_plain(workload, (uint32_t)clients, &w, err, sizeof err)
+                 : fkv_load_workload_trace(workload, cfg.seed, rate, duration, (uint32_t)clients,
+                                           (uint32_t)max_prompt, &w, err, sizeof err);
+    }
+    if (st == FKV_OK && write_trace) {
+        st = fkv_load_workload_write_plain(&w, write_trace, err, sizeof err);
+        if (st != FKV_OK) fkv_load_workload_free(&w);
+        else if (!cfg.url) {
+            printf("fairkv load: wrote %zu requests to %s\n", w.n, write_trace);
+            fkv_load_workload_free(&w);
+            return 0;
+        }
+    }
     if (st != FKV_OK) {
         fprintf(stderr, "fairkv load: --workload %s: %s\n", workload, err[0] ? err : fkv_strerror(st));
         return 2;

@@ -63,8 +63,15 @@ static void set_lengths(fkv_load_item *it, uint32_t prompt, uint32_t out)
 fkv_status fkv_load_workload_seed(uint64_t seed, double rate, double duration, uint32_t clients,
                                   fkv_load_workload *out)
 {
+    return fkv_load_workload_seed_max(seed, rate, duration, clients, 2048, out);
+}
+
+fkv_status fkv_load_workload_seed_max(uint64_t seed, double rate, double duration, uint32_t clients,
+                                      uint32_t max_total, fkv_load_workload *out)
+{
     memset(out, 0, sizeof *out);
-    if (!(rate > 0) || !(duration >= 0) || !clients) return FKV_EINVAL;
+    if (!(rate > 0) || !(duration >= 0) || !clients || max_total < 2) return FKV_EINVAL;
+    uint32_t long_hi = max_total < 2048 ? max_total : 2048;
     uint64_t s = seed;
     size_t cap = 0;
     for (double t = gap(&s, rate); t < duration; t += gap(&s, rate)) {
@@ -75,7 +82,8 @@ fkv_status fkv_load_workload_seed(uint64_t seed, double rate, double duration, u
         fkv_load_item *it = &out->items[out->n++];
         double u = next_unit(&s);
         uint32_t total = u < 0.6 ? uniform_range(&s, 16, 127) : u < 0.9 ? uniform_range(&s, 128, 512)
-                                                                          : uniform_range(&s, 513, 2048);
+                                                                          : uniform_range(&s, 513, long_hi > 513 ? long_hi : 513);
+        if (total > max_total) total = max_total;
         uint32_t prompt = total * 3 / 4;
         set_lengths(it, prompt, total - prompt);
         it->arrival_s = t;
@@ -185,6 +193,66 @@ fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate,
     free(rows);
     if (st != FKV_OK) fkv_load_workload_free(out);
     return st;
+}
+
+fkv_status fkv_load_workload_plain(const char *path, uint32_t clients, fkv_load_workload *out, char *err,
+                                   size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return FKV_EIO;
+    }
+    char line[512];
+    size_t cap = 0, lineno = 0;
+    fkv_status st = FKV_OK;
+    while (st == FKV_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n' || (lineno == 1 && !strncmp(line, "arrival_ms", 10))) continue;
+        double ms;
+        unsigned long in, o, c = 0;
+        int n = sscanf(line, "%lf,%lu,%lu,%lu", &ms, &in, &o, &c);
+        if (n < 3 || !(ms >= 0) || in > UINT32_MAX || o > UINT32_MAX) {
+            snprintf(err, errlen, "%s:%zu: expected arrival_ms,prompt_tokens,output_tokens[,client]", path, lineno);
+            st = FKV_EPARSE;
+            break;
+        }
+        if ((st = grow(out, &cap)) != FKV_OK) break;
+        fkv_load_item *it = &out->items[out->n++];
+        set_lengths(it, (uint32_t)in, (uint32_t)o);
+        it->arrival_s = ms / 1e3;
+        it->client = (uint32_t)(c % (clients ? clients : 1));
+        if (out->n > 1 && it->arrival_s < out->items[out->n - 2].arrival_s) {
+            snprintf(err, errlen, "%s:%zu: arrival_ms goes back in time", path, lineno);
+            st = FKV_EPARSE;
+        }
+    }
+    fclose(f);
+    if (st == FKV_OK && !out->n) {
+        snprintf(err, errlen, "%s: no requests", path);
+        st = FKV_EPARSE;
+    }
+    if (st != FKV_OK) fkv_load_workload_free(out);
+    return st;
+}
+
+fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return FKV_EIO;
+    }
+    fprintf(f, "arrival_ms,prompt_tokens,output_tokens,client\n");
+    for (size_t i = 0; i < w->n; i++)
+        fprintf(f, "%.3f,%u,%u,%u\n", w->items[i].arrival_s * 1e3, w->items[i].prompt_tokens, w->items[i].max_tokens,
+                w->items[i].client);
+    if (fclose(f)) {
+        snprintf(err, errlen, "%s: write failed", path);
+        return FKV_EIO;
+    }
+    return FKV_OK;
 }
 
 void fkv_load_workload_free(fkv_load_workload *w)

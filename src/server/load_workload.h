@@ -33,6 +33,21 @@ int fkv_load_class_of(uint64_t total);
 fkv_status fkv_load_workload_seed(uint64_t seed, double rate, double duration, uint32_t clients,
                                   fkv_load_workload *out);
 
+/* The same with totals of at most max_total tokens (prompt + output): the
+ * long class is drawn in [513, max_total] when max_total < 2048, so a
+ * model with a short context gets the same mix (2048 above). */
+fkv_status fkv_load_workload_seed_max(uint64_t seed, double rate, double duration, uint32_t clients,
+                                      uint32_t max_total, fkv_load_workload *out);
+
+/* The simulator's plain CSV (arrival_ms,prompt_tokens,output_tokens[,client],
+ * optional header line 'arrival_ms,...', '#' comments), with its own arrival
+ * times: `fairkv load` and `fairkv bench --trace` then replay the same
+ * requests at the same times. */
+fkv_status fkv_load_workload_plain(const char *path, uint32_t clients, fkv_load_workload *out, char *err,
+                                   size_t errlen);
+/* Writes w in that format. */
+fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char *path, char *err, size_t errlen);
+
 /* Lengths from a trace, in its order (cycled if the run needs more), with
  * Poisson arrivals at `rate`: a Mooncake JSON-lines file (input_length,
  * output_length) or an Azure LLM CSV (ContextTokens, GeneratedTokens).

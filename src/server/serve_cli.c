@@ -25,11 +25,24 @@ static void usage(FILE *f)
             "  --max-connections N  concurrent connections (default 256)\n"
             "  --retry-after S      Retry-After of 429/503 answers (default 1)\n"
             "  --drain-timeout S    on SIGTERM, wait at most S seconds for running requests (default 60)\n"
-            "  --backend NAME       token generator (default fake; known:");
+            "  --model FILE         GGUF model served by the engine backend (the default with --model)\n"
+            "  --kv-budget BYTES    engine: KV cache bytes, K+V of all layers (default 64MiB; K, KiB, M, MiB, G, GiB)\n"
+            "  --kv-dtype f32|f16   engine: K/V storage type (default f32)\n"
+            "  --policy NAME        engine: eviction policy (default flru)\n"
+            "  --quotas on|off      engine: per-request quotas around the policy (default on)\n"
+            "  --dynamic-chunking on|off  engine: variable chunk sizes (default off)\n"
+            "  --chunk-tokens N     engine: chunk size, or base size when dynamic (default 64)\n"
+            "  --quant off|always|under-pressure  engine: cold-chunk int8 quantization (default off)\n"
+            "  --threads N          engine: forward and attention threads (default 1)\n"
+            "  --max-batch-tokens N engine: new + recomputed tokens per step (default 256)\n"
+            "  --max-running N      engine: running requests at most (default 16)\n"
+            "  --admission fcfs|vtc engine: admission order; vtc shares service among 'user' ids\n"
+            "  --backend NAME       token generator (default: engine with --model, else fake; known:");
     for (const char *const *n = fkv_backend_names(); *n; n++) fprintf(f, " %s", *n);
     fprintf(f, ")\n"
                "  --backend-opt K=V    backend option, repeatable (fake: pace_ms, max_batch,\n"
-               "                       max_waiting, pages, max_context)\n");
+               "                       max_waiting, pages, max_context; engine: the options above\n"
+               "                       as key=value, e.g. kv_budget=8MiB)\n");
 }
 
 /* An unsigned option value in [lo, hi]; prints what is wrong otherwise. */
@@ -51,8 +64,19 @@ int fkv_cli_serve(int argc, char **argv)
 {
     fkv_server_config cfg;
     fkv_server_config_default(&cfg);
-    const char *backend = "fake";
+    const char *backend = NULL;
     const char *opts[65];
+    /* engine options given as flags become "key=value" backend options */
+    static const struct {
+        const char *flag, *key;
+    } eflags[] = {{"--model", "model"},           {"--kv-budget", "kv_budget"},
+                  {"--kv-dtype", "kv_dtype"},     {"--policy", "policy"},
+                  {"--quotas", "quotas"},         {"--dynamic-chunking", "dynamic_chunking"},
+                  {"--chunk-tokens", "chunk_tokens"}, {"--quant", "quant"},
+                  {"--threads", "threads"},       {"--max-batch-tokens", "max_batch_tokens"},
+                  {"--max-running", "max_running"}, {"--admission", "admission"}};
+    char ebuf[sizeof eflags / sizeof eflags[0]][1100];
+    int has_model = 0;
     int n_opts = 0;
     unsigned long long v, drain_s = 60;
     cfg.api_key = getenv("FAIRKV_API_KEY");
@@ -90,6 +114,23 @@ int fkv_cli_serve(int argc, char **argv)
         } else if (OPT("--drain-timeout")) {
             if (parse_u64(a, val, 0, 86400, &drain_s)) return 2;
         } else if (OPT("--backend")) backend = val;
+        else if (!strcmp(a, "--model") || !strcmp(a, "--kv-budget") || !strcmp(a, "--kv-dtype") ||
+                 !strcmp(a, "--policy") || !strcmp(a, "--quotas") || !strcmp(a, "--dynamic-chunking") ||
+                 !strcmp(a, "--chunk-tokens") || !strcmp(a, "--quant") || !strcmp(a, "--threads") ||
+                 !strcmp(a, "--max-batch-tokens") || !strcmp(a, "--max-running") || !strcmp(a, "--admission")) {
+            ok = 1;
+            i++;
+            for (size_t k = 0; k < sizeof eflags / sizeof eflags[0] && val; k++) {
+                if (strcmp(a, eflags[k].flag)) continue;
+                if (strlen(val) > 1024 || n_opts == 64) {
+                    fprintf(stderr, "fairkv serve: %s: value too long or too many options\n", a);
+                    return 2;
+                }
+                snprintf(ebuf[k], sizeof ebuf[k], "%s=%s", eflags[k].key, val);
+                opts[n_opts++] = ebuf[k];
+                has_model |= k == 0;
+            }
+        }
         else if (OPT("--backend-opt")) {
             if (n_opts == 64) {
                 fprintf(stderr, "fairkv serve: at most 64 --backend-opt\n");
@@ -109,6 +150,7 @@ int fkv_cli_serve(int argc, char **argv)
         }
     }
     opts[n_opts] = NULL;
+    if (!backend) backend = has_model ? "engine" : "fake";
 
     /* Block the stop signals before any thread starts (the backend starts
      * its own) so every thread inherits the mask and only sigwait below

@@ -45,6 +45,8 @@ void fkv_bench_usage(FILE *f)
     size_t n;
     const fkv_scheme *s = fkv_scheme_list(&n);
     fprintf(f,
+            "calibration (bench only): --calibrate MODEL.gguf [--threads N] [--out FILE]\n"
+            "                           time the engine's steps and fit a cost profile (see cpu-tiny)\n"
             "workload:\n"
             "  --workload seed          the seed's 60/30/10 short/medium/long mix (default)\n"
             "  --trace FILE             Azure CSV, Mooncake JSONL or plain CSV (recognized from the file)\n"
@@ -260,7 +262,9 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
     /* stderr only: the tables are equal either way (tests/test_sim_data.c) */
     if (!o->quiet)
         fprintf(stderr, "profile %s: linear-op table %s\n", c->profile.name,
-                c->profile.from_data ? "parsed from the Vidur CSV" : "embedded (derived from the Vidur CSV)");
+                c->profile.from_data                 ? "parsed from the Vidur CSV"
+                : !strncmp(c->profile.name, "cpu-", 4) ? "measured on the engine (fairkv bench --calibrate)"
+                                                       : "embedded (derived from the Vidur CSV)");
     o->sim.profile = &c->profile;
     if (o->trace) {
         /* a trace is read whole unless --requests was given */

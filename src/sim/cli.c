@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "../../tools/cli.h"
+#include "engine/calibrate.h"
 #include "sim/bench.h"
 
 #define MAX_SCHEMES 16
@@ -141,6 +142,9 @@ static int parse_all(fkv_bench_opts *o, int argc, char **argv, const char *cmd)
 
 int fkv_cli_bench(int argc, char **argv)
 {
+    /* the engine's step cost, measured: the numbers of the cpu-tiny profile */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--calibrate")) return fkv__bench_calibrate(argc, argv);
     fkv_bench_opts o;
     fkv_bench_opts_default(&o);
     int r = parse_all(&o, argc, argv, "bench");

@@ -1,0 +1,580 @@
+/* The engine backend: `fairkv serve --model FILE` serves a GGUF Llama model
+ * through the real engine (src/engine/engine.h) over a fairkv cache.
+ *
+ * One step thread owns the engine: it runs fkv_engine_step() while requests
+ * are live and sleeps on a condition variable otherwise.  submit() only
+ * queues into the engine (fkv_engine_submit is thread-safe).  Engine
+ * callbacks run on the step thread inside the step with no backend lock
+ * held, so they call the server's sinks directly.
+ *
+ * The cache is not thread-safe (the engine creates it without
+ * thread_safe), so nothing outside the step thread reads it: after a step
+ * (at most every 100 ms while busy, and whenever the engine goes idle) the
+ * step thread copies the engine's counters and renders the cache's
+ * Prometheus text into a snapshot that stats() and metrics() return.
+ *
+ * Cancel: a cancelled request gets on_done(CANCELLED) from the step thread
+ * right after the current step and is detached; fkv_engine_cancel makes the
+ * engine end it after one more token (or, if it is still in its prompt,
+ * after the prompt), and what it still produces is not delivered.
+ *
+ * Text: each token's bytes (fkv_tok_piece) go through a UTF-8 holdback: a
+ * piece that ends inside a multi-byte character delivers the complete part
+ * and keeps the rest for the next token; bytes that cannot be UTF-8 become
+ * U+FFFD (random-weight models emit arbitrary bytes).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "server/backend.h"
+#include "server/backend_engine_opts.h"
+
+typedef struct ereq {
+    struct ereq *next;
+    uint64_t id;           /* the server's id */
+    uint64_t eid;          /* the engine's id */
+    struct eng *b;
+    fkv_gen_sink sink;
+    uint32_t n_prompt, max_tokens, produced;
+    uint32_t cached;       /* prompt tokens found in the prefix cache (set by the engine before its on_done) */
+    int cancelled;         /* under b->mu */
+    int delivered;         /* on_done sent (step thread only) */
+    int stopped;           /* end-of-generation token met (step thread only) */
+    unsigned char pend[4]; /* UTF-8 holdback (step thread only) */
+    size_t n_pend;
+} ereq;
+
+typedef struct eng {
+    fkv_llama *m;
+    fkv_tokenizer *tok;
+    fkv_engine *e;
+    char model_name[128];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* new work, cancel, stop */
+    pthread_cond_t idle; /* a request finished (drain waits on it) */
+    pthread_t thread;
+    int stop, draining, broken;
+    ereq *live;              /* every accepted request until the engine ends it */
+    uint64_t n_live, n_started; /* n_started: live requests that have produced a token */
+    uint64_t max_waiting;
+    int ignore_eos;
+    char *client_name[64];   /* fairness client ids: "user" strings, first come */
+    int n_clients;
+    /* snapshot (under mu) */
+    fkv_engine_stats snap;
+    char *metrics_text;
+    size_t metrics_len;
+    int64_t snap_ns;
+    char *scratch;           /* step thread: text of one token */
+    size_t scratch_cap;
+} eng;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ UTF-8 text */
+
+/* Length of the valid UTF-8 character at s[0..n): >0 complete, 0 when s
+ * is a valid but incomplete prefix, -1 when s[0] cannot start a character
+ * here (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF). */
+static int utf8_char(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    int len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else
+        return -1;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n) return 0;
+        unsigned char lim_lo = i == 1 ? lo : 0x80, lim_hi = i == 1 ? hi : 0xBF;
+        if (s[i] < lim_lo || s[i] > lim_hi) return -1;
+    }
+    return len;
+}
+
+/* Appends in[0..n) to the request's held bytes and writes the complete
+ * characters to out (cap >= n + 4 + 3 * (n + 4)); keeps an incomplete tail
+ * unless `flush` (then it becomes U+FFFD).  Returns the bytes written. */
+static size_t utf8_feed(ereq *r, const char *in, size_t n, char *out, int flush)
+{
+    size_t total = r->n_pend + n, o = 0, i = 0;
+    unsigned char *buf = malloc(total ? total : 1);
+    if (!buf) return 0;
+    memcpy(buf, r->pend, r->n_pend);
+    memcpy(buf + r->n_pend, in, n);
+    r->n_pend = 0;
+    while (i < total) {
+        int k = utf8_char(buf + i, total - i);
+        if (k > 0) {
+            memcpy(out + o, buf + i, (size_t)k);
+            o += (size_t)k, i += (size_t)k;
+        } else if (k == 0 && !flush) {
+            memcpy(r->pend, buf + i, total - i);
+            r->n_pend = total - i;
+            break;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3); /* U+FFFD */
+            o += 3;
+            i += k == 0 ? total - i : 1;
+        }
+    }
+    free(buf);
+    return o;
+}
+
+/* ------------------------------------------------------------ engine callbacks (step thread) */
+
+static void unlink_live(eng *b, ereq *r)
+{
+    for (ereq **pp = &b->live; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
+static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab)
+{
+    (void)id, (void)sample, (void)logits, (void)n_vocab;
+    ereq *r = ctx;
+    eng *b = r->b;
+    if (r->delivered || r->stopped) return;
+    if (!r->produced) {
+        pthread_mutex_lock(&b->mu);
+        b->n_started++;
+        pthread_mutex_unlock(&b->mu);
+    }
+    if (!b->ignore_eos && fkv_tok_is_eog(b->tok, token)) {
+        r->stopped = 1;
+        r->produced++; /* counted for n_started bookkeeping only; not delivered */
+        return;
+    }
+    char piece[1024];
+    size_t pl = fkv_tok_piece(b->tok, token, piece, sizeof piece);
+    if (pl >= sizeof piece) pl = sizeof piece - 1; /* no vocabulary has pieces this long */
+    size_t need = 4 * (pl + 8);
+    if (need > b->scratch_cap) {
+        char *p = realloc(b->scratch, need);
+        if (!p) return;
+        b->scratch = p;
+        b->scratch_cap = need;
+    }
+    r->produced++;
+    size_t n = utf8_feed(r, piece, pl, b->scratch, r->produced >= r->max_tokens);
+    r->sink.on_token(r->sink.ctx, token, b->scratch, n);
+}
+
+static void finished(eng *b, ereq *r)
+{
+    pthread_mutex_lock(&b->mu);
+    unlink_live(b, r);
+    if (r->produced) b->n_started--;
+    b->n_live--;
+    pthread_cond_broadcast(&b->idle);
+    pthread_mutex_unlock(&b->mu);
+    free(r);
+}
+
+static void cb_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n_generated)
+{
+    (void)id, (void)sample, (void)n_generated;
+    ereq *r = ctx;
+    eng *b = r->b;
+    if (!r->delivered) {
+        r->delivered = 1;
+        uint32_t delivered = r->produced - (r->stopped ? 1 : 0);
+        fkv_gen_result res = {FKV_FINISH_LENGTH, r->n_prompt, delivered, r->cached, NULL};
+        if (st != FKV_OK) {
+            res.finish = FKV_FINISH_ERROR;
+            res.error = st == FKV_EFULL ? "the request does not fit in the KV cache (--kv-budget)" : fkv_strerror(st);
+        } else if (r->stopped) {
+            res.finish = FKV_FINISH_STOP;
+        }
+        r->sink.on_done(r->sink.ctx, &res);
+    }
+    finished(b, r);
+}
+
+/* ------------------------------------------------------------ step thread */
+
+static void snapshot(eng *b)
+{
+    fkv_engine_stats s;
+    fkv_engine_stats_get(b->e, &s);
+    size_t len = 0;
+    char *text = NULL;
+    fkv_cache *c = fkv_engine_cache(b->e);
+    if (fkv_cache_metrics_prometheus(c, NULL, 0, &len) == FKV_OK && (text = malloc(len + 1)) &&
+        fkv_cache_metrics_prometheus(c, text, len + 1, &len) != FKV_OK) {
+        free(text);
+        text = NULL;
+    }
+    pthread_mutex_lock(&b->mu);
+    b->snap = s;
+    if (text) {
+        free(b->metrics_text);
+        b->metrics_text = text;
+        b->metrics_len = len;
+    }
+    b->snap_ns = now_ns();
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Delivers on_done(CANCELLED) to cancelled requests (mu not held). */
+static void deliver_cancels(eng *b, int all)
+{
+    for (;;) {
+        ereq *r = NULL;
+        pthread_mutex_lock(&b->mu);
+        for (ereq *q = b->live; q && !r; q = q->next)
+            if ((q->cancelled || all) && !q->delivered) r = q;
+        if (r) r->delivered = 1; /* only this thread reads or writes it */
+        pthread_mutex_unlock(&b->mu);
+        if (!r) return;
+        fkv_gen_result res = {FKV_FINISH_CANCELLED, r->n_prompt, r->produced - (r->stopped ? 1 : 0), 0, NULL};
+        r->sink.on_done(r->sink.ctx, &res);
+    }
+}
+
+/* The engine failed a step: its state is unknown, so every live request
+ * ends with the error and new ones are refused. */
+static void fail_all(eng *b, fkv_status st)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, "engine step failed: %s: %s", fkv_strerror(st), fkv_engine_last_error(b->e));
+    fprintf(stderr, "fairkv serve: %s\n", msg);
+    for (;;) {
+        ereq *r = NULL;
+        pthread_mutex_lock(&b->mu);
+        b->broken = 1;
+        for (ereq *q = b->live; q && !r; q = q->next)
+            if (!q->delivered) r = q;
+        if (r) r->delivered = 1;
+        pthread_mutex_unlock(&b->mu);
+        if (!r) return;
+        fkv_gen_result res = {FKV_FINISH_ERROR, r->n_prompt, r->produced, 0, msg};
+        r->sink.on_done(r->sink.ctx, &res);
+    }
+}
+
+static void *step_thread(void *arg)
+{
+    eng *b = arg;
+    snapshot(b);
+    pthread_mutex_lock(&b->mu);
+    while (!b->stop) {
+        if (!b->n_live || b->broken) {
+            pthread_cond_wait(&b->cv, &b->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&b->mu);
+        int busy = 0;
+        fkv_status st = fkv_engine_step(b->e, &busy);
+        if (st != FKV_OK) fail_all(b, st);
+        deliver_cancels(b, 0);
+        pthread_mutex_lock(&b->mu);
+        int idle = !b->n_live;
+        int64_t age = now_ns() - b->snap_ns;
+        pthread_mutex_unlock(&b->mu);
+        if (idle || age > 100000000) snapshot(b);
+        pthread_mutex_lock(&b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+    /* shutdown: whatever is left ends as cancelled; the engine frees it */
+    deliver_cancels(b, 1);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ ops */
+
+static void eng_info(void *be, fkv_backend_info *out)
+{
+    eng *b = be;
+    out->model = b->model_name;
+    out->vocab_size = b->m->hp.n_vocab;
+    out->max_context = b->m->hp.ctx_len;
+    out->class_short_max = 128; /* the cache's class rule (fkv_config defaults) */
+    out->class_medium_max = 512;
+}
+
+static fkv_status eng_tokenize(void *be, const char *text, size_t len, int32_t *out, uint32_t cap, uint32_t *n)
+{
+    eng *b = be;
+    size_t got = 0;
+    fkv_status st = fkv_tok_encode(b->tok, text, len, b->tok->add_bos, out, cap, &got);
+    if (st != FKV_OK) return st;
+    if (got > UINT32_MAX) return FKV_EINVAL;
+    *n = (uint32_t)got;
+    return FKV_OK;
+}
+
+/* The fairness client index (< 64) of a "user" string: the first 64
+ * distinct names get their own index, later ones share by hash (mu held). */
+static uint64_t client_index(eng *b, const char *name)
+{
+    if (!name || !*name) return 0;
+    for (int i = 0; i < b->n_clients; i++)
+        if (!strcmp(b->client_name[i], name)) return (uint64_t)i + 1 < 64 ? (uint64_t)i + 1 : 63;
+    if (b->n_clients < 63) {
+        char *copy = strdup(name);
+        if (copy) {
+            b->client_name[b->n_clients++] = copy;
+            return (uint64_t)b->n_clients;
+        }
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const char *s = name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return 1 + h % 63;
+}
+
+static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen_sink *sink, char *err, size_t errlen)
+{
+    eng *b = be;
+    if (!req->n_prompt || !req->max_tokens) {
+        snprintf(err, errlen, "empty prompt or max_tokens 0");
+        return FKV_EINVAL;
+    }
+    if ((uint64_t)req->n_prompt + req->max_tokens > b->m->hp.ctx_len) {
+        snprintf(err, errlen, "prompt (%u tokens) + max_tokens (%u) exceed the model's context of %u", req->n_prompt,
+                 req->max_tokens, b->m->hp.ctx_len);
+        return FKV_EINVAL;
+    }
+    ereq *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return FKV_ENOMEM;
+    }
+    r->id = req->id;
+    r->b = b;
+    r->sink = *sink;
+    r->n_prompt = req->n_prompt;
+    r->max_tokens = req->max_tokens;
+    fkv_engine_request q;
+    memset(&q, 0, sizeof q);
+    q.prompt = req->prompt;
+    q.n_prompt = req->n_prompt;
+    q.max_tokens = req->max_tokens;
+    q.temperature = (float)req->temperature;
+    q.top_p = (float)req->top_p;
+    q.seed = req->seed;
+    q.n = 1; /* the server submits each of n choices on its own, with seed + i */
+    q.stop_token = b->ignore_eos ? -1 : b->tok->eos;
+    q.on_token = cb_token;
+    q.on_done = cb_done;
+    q.ctx = r;
+    q.prefix_hit_out = &r->cached;
+    fkv_status st = FKV_OK;
+    pthread_mutex_lock(&b->mu);
+    q.client = client_index(b, req->client);
+    if (b->draining || b->stop || b->broken) {
+        snprintf(err, errlen, b->broken ? "the engine failed; restart the server" : "the backend is draining");
+        st = FKV_ESTATE;
+    } else if (b->max_waiting && b->n_live - b->n_started >= b->max_waiting) {
+        snprintf(err, errlen, "the backend queue is full (%llu waiting)",
+                 (unsigned long long)(b->n_live - b->n_started));
+        st = FKV_EFULL;
+    } else if ((st = fkv_engine_submit(b->e, &q, &r->eid)) != FKV_OK) {
+        snprintf(err, errlen, "engine: %s (a token id outside the vocabulary?)", fkv_strerror(st));
+    } else {
+        r->next = b->live;
+        b->live = r;
+        b->n_live++;
+        pthread_cond_signal(&b->cv);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (st != FKV_OK) free(r);
+    return st;
+}
+
+static void eng_cancel(void *be, uint64_t id)
+{
+    eng *b = be;
+    pthread_mutex_lock(&b->mu);
+    for (ereq *r = b->live; r; r = r->next)
+        if (r->id == id && !r->cancelled) {
+            r->cancelled = 1;
+            fkv_engine_cancel(b->e, r->eid); /* ENOMEM: the tokens are computed and dropped */
+        }
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void eng_stats(void *be, fkv_backend_stats *out)
+{
+    eng *b = be;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&b->mu);
+    /* running: requests that have produced a token (preempted ones
+     * included); waiting: accepted ones still before their first token */
+    out->running = b->n_started;
+    out->waiting = b->n_live - b->n_started;
+    out->preemptions = b->snap.preemptions;
+    out->recomputed_tokens = b->snap.recomputed_tokens;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void eng_metrics(void *be, fkv_textbuf *out)
+{
+    eng *b = be;
+    pthread_mutex_lock(&b->mu);
+    if (b->metrics_text) fkv_textbuf_append(out, b->metrics_text, b->metrics_len);
+    fkv_engine_stats s = b->snap;
+    pthread_mutex_unlock(&b->mu);
+    fkv_textbuf_printf(out,
+                       "# HELP fairkv_engine_steps_total Engine steps run\n# TYPE fairkv_engine_steps_total counter\n"
+                       "fairkv_engine_steps_total %llu\n"
+                       "# HELP fairkv_engine_tokens_total Tokens computed by the engine, by kind\n"
+                       "# TYPE fairkv_engine_tokens_total counter\n"
+                       "fairkv_engine_tokens_total{kind=\"prefill\"} %llu\n"
+                       "fairkv_engine_tokens_total{kind=\"decode\"} %llu\n"
+                       "fairkv_engine_tokens_total{kind=\"recomputed\"} %llu\n"
+                       "# HELP fairkv_engine_timed_steps_total Engine steps with work\n"
+                       "# TYPE fairkv_engine_timed_steps_total counter\n"
+                       "fairkv_engine_timed_steps_total %llu\n"
+                       "# HELP fairkv_engine_step_seconds_total Wall time inside engine steps with work\n"
+                       "# TYPE fairkv_engine_step_seconds_total counter\n"
+                       "fairkv_engine_step_seconds_total %.6f\n"
+                       "# HELP fairkv_engine_batch_tokens_total New and recomputed tokens of all steps\n"
+                       "# TYPE fairkv_engine_batch_tokens_total counter\n"
+                       "fairkv_engine_batch_tokens_total %llu\n"
+                       "# HELP fairkv_engine_attention_work_total Attention work of all steps, as the cost "
+                       "profile counts it (query x context tokens)\n"
+                       "# TYPE fairkv_engine_attention_work_total counter\n"
+                       "fairkv_engine_attention_work_total %.0f\n",
+                       (unsigned long long)s.steps, (unsigned long long)s.prefill_tokens,
+                       (unsigned long long)s.decode_tokens, (unsigned long long)s.recomputed_tokens,
+                       (unsigned long long)s.timed_steps, (double)s.step_ns / 1e9, (unsigned long long)s.batch_tokens,
+                       s.attn_work);
+}
+
+static void deadline_after(struct timespec *ts, int64_t ns)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    int64_t t = (int64_t)ts->tv_nsec + ns;
+    ts->tv_sec += (time_t)(t / 1000000000);
+    ts->tv_nsec = (long)(t % 1000000000);
+}
+
+static fkv_status eng_drain(void *be, int64_t timeout_ns)
+{
+    eng *b = be;
+    struct timespec ts;
+    deadline_after(&ts, timeout_ns);
+    pthread_mutex_lock(&b->mu);
+    b->draining = 1;
+    int rc = 0;
+    while (b->n_live && !b->broken && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&b->idle, &b->mu, &ts);
+    fkv_status st = b->n_live && !b->broken ? FKV_ESTATE : FKV_OK;
+    pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
+static void eng_free(eng *b)
+{
+    fkv_engine_destroy(b->e); /* pending requests end without callbacks */
+    while (b->live) {
+        ereq *r = b->live;
+        b->live = r->next;
+        free(r);
+    }
+    for (int i = 0; i < b->n_clients; i++) free(b->client_name[i]);
+    fkv_tokenizer_free(b->tok);
+    fkv_llama_free(b->m);
+    free(b->metrics_text);
+    free(b->scratch);
+    free(b);
+}
+
+static void eng_destroy(void *be)
+{
+    eng *b = be;
+    pthread_mutex_lock(&b->mu);
+    b->stop = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->thread, NULL);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    pthread_cond_destroy(&b->idle);
+    eng_free(b);
+}
+
+static const fkv_backend_ops eng_ops = {
+    "engine", eng_info, eng_tokenize, eng_submit, eng_cancel, eng_stats, eng_metrics, eng_drain, eng_destroy,
+};
+
+fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen)
+{
+    fkv_engine_config cfg;
+    char model[1024] = "";
+    fkv_engine_backend_opts bo;
+    fkv_status st = fkv__engine_opts_parse(opts, &cfg, model, sizeof model, &bo, err, errlen);
+    if (st != FKV_OK) return st;
+    if (!model[0]) {
+        snprintf(err, errlen, "engine backend: no model (fairkv serve --model FILE.gguf)");
+        return FKV_EINVAL;
+    }
+    eng *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "engine backend: out of memory");
+        return FKV_ENOMEM;
+    }
+    b->max_waiting = bo.max_waiting;
+    b->ignore_eos = bo.ignore_eos;
+    const char *base = strrchr(model, '/');
+    base = base ? base + 1 : model;
+    snprintf(b->model_name, sizeof b->model_name, "%.120s", base); /* a served name, not a path */
+    size_t bl = strlen(b->model_name);
+    if (bl > 5 && !strcmp(b->model_name + bl - 5, ".gguf")) b->model_name[bl - 5] = 0;
+    char e2[400] = "";
+    if ((st = fkv_llama_load(model, &b->m, e2, sizeof e2)) != FKV_OK) {
+        snprintf(err, errlen, "engine backend: %s", e2[0] ? e2 : fkv_strerror(st));
+        eng_free(b);
+        return st;
+    }
+    if ((st = fkv_tokenizer_from_gguf(b->m->gguf, &b->tok, e2, sizeof e2)) != FKV_OK) {
+        snprintf(err, errlen, "engine backend: %s: tokenizer: %s", model, e2[0] ? e2 : fkv_strerror(st));
+        eng_free(b);
+        return st;
+    }
+    if ((st = fkv_engine_create(b->m, &cfg, &b->e, e2, sizeof e2)) != FKV_OK) {
+        snprintf(err, errlen, "engine backend: %s", e2[0] ? e2 : fkv_strerror(st));
+        eng_free(b);
+        return st;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    pthread_cond_init(&b->idle, NULL);
+    if (pthread_create(&b->thread, NULL, step_thread, b)) {
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+        pthread_cond_destroy(&b->idle);
+        eng_free(b);
+        snprintf(err, errlen, "engine backend: cannot start its thread");
+        return FKV_ENOMEM;
+    }
+    out->ops = &eng_ops;
+    out->impl = b;
+    return FKV_OK;
+}

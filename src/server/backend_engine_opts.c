@@ -1,0 +1,116 @@
+/* Parsing of the engine backend's options (backend_engine_opts.h). */
+#include "server/backend_engine_opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t fkv__parse_bytes(const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || errno || !(x >= 0)) return -1;
+    double mul;
+    if (!strcmp(end, "") || !strcmp(end, "B")) mul = 1;
+    else if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "k")) mul = 1024.0;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
+    else return -1;
+    x *= mul;
+    return x < 9e18 ? (int64_t)x : -1;
+}
+
+static int u64_in(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+/* on|off|1|0|true|false */
+static int onoff(const char *v, int *out)
+{
+    if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true")) *out = 1;
+    else if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")) *out = 0;
+    else return -1;
+    return 0;
+}
+
+fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cfg, char *model, size_t cap,
+                                  fkv_engine_backend_opts *bo, char *err, size_t errlen)
+{
+    fkv_engine_config_default(cfg);
+    cfg->chunk_tokens = 64; /* the simulator's schemes use 64-token chunks */
+    model[0] = 0;
+    memset(bo, 0, sizeof *bo);
+    for (size_t i = 0; opts && opts[i]; i++) {
+        const char *o = opts[i], *eq = strchr(o, '=');
+        if (!eq) {
+            snprintf(err, errlen, "engine backend: option '%s' is not key=value", o);
+            return FKV_EINVAL;
+        }
+        size_t kl = (size_t)(eq - o);
+        const char *v = eq + 1;
+        uint64_t u = 0;
+        int bad = 0, known = 1;
+#define KEY(k) (kl == strlen(k) && !strncmp(o, k, kl))
+        if (KEY("model")) {
+            if (strlen(v) >= cap) bad = 1;
+            else snprintf(model, cap, "%s", v);
+        } else if (KEY("kv_budget")) {
+            int64_t x = fkv__parse_bytes(v);
+            if (x <= 0) bad = 1;
+            else cfg->kv_budget_bytes = (uint64_t)x;
+        } else if (KEY("kv_dtype")) {
+            if (!strcmp(v, "f32")) cfg->kv_dtype = FKV_F32;
+            else if (!strcmp(v, "f16")) cfg->kv_dtype = FKV_F16;
+            else bad = 1;
+        } else if (KEY("policy")) {
+            if (!*v) bad = 1;
+            cfg->policy = v;
+        } else if (KEY("quotas")) bad = onoff(v, &cfg->quotas);
+        else if (KEY("dynamic_chunking")) bad = onoff(v, &cfg->dynamic_chunking);
+        else if (KEY("prefix_cache")) bad = onoff(v, &cfg->prefix_cache);
+        else if (KEY("quant")) {
+            if (!strcmp(v, "off")) cfg->quant_mode = FKV_QUANT_OFF;
+            else if (!strcmp(v, "always")) cfg->quant_mode = FKV_QUANT_ALWAYS;
+            else if (!strcmp(v, "under-pressure")) cfg->quant_mode = FKV_QUANT_UNDER_PRESSURE;
+            else bad = 1;
+        } else if (KEY("quant_hot")) {
+            if (!(bad = u64_in(v, 1, 1u << 20, &u))) cfg->quant_hot_tokens = (uint32_t)u;
+        } else if (KEY("threads")) {
+            if (!(bad = u64_in(v, 1, 256, &u))) cfg->n_threads = (uint32_t)u;
+        } else if (KEY("chunk_tokens")) {
+            if (!(bad = u64_in(v, 16, 65536, &u))) cfg->chunk_tokens = (uint32_t)u;
+        } else if (KEY("max_batch_tokens")) {
+            if (!(bad = u64_in(v, 1, 1u << 20, &u))) cfg->max_batch_tokens = (uint32_t)u;
+        } else if (KEY("max_running")) {
+            if (!(bad = u64_in(v, 1, 4096, &u))) cfg->max_running = (uint32_t)u;
+        } else if (KEY("admission")) {
+            if (!strcmp(v, "fcfs")) cfg->admission = FKV_ADMIT_FCFS;
+            else if (!strcmp(v, "vtc")) cfg->admission = FKV_ADMIT_VTC;
+            else bad = 1;
+        } else if (KEY("max_waiting")) {
+            bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
+        } else if (KEY("ignore_eos")) {
+            bad = onoff(v, &bo->ignore_eos);
+        } else {
+            known = 0;
+        }
+#undef KEY
+        if (!known) {
+            snprintf(err, errlen, "engine backend: unknown option '%.*s' (known: %s)", (int)kl, o, FKV_ENGINE_OPT_KEYS);
+            return FKV_EINVAL;
+        }
+        if (bad) {
+            snprintf(err, errlen, "engine backend: bad value in '%s'", o);
+            return FKV_EINVAL;
+        }
+    }
+    return FKV_OK;
+}

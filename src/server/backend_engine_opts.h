@@ -1,0 +1,35 @@
+/* Options of the engine backend ("key=value" strings of --backend-opt; the
+ * serve command turns --model, --kv-budget, --policy, ... into them). */
+#ifndef FKV_SERVER_BACKEND_ENGINE_OPTS_H
+#define FKV_SERVER_BACKEND_ENGINE_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "server/backend.h"
+
+/* The option keys, for messages and --help. */
+#define FKV_ENGINE_OPT_KEYS                                                                                      \
+    "model, kv_budget, kv_dtype, policy, quotas, dynamic_chunking, quant, quant_hot, threads, chunk_tokens, "    \
+    "max_batch_tokens, max_running, admission, prefix_cache, max_waiting, ignore_eos"
+
+/* Settings of the backend itself (not the engine's). */
+typedef struct fkv_engine_backend_opts {
+    uint64_t max_waiting; /* 0: no queue limit of its own (the server has one) */
+    int ignore_eos;       /* 1: generate max_tokens whatever is sampled (benchmarks: fixed lengths) */
+} fkv_engine_backend_opts;
+
+/* Fills cfg (from fkv_engine_config_default) and model[cap] from opts; an
+ * unknown key or a bad value is FKV_EINVAL naming the option.  cfg->policy
+ * points into opts. */
+fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cfg, char *model, size_t cap,
+                                  fkv_engine_backend_opts *bo, char *err, size_t errlen);
+
+/* "65536", "64MiB", "64M", "512KiB", "1GiB" -> bytes; -1 if malformed. */
+int64_t fkv__parse_bytes(const char *v);
+
+/* The engine backend's factory (backend_engine.c). */
+fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,436 @@
+/* The server over the engine backend, on a tiny random model written to a
+ * temporary directory: a completion (usage, finish reason), a streamed one
+ * with the same text, seeds, greedy tokens against the plain forward pass
+ * (contiguous reference K/V, no fairkv cache) with and without memory
+ * pressure, the HTTP text against the backend's own pieces, a client that
+ * leaves, /metrics, and the drain. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+#include "engine/model.h"
+#include "engine/model_init.h"
+#include "engine/sampler.h"
+#include "http_client.h"
+#include "server/server.h"
+
+#define PLEN 120
+#define MAXTOK 20
+#define NPAR 4
+
+static unsigned port;
+static fkv_backend be;
+static fkv_server *srv;
+static fkv_llama *model;
+static char dir[64], path[128];
+
+static const char *body_of(const http_resp *r) { return r->body.data ? r->body.data : ""; }
+
+static void post(http_resp *r, const char *json)
+{
+    http_do(r, port, "POST", "/v1/completions", json, strlen(json), NULL);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* choices[0].text / finish_reason and usage.completion_tokens of a JSON answer */
+typedef struct answer {
+    char text[1024];
+    char finish[16];
+    long completion, prompt, cached;
+} answer;
+
+static int parse_answer(const char *body, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    a->completion = a->prompt = -1;
+    cJSON *j = cJSON_Parse(body);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(c0, "text");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
+    int ok = cJSON_IsString(t) && cJSON_IsString(f) && u;
+    if (ok) {
+        snprintf(a->text, sizeof a->text, "%s", t->valuestring);
+        snprintf(a->finish, sizeof a->finish, "%s", f->valuestring);
+        a->completion = (long)cJSON_GetObjectItemCaseSensitive(u, "completion_tokens")->valuedouble;
+        a->prompt = (long)cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens")->valuedouble;
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, "cached_tokens");
+        a->cached = cJSON_IsNumber(c) ? (long)c->valuedouble : -1;
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+/* Concatenated texts and the finish reason of an SSE body; 0 on bad framing. */
+static int parse_stream(const char *b, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    int done = 0;
+    for (const char *p = b; *p;) {
+        const char *e = strstr(p, "\n\n");
+        if (strncmp(p, "data: ", 6) || !e) return 0;
+        size_t n = (size_t)(e - p - 6);
+        if (n == 6 && !strncmp(p + 6, "[DONE]", 6)) {
+            done = e[2] == 0;
+        } else {
+            cJSON *j = cJSON_ParseWithLength(p + 6, n);
+            const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(c0, "text");
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+            if (!j || !cJSON_IsString(t)) {
+                cJSON_Delete(j);
+                return 0;
+            }
+            strncat(a->text, t->valuestring, sizeof a->text - strlen(a->text) - 1);
+            if (cJSON_IsString(f)) snprintf(a->finish, sizeof a->finish, "%s", f->valuestring);
+            cJSON_Delete(j);
+        }
+        p = e + 2;
+    }
+    return done;
+}
+
+/* ---------------------------------------------------------------- reference */
+
+static int32_t prompts[NPAR][PLEN];
+static int32_t want[NPAR][MAXTOK];
+static uint32_t n_want[NPAR];
+
+/* Greedy tokens of the plain forward pass, ending after EOS (id 2) as the
+ * backend does (the EOS itself is not delivered). */
+static void baseline(void)
+{
+    fkv_fwd_geom g = fkv_llama_geom(model);
+    fkv_fwd *f;
+    REQUIRE(!fkv_fwd_create(model, 1, &f));
+    float *lg = malloc(model->hp.n_vocab * sizeof *lg);
+    REQUIRE(lg);
+    char err[300];
+    uint64_t x = 12345;
+    for (int r = 0; r < NPAR; r++) {
+        for (int i = 0; i < PLEN; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            /* the first 32 tokens are shared by every prompt (prefix cache) */
+            prompts[r][i] = i < 32 ? (int32_t)(3 + (i * 37) % 256) : (int32_t)(3 + (x >> 33) % 256);
+        }
+        fkv_kvref_seq kv;
+        REQUIRE(!fkv_kvref_seq_init(&kv, &g, PLEN + MAXTOK));
+        int32_t ids[PLEN + MAXTOK];
+        memcpy(ids, prompts[r], sizeof prompts[r]);
+        fkv_fwd_seq s = {&kv, ids, PLEN, 0, NULL, lg, 0};
+        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
+        n_want[r] = 0;
+        for (uint32_t t = 0; t < MAXTOK; t++) {
+            int32_t tok = fkv_argmax(lg, model->hp.n_vocab);
+            if (tok == 2) break;
+            want[r][n_want[r]++] = tok;
+            ids[PLEN + t] = tok;
+            if (t + 1 == MAXTOK) break;
+            fkv_fwd_seq d = {&kv, ids + PLEN + t, 1, PLEN + t, NULL, lg, 0};
+            REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
+        }
+        fkv_kvref_seq_free(&kv);
+    }
+    free(lg);
+    fkv_fwd_destroy(f);
+}
+
+static void json_prompt(char *out, size_t cap, int r, int stream)
+{
+    size_t o = (size_t)snprintf(out, cap, "{\"model\":\"tiny\",\"prompt\":[");
+    for (int i = 0; i < PLEN; i++) o += (size_t)snprintf(out + o, cap - o, "%s%d", i ? "," : "", prompts[r][i]);
+    snprintf(out + o, cap - o, "],\"max_tokens\":%d,\"temperature\":0,\"user\":\"u%d\",\"stream\":%s}", MAXTOK, r,
+             stream ? "true" : "false");
+}
+
+/* ---------------------------------------------------------------- backend directly */
+
+typedef struct capture {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t tok[MAXTOK + 4];
+    uint32_t n;
+    char text[1024];
+    size_t len;
+    int done;
+    fkv_gen_result res;
+} capture;
+
+static void cap_token(void *ctx, int32_t token, const char *text, size_t len)
+{
+    capture *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    if (c->n < MAXTOK + 4) c->tok[c->n++] = token;
+    if (c->len + len < sizeof c->text) {
+        memcpy(c->text + c->len, text, len);
+        c->len += len;
+        c->text[c->len] = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void cap_done(void *ctx, const fkv_gen_result *res)
+{
+    capture *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->res = *res;
+    c->res.error = NULL;
+    c->done++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The backend's greedy tokens equal the plain forward pass; the HTTP
+ * answer's text equals the pieces the backend delivered. */
+static void test_greedy_direct(void)
+{
+    for (int r = 0; r < 2; r++) {
+        capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+        fkv_gen_request q = {1000 + (uint64_t)r, "direct", prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1};
+        fkv_gen_sink sink = {cap_token, cap_done, &c};
+        char err[200];
+        REQUIRE(be.ops->submit(be.impl, &q, &sink, err, sizeof err) == FKV_OK);
+        pthread_mutex_lock(&c.mu);
+        while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
+        pthread_mutex_unlock(&c.mu);
+        CHECKF(c.n == n_want[r], "request %d: %u tokens, reference %u", r, c.n, n_want[r]);
+        CHECK(!memcmp(c.tok, want[r], n_want[r] * sizeof *c.tok));
+        CHECK(c.res.completion_tokens == n_want[r] && c.res.prompt_tokens == PLEN);
+        CHECK(c.res.finish == (n_want[r] == MAXTOK ? FKV_FINISH_LENGTH : FKV_FINISH_STOP));
+        CHECK(c.done == 1);
+
+        char json[4096];
+        json_prompt(json, sizeof json, r, 0);
+        http_resp h = {0};
+        post(&h, json);
+        answer a;
+        CHECKF(h.status == 200 && parse_answer(body_of(&h), &a), "status %ld: %s", h.status, body_of(&h));
+        CHECK(!strcmp(a.text, c.text));
+        CHECK(a.completion == (long)n_want[r] && a.prompt == PLEN);
+        /* the direct run of the same prompt finished just before: its
+         * chunks are in the prefix cache (whole pages; the last prompt token
+         * is always computed) */
+        CHECKF(a.cached >= 64 && a.cached < PLEN, "cached_tokens %ld", a.cached);
+        http_free(&h);
+    }
+}
+
+/* ---------------------------------------------------------------- over HTTP */
+
+static void test_completion_and_stream(void)
+{
+    const char *req = "{\"model\":\"tiny\",\"prompt\":\"The cache keeps\",\"max_tokens\":12,\"seed\":5,"
+                      "\"temperature\":0.9,\"top_p\":0.95}";
+    http_resp r1 = {0}, r2 = {0}, r3 = {0}, rs = {0};
+    post(&r1, req);
+    answer a1, a2, a3, as;
+    REQUIRE(r1.status == 200 && parse_answer(body_of(&r1), &a1));
+    /* the bytes vocabulary: BOS + one token per byte */
+    CHECK(a1.prompt == 1 + (long)strlen("The cache keeps"));
+    CHECK(a1.completion >= 0 && a1.completion <= 12);
+    CHECK(!strcmp(a1.finish, a1.completion == 12 ? "length" : "stop"));
+    post(&r2, req);
+    REQUIRE(r2.status == 200 && parse_answer(body_of(&r2), &a2));
+    CHECK(!strcmp(a1.text, a2.text) && a1.completion == a2.completion);
+    /* another seed: other tokens (12 random bytes from a 259-token
+     * distribution coinciding is out of reach) */
+    post(&r3, "{\"model\":\"tiny\",\"prompt\":\"The cache keeps\",\"max_tokens\":12,\"seed\":6,"
+              "\"temperature\":0.9,\"top_p\":0.95}");
+    REQUIRE(r3.status == 200 && parse_answer(body_of(&r3), &a3));
+    CHECK(strcmp(a1.text, a3.text) != 0);
+    /* streamed with the same seed: the same text, in SSE framing */
+    post(&rs, "{\"model\":\"tiny\",\"prompt\":\"The cache keeps\",\"max_tokens\":12,\"seed\":5,"
+              "\"temperature\":0.9,\"top_p\":0.95,\"stream\":true}");
+    CHECK(rs.status == 200 && rs.headers.data && strstr(rs.headers.data, "text/event-stream"));
+    CHECKF(parse_stream(body_of(&rs), &as), "SSE body: %s", body_of(&rs));
+    CHECK(!strcmp(as.text, a1.text));
+    CHECK(!strcmp(as.finish, a1.finish));
+    http_free(&r1);
+    http_free(&r2);
+    http_free(&r3);
+    http_free(&rs);
+}
+
+typedef struct par {
+    pthread_t t;
+    int r;
+    http_resp h;
+} par;
+
+static void *par_run(void *arg)
+{
+    par *p = arg;
+    char json[4096];
+    json_prompt(json, sizeof json, p->r, p->r % 2);
+    post(&p->h, json);
+    return NULL;
+}
+
+static double metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = strstr(text, series); p; p = strstr(p + 1, series))
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') return atof(p + n + 1);
+    return -1;
+}
+
+/* NPAR greedy requests at once in a cache of 256 tokens (4 chunks of 64)
+ * for ~560 tokens of context: evictions, recomputation or preemption, and
+ * still the reference tokens; then /metrics shows the traffic. */
+static void test_pressure_and_metrics(void)
+{
+    par p[NPAR];
+    for (int i = 0; i < NPAR; i++) {
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].r = i;
+        pthread_create(&p[i].t, NULL, par_run, &p[i]);
+    }
+    for (int i = 0; i < NPAR; i++) {
+        pthread_join(p[i].t, NULL);
+        answer a;
+        int ok = p[i].h.status == 200 &&
+                 (p[i].r % 2 ? parse_stream(body_of(&p[i].h), &a) : parse_answer(body_of(&p[i].h), &a));
+        CHECKF(ok, "request %d: status %ld body %.300s", i, p[i].h.status, body_of(&p[i].h));
+        /* text length: one byte token gives 1 byte, or 3 (U+FFFD) */
+        CHECK(strlen(a.text) >= n_want[i] && strlen(a.text) <= 3 * n_want[i]);
+        CHECK(!strcmp(a.finish, n_want[i] == MAXTOK ? "length" : "stop"));
+        http_free(&p[i].h);
+    }
+    /* the snapshot is taken when the engine goes idle */
+    http_resp m = {0};
+    double hits = -1;
+    for (int i = 0; i < 100 && hits <= 0; i++) {
+        http_free(&m);
+        memset(&m, 0, sizeof m);
+        http_do(&m, port, "GET", "/metrics", NULL, 0, NULL);
+        hits = metric(body_of(&m), "fairkv_hit_tokens_total{request_type=\"medium\"}");
+        if (hits <= 0) sleep_ms(20);
+    }
+    const char *t = body_of(&m);
+    CHECKF(hits > 0, "metrics: %.2000s", t);
+    CHECK(metric(t, "fairkv_engine_tokens_total{kind=\"prefill\"}") >= NPAR * PLEN / 2);
+    CHECK(metric(t, "fairkv_engine_tokens_total{kind=\"decode\"}") > 0);
+    /* with 256 tokens for ~560, something was evicted or sent back */
+    double ev = metric(t, "fairkv_evicted_pages_total"), pre = metric(t, "fairkv_num_preemptions_total");
+    CHECKF(ev > 0 || pre > 0, "evicted pages %g, preemptions %g", ev, pre);
+    CHECK(metric(t, "fairkv_num_preemptions_total") >= 0 && metric(t, "fairkv_recomputed_tokens_total") >= 0);
+    /* the step-cost counters the simulator's profile is checked against */
+    double steps = metric(t, "fairkv_engine_timed_steps_total"), toks = metric(t, "fairkv_engine_batch_tokens_total");
+    CHECK(steps > 0 && metric(t, "fairkv_engine_step_seconds_total") > 0);
+    CHECK(toks >= metric(t, "fairkv_engine_tokens_total{kind=\"prefill\"}") && toks >= steps);
+    CHECK(metric(t, "fairkv_engine_attention_work_total") > toks);
+    http_free(&m);
+}
+
+static void test_disconnect(void)
+{
+    http_resp r = {0};
+    r.abort_after = 300;
+    post(&r, "{\"model\":\"tiny\",\"prompt\":\"zz\",\"max_tokens\":600,\"stream\":true}");
+    CHECK(r.cc == CURLE_WRITE_ERROR);
+    http_free(&r);
+    for (int i = 0; i < 200 && fkv_server_in_flight(srv); i++) sleep_ms(10);
+    CHECK(fkv_server_in_flight(srv) == 0);
+}
+
+/* Cancel reaches the engine: a request of 600 tokens (ignore_eos: it cannot
+ * end early by itself) cancelled after a few tokens ends as cancelled, and
+ * the engine decodes far fewer than 600 tokens for it. */
+static void test_cancel_stops_engine(const char *mopt)
+{
+    const char *opts[] = {mopt, "ignore_eos=1", NULL};
+    fkv_backend b2;
+    char err[400];
+    REQUIRE(fkv_backend_create("engine", opts, &b2, err, sizeof err) == FKV_OK);
+    capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3};
+    fkv_gen_sink sink = {cap_token, cap_done, &c};
+    REQUIRE(b2.ops->submit(b2.impl, &q, &sink, err, sizeof err) == FKV_OK);
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&c.mu);
+        uint32_t n = c.n;
+        pthread_mutex_unlock(&c.mu);
+        if (n >= 5) break;
+        sleep_ms(2);
+    }
+    b2.ops->cancel(b2.impl, 77);
+    pthread_mutex_lock(&c.mu);
+    while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    CHECK(c.res.finish == FKV_FINISH_CANCELLED && c.res.completion_tokens < 600);
+    /* drain waits until the engine has ended the request */
+    CHECK(b2.ops->drain(b2.impl, 20000000000LL) == FKV_OK);
+    sleep_ms(200); /* the step thread refreshes the metrics snapshot once idle */
+    fkv_textbuf t = {0};
+    b2.ops->metrics(b2.impl, &t);
+    double dec = metric(t.data ? t.data : "", "fairkv_engine_tokens_total{kind=\"decode\"}");
+    CHECKF(dec >= 4 && dec < 300, "decode tokens %g", dec);
+    fkv_textbuf_free(&t);
+    fkv_backend_destroy(&b2);
+}
+
+static void write_model(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/fkv-serve-engine-XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+    fkv_model_init_cfg cfg;
+    REQUIRE(!fkv_model_init_preset("tiny", &cfg));
+    fkv_gguf_writer *w;
+    REQUIRE(!fkv_model_init_build(&cfg, &w));
+    char err[200];
+    REQUIRE(fkv_gguf_w_to_file(w, path, err, sizeof err) == FKV_OK);
+    fkv_gguf_writer_free(w);
+    REQUIRE(fkv_llama_load(path, &model, err, sizeof err) == FKV_OK);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    write_model();
+    baseline();
+    char mopt[200];
+    snprintf(mopt, sizeof mopt, "model=%s", path);
+    /* tiny: 4 layers x 2 K/V heads x 32 x f32 x (K, V) = 2 KiB a token */
+    const char *opts[] = {mopt, "kv_budget=512KiB", "max_running=8", "policy=flru", NULL};
+    char err[400];
+    fkv_backend bad;
+    const char *bad_opts[] = {mopt, "nonesuch=1", NULL};
+    CHECK(fkv_backend_create("engine", bad_opts, &bad, err, sizeof err) == FKV_EINVAL && strstr(err, "nonesuch"));
+    const char *no_file[] = {"model=/nonexistent/m.gguf", NULL};
+    CHECK(fkv_backend_create("engine", no_file, &bad, err, sizeof err) != FKV_OK && strstr(err, "nonexistent"));
+    REQUIRE(fkv_backend_create("engine", opts, &be, err, sizeof err) == FKV_OK);
+    fkv_backend_info info;
+    be.ops->info(be.impl, &info);
+    CHECK(!strcmp(info.model, "tiny") && info.vocab_size == 259 && info.max_context == model->hp.ctx_len);
+    fkv_server_config cfg;
+    fkv_server_config_default(&cfg);
+    cfg.port = 0;
+    REQUIRE(fkv_server_start(&cfg, &be, &srv, err, sizeof err) == FKV_OK);
+    port = fkv_server_port(srv);
+
+    test_completion_and_stream();
+    test_greedy_direct();
+    test_pressure_and_metrics();
+    test_disconnect();
+    test_cancel_stops_engine(mopt);
+
+    CHECK(fkv_server_drain(srv, 10000000000LL) == FKV_OK);
+    fkv_server_destroy(srv);
+    fkv_backend_destroy(&be);
+    fkv_llama_free(model);
+    unlink(path);
+    rmdir(dir);
+    curl_global_cleanup();
+    return check_done();
+}
