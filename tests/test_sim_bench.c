@@ -156,7 +156,7 @@ static void replay_all(void)
         printf("replay: %-13s hit %.6f recomputed %llu (belady %.6f, %llu)\n", all[i].name, h,
                (unsigned long long)ro, hb, (unsigned long long)rb);
     }
-    /* which part of F-LRU costs hits here (docs/EVALUATION-sim.md) */
+    /* which part of F-LRU costs hits here (docs/EVALUATION.md, section 3) */
     const struct {
         double a, b;
         int q;
@@ -261,7 +261,7 @@ int main(void)
     CHECK(belady > 0 && best_online > 0);
     /* In the closed loop Belady is not a bound: an eviction changes which
      * request is preempted next, so the access sequence differs between
-     * schemes (docs/EVALUATION-sim.md); the bound is checked on a fixed
+     * schemes (docs/EVALUATION.md, section 3); the bound is checked on a fixed
      * access sequence in replay() below. */
     printf("closed loop: belady %.6f, best online %s %.6f\n", belady, best_name, best_online);
     cJSON_Delete(j);

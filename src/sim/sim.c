@@ -54,7 +54,7 @@ typedef struct belady_ctx {
  *    prefix match: the oracle knows which later request's prompt holds its
  *    first page and when that request arrives; none = never.
  * This is MIN with an ordinal estimate for preempted requests, not an exact
- * oracle of the closed loop (docs/EVALUATION-sim.md). */
+ * oracle of the closed loop (docs/EVALUATION.md, section 3). */
 static int64_t belady_next_use(void *vctx, const fkv_chunk_view *ch)
 {
     belady_ctx *b = vctx;
