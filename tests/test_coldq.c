@@ -4,9 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check.h"
-#include "core/internal.h"
-#include "fairkv.h"
+#include "cache_fixture.h"
 #include "fairkv_quant.h"
 
 static int64_t now;
@@ -52,16 +50,6 @@ static float gauss(void)
 #define MAXT 512
 #define ROW (2 * 64)
 static float ref[MAXT][2][2][ROW];
-
-static fkv_seq *seq(fkv_cache *c, uint64_t id)
-{
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = id;
-    fkv_seq *s = NULL;
-    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-    return s;
-}
 
 static void append_real(fkv_cache *c, fkv_seq *s, const int32_t *tok, uint32_t n)
 {
@@ -128,7 +116,7 @@ static void always_mode(fkv_dtype qd, double bound)
 {
     fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, qd, 64, FKV_STORAGE_CPU);
     REQUIRE(c);
-    fkv_seq *s = seq(c, 1);
+    fkv_seq *s = fx_seq(c, 1);
     int32_t tok[MAXT];
     for (int i = 0; i < MAXT; i++) tok[i] = i;
     for (int k = 0; k < 8; k++) append_real(c, s, tok + k * 64, 64);
@@ -173,7 +161,7 @@ static void always_mode(fkv_dtype qd, double bound)
 static void shared_once(void)
 {
     fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, FKV_INT8, 64, FKV_STORAGE_CPU);
-    fkv_seq *a = seq(c, 1);
+    fkv_seq *a = fx_seq(c, 1);
     int32_t tok[MAXT];
     for (int i = 0; i < MAXT; i++) tok[i] = 7 * i;
     append_real(c, a, tok, 256);
@@ -182,7 +170,7 @@ static void shared_once(void)
     fkv_cache_counters(c, &cn);
     CHECK(c->stats.fairkv_quantized_chunks_total[0] == 4);
     CHECK(cn.pages_used == 8);
-    fkv_seq *b = seq(c, 2), *d = seq(c, 3);
+    fkv_seq *b = fx_seq(c, 2), *d = fx_seq(c, 3);
     uint32_t m1, m2;
     CHECK(fkv_seq_match(b, tok, 300, 299, &m1) == FKV_OK && m1 == 256);
     CHECK(fkv_seq_match(d, tok, 200, 199, &m2) == FKV_OK && m2 == 192); /* whole chunks only */
@@ -202,10 +190,10 @@ static void shared_once(void)
 static void pressure_mode(void)
 {
     fkv_cache *c = open_cache(FKV_QUANT_UNDER_PRESSURE, FKV_INT8, 64, FKV_STORAGE_PHANTOM);
-    fkv_seq *a = seq(c, 1);
+    fkv_seq *a = fx_seq(c, 1);
     REQUIRE(fkv_seq_append(a, NULL, 512, NULL) == FKV_OK); /* 32 pages: half the pool, below 0.75 */
     CHECK(c->stats.fairkv_quantized_chunks_total[1] == 0);
-    fkv_seq *b = seq(c, 2);
+    fkv_seq *b = fx_seq(c, 2);
     REQUIRE(fkv_seq_append(b, NULL, 512, NULL) == FKV_OK); /* would be 64: quantize first */
     fkv_counters cn;
     fkv_cache_counters(c, &cn);
@@ -215,9 +203,9 @@ static void pressure_mode(void)
     CHECK(cn.evicted_pages == 0);
     CHECK(cn.pages_used == 52);
     /* keep appending: once no cold chunk is left, eviction takes over */
-    fkv_seq *d = seq(c, 3);
+    fkv_seq *d = fx_seq(c, 3);
     REQUIRE(fkv_seq_append(d, NULL, 512, NULL) == FKV_OK);
-    fkv_seq *e = seq(c, 4);
+    fkv_seq *e = fx_seq(c, 4);
     REQUIRE(fkv_seq_append(e, NULL, 512, NULL) == FKV_OK);
     fkv_cache_counters(c, &cn);
     CHECK(cn.evicted_pages > 0);
@@ -230,7 +218,7 @@ static void pressure_mode(void)
 static void drops(void)
 {
     fkv_cache *c = open_cache(FKV_QUANT_OFF, FKV_INT8, 64, FKV_STORAGE_PHANTOM);
-    fkv_seq *s = seq(c, 1);
+    fkv_seq *s = fx_seq(c, 1);
     REQUIRE(fkv_seq_append(s, NULL, 320, NULL) == FKV_OK); /* 5 chunks, 20 pages */
     fkv_seq_pin(s);
     uint32_t n = 0;

@@ -3,9 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check.h"
-#include "core/internal.h"
-#include "fairkv.h"
+#include "cache_fixture.h"
 
 static int64_t now;
 
@@ -31,26 +29,6 @@ static fkv_cache *open_cache(uint32_t pages, int prefix, const char *policy, fkv
     return c;
 }
 
-static fkv_seq *seq(fkv_cache *c, uint64_t id)
-{
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = id;
-    fkv_seq *s = NULL;
-    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-    return s;
-}
-
-static int check_ok(fkv_cache *c)
-{
-    char msg[256];
-    if (fkv__cache_check(c, msg, sizeof msg)) {
-        fprintf(stderr, "invariant: %s\n", msg);
-        return 0;
-    }
-    return 1;
-}
-
 /* An allocation of n pages succeeds whenever n pages are free, however
  * scattered: fill the pool with sequences of random sizes, free every other
  * one, then ask for exactly the free pages with eviction impossible (the
@@ -65,7 +43,7 @@ static void no_external_fragmentation(void)
     for (; n < 64; n++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         uint32_t len = 1 + (uint32_t)(rng >> 33) % 14; /* 1..14 tokens: 1..4 pages */
-        s[n] = seq(c, (uint64_t)n + 1);
+        s[n] = fx_seq(c, (uint64_t)n + 1);
         if (fkv_seq_append(s[n], NULL, len, NULL) != FKV_OK) {
             fkv_seq_free(s[n]);
             break;
@@ -81,7 +59,7 @@ static void no_external_fragmentation(void)
     CHECK(info.free_pages > 0);
     fkv_counters before;
     fkv_cache_counters(c, &before);
-    fkv_seq *big = seq(c, 1000);
+    fkv_seq *big = fx_seq(c, 1000);
     /* exactly the free pages, in one sequence (chunks of 8 tokens = 2 pages) */
     CHECK(fkv_seq_append(big, NULL, info.free_pages * 4, NULL) == FKV_OK);
     fkv_counters after;
@@ -90,10 +68,10 @@ static void no_external_fragmentation(void)
     CHECK(after.pages_free == 0);
     /* one token more: nothing evictable (all pinned or being written) */
     fkv_seq_pin(big);
-    fkv_seq *one = seq(c, 1001);
+    fkv_seq *one = fx_seq(c, 1001);
     CHECK(fkv_seq_append(one, NULL, 1, NULL) == FKV_EFULL);
     CHECK(fkv_seq_len(one) == 0);
-    CHECK(check_ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -103,7 +81,7 @@ static void append_slots(void)
 {
     fkv_cache *c = open_cache(64, 1, "flru", FKV_STORAGE_CPU);
     REQUIRE(c);
-    fkv_seq *s = seq(c, 1);
+    fkv_seq *s = fx_seq(c, 1);
     fkv_slot sl[40];
     int32_t tok[40];
     for (int i = 0; i < 40; i++) tok[i] = i * 3;
@@ -128,7 +106,7 @@ static void append_slots(void)
         for (int j = i + 1; j < 40; j++) CHECK(sl[i].page != sl[j].page || sl[i].slot != sl[j].slot);
     fkv_slot at;
     CHECK(fkv_chunks_locate(ch, n, 4, 40, &at) == FKV_EINVAL);
-    CHECK(check_ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -147,7 +125,7 @@ static void fork_cow(void)
 {
     fkv_cache *c = open_cache(64, 1, "lru", FKV_STORAGE_CPU);
     REQUIRE(c);
-    fkv_seq *a = seq(c, 1);
+    fkv_seq *a = fx_seq(c, 1);
     fkv_slot sl[16];
     int32_t tok[16] = {0};
     REQUIRE(fkv_seq_append(a, tok, 10, sl) == FKV_OK); /* pages: 4+4+2 */
@@ -193,9 +171,9 @@ static void fork_cow(void)
     CHECK(as[0].page == sl[9].page && as[0].slot == 2);
     CHECK(*kptr(c, 0, bs[0], 0) == 999);
     fkv_seq_free(a);
-    CHECK(check_ok(c));
+    CHECK(fx_invariants(c));
     fkv_seq_free(b);
-    CHECK(check_ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -204,10 +182,10 @@ static void efull_atomic(void)
 {
     fkv_cache *c = open_cache(8, 1, "lru", FKV_STORAGE_PHANTOM);
     REQUIRE(c);
-    fkv_seq *a = seq(c, 1);
+    fkv_seq *a = fx_seq(c, 1);
     REQUIRE(fkv_seq_append(a, NULL, 20, NULL) == FKV_OK); /* 5 pages */
     fkv_seq_pin(a);
-    fkv_seq *b = seq(c, 2);
+    fkv_seq *b = fx_seq(c, 2);
     CHECK(fkv_seq_append(b, NULL, 16, NULL) == FKV_EFULL); /* needs 4, 3 free */
     CHECK(fkv_seq_len(b) == 0);
     CHECK(strstr(fkv_cache_last_error(c), "pages") != NULL);
@@ -215,7 +193,7 @@ static void efull_atomic(void)
     fkv_cache_get_info(c, &info);
     CHECK(info.free_pages == 3);
     CHECK(fkv_seq_append(b, NULL, 12, NULL) == FKV_OK);
-    CHECK(check_ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -225,9 +203,9 @@ static void holes_and_restore(void)
 {
     fkv_cache *c = open_cache(8, 1, "fifo", FKV_STORAGE_PHANTOM);
     REQUIRE(c);
-    fkv_seq *a = seq(c, 1);
+    fkv_seq *a = fx_seq(c, 1);
     REQUIRE(fkv_seq_append(a, NULL, 24, NULL) == FKV_OK); /* 6 pages, chunks 0-8,8-16,16-24 */
-    fkv_seq *b = seq(c, 2);
+    fkv_seq *b = fx_seq(c, 2);
     fkv_seq_pin(b);
     REQUIRE(fkv_seq_append(b, NULL, 12, NULL) == FKV_OK); /* evicts a's oldest chunk */
     fkv_range r[4];
@@ -246,7 +224,7 @@ static void holes_and_restore(void)
     CHECK(fkv_seq_restore(a, 0, 24, sl, &got) == FKV_OK && got == 8);
     CHECK(fkv_seq_missing(a, r, 4, &nr) == FKV_OK && nr == 0);
     CHECK(fkv_seq_touch(a, &missing) == FKV_OK && missing == 0);
-    CHECK(check_ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 

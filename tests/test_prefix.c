@@ -2,9 +2,7 @@
  * where prefixes diverge, cached after free, off switch. */
 #include <string.h>
 
-#include "check.h"
-#include "core/internal.h"
-#include "fairkv.h"
+#include "cache_fixture.h"
 
 static int64_t now;
 
@@ -30,39 +28,17 @@ static fkv_cache *open_cache(int prefix, int dynamic)
     return c;
 }
 
-static fkv_seq *seq_ids(fkv_cache *c, uint64_t id, const uint64_t *blocks, uint32_t nb)
-{
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = id;
-    p.block_ids = blocks;
-    p.n_block_ids = nb;
-    fkv_seq *s = NULL;
-    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-    return s;
-}
-
-static int ok(fkv_cache *c)
-{
-    char msg[256];
-    if (fkv__cache_check(c, msg, sizeof msg)) {
-        fprintf(stderr, "invariant: %s\n", msg);
-        return 0;
-    }
-    return 1;
-}
-
 static void token_mode(void)
 {
     fkv_cache *c = open_cache(1, 0);
     int32_t a[40], b[40];
     for (int i = 0; i < 40; i++) a[i] = b[i] = 1000 + i;
     b[33] = 7; /* diverges in page 8 (tokens 32..35) */
-    fkv_seq *sa = seq_ids(c, 1, NULL, 0);
+    fkv_seq *sa = fx_seq_full(c, 1, 0, 1.0, NULL, 0);
     uint32_t m = 99;
     CHECK(fkv_seq_match(sa, a, 40, 39, &m) == FKV_OK && m == 0);
     REQUIRE(fkv_seq_append(sa, a, 40, NULL) == FKV_OK);
-    fkv_seq *sb = seq_ids(c, 2, NULL, 0);
+    fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, NULL, 0);
     CHECK(fkv_seq_match(sb, b, 40, 39, &m) == FKV_OK && m == 32);
     const fkv_chunk_view *const *ca, *const *cb;
     size_t na, nb;
@@ -78,7 +54,7 @@ static void token_mode(void)
     CHECK(cn.prefix_query_tokens == 80 && cn.prefix_hit_tokens == 32);
     /* a page equal in content but at another position does not match:
      * keys chain through the whole prefix */
-    fkv_seq *sc = seq_ids(c, 3, NULL, 0);
+    fkv_seq *sc = fx_seq_full(c, 3, 0, 1.0, NULL, 0);
     CHECK(fkv_seq_match(sc, a + 4, 36, 36, &m) == FKV_OK && m == 0);
     fkv_seq_free(sc);
     /* finished requests stay cached and are matched later */
@@ -87,12 +63,12 @@ static void token_mode(void)
     fkv_cache_info info;
     fkv_cache_get_info(c, &info);
     CHECK(info.n_chunks == 6 && info.free_pages == 128 - 12);
-    fkv_seq *sd = seq_ids(c, 4, NULL, 0);
+    fkv_seq *sd = fx_seq_full(c, 4, 0, 1.0, NULL, 0);
     CHECK(fkv_seq_match(sd, b, 40, 40, &m) == FKV_OK && m == 40);
     /* max_tokens is honoured, page aligned */
-    fkv_seq *se = seq_ids(c, 5, NULL, 0);
+    fkv_seq *se = fx_seq_full(c, 5, 0, 1.0, NULL, 0);
     CHECK(fkv_seq_match(se, b, 40, 39, &m) == FKV_OK && m == 36);
-    CHECK(ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -100,16 +76,16 @@ static void prefix_off(void)
 {
     fkv_cache *c = open_cache(0, 0);
     int32_t a[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-    fkv_seq *sa = seq_ids(c, 1, NULL, 0);
+    fkv_seq *sa = fx_seq_full(c, 1, 0, 1.0, NULL, 0);
     REQUIRE(fkv_seq_append(sa, a, 16, NULL) == FKV_OK);
-    fkv_seq *sb = seq_ids(c, 2, NULL, 0);
+    fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, NULL, 0);
     uint32_t m = 9;
     CHECK(fkv_seq_match(sb, a, 16, 16, &m) == FKV_OK && m == 0);
     fkv_seq_free(sa);
     fkv_cache_info info;
     fkv_cache_get_info(c, &info);
     CHECK(info.free_pages == 128 && info.n_chunks == 0); /* nothing kept */
-    CHECK(ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -117,18 +93,18 @@ static void hash_id_mode(void)
 {
     fkv_cache *c = open_cache(1, 0);
     uint64_t ia[3] = {11, 12, 13}, ib[3] = {11, 12, 99}, ic[2] = {12, 13};
-    fkv_seq *sa = seq_ids(c, 1, ia, 3);
+    fkv_seq *sa = fx_seq_full(c, 1, 0, 1.0, ia, 3);
     uint32_t m = 5;
     CHECK(fkv_seq_match(sa, NULL, 24, 24, &m) == FKV_OK && m == 0);
     REQUIRE(fkv_seq_append(sa, NULL, 30, NULL) == FKV_OK); /* 24 hashed + 6 past the ids */
-    fkv_seq *sb = seq_ids(c, 2, ib, 3);
+    fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, ib, 3);
     CHECK(fkv_seq_match(sb, NULL, 24, 24, &m) == FKV_OK && m == 16);
-    fkv_seq *sc = seq_ids(c, 3, ic, 2); /* same ids at other positions: no match */
+    fkv_seq *sc = fx_seq_full(c, 3, 0, 1.0, ic, 2); /* same ids at other positions: no match */
     CHECK(fkv_seq_match(sc, NULL, 16, 16, &m) == FKV_OK && m == 0);
     fkv_seq_free(sa);
-    fkv_seq *sd = seq_ids(c, 4, ia, 3);
+    fkv_seq *sd = fx_seq_full(c, 4, 0, 1.0, ia, 3);
     CHECK(fkv_seq_match(sd, NULL, 24, 23, &m) == FKV_OK && m == 20);
-    CHECK(ok(c));
+    CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
 
@@ -142,14 +118,14 @@ static void dynamic_split(void)
     int32_t a[96], b[96];
     for (int i = 0; i < 96; i++) a[i] = b[i] = i + 1;
     b[70] = -1; /* diverges in page 17 (tokens 68..71), inside the chunk 64..80 */
-    fkv_seq *sa = seq_ids(c, 1, NULL, 0);
+    fkv_seq *sa = fx_seq_full(c, 1, 0, 1.0, NULL, 0);
     REQUIRE(fkv_seq_append(sa, a, 96, NULL) == FKV_OK);
     const fkv_chunk_view *const *ca;
     size_t na;
     fkv_seq_chunks(sa, &ca, &na);
     /* 0..64 in chunks of 8, then 64..80 and 80..96 of 16 */
     CHECK(na == 10 && ca[8]->start == 64 && ca[8]->cap_tokens == 16 && ca[9]->start == 80);
-    fkv_seq *sb = seq_ids(c, 2, NULL, 0);
+    fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, NULL, 0);
     uint32_t m;
     CHECK(fkv_seq_match(sb, b, 96, 95, &m) == FKV_OK && m == 68);
     fkv_seq_chunks(sa, &ca, &na);
@@ -163,18 +139,18 @@ static void dynamic_split(void)
     fkv_counters cn;
     fkv_cache_counters(c, &cn);
     CHECK(c->stats.fairkv_chunk_splits_total[0] == 1);
-    CHECK(ok(c));
+    CHECK(fx_invariants(c));
     /* fixed chunking: the same divergence shares the pages, not the chunk */
     fkv_cache *f = open_cache(1, 0);
-    fkv_seq *fa = seq_ids(f, 1, NULL, 0);
+    fkv_seq *fa = fx_seq_full(f, 1, 0, 1.0, NULL, 0);
     REQUIRE(fkv_seq_append(fa, a, 96, NULL) == FKV_OK);
-    fkv_seq *fb = seq_ids(f, 2, NULL, 0);
+    fkv_seq *fb = fx_seq_full(f, 2, 0, 1.0, NULL, 0);
     CHECK(fkv_seq_match(fb, b, 96, 95, &m) == FKV_OK && m == 68);
     fkv_seq_chunks(fb, &cb, &nb);
     fkv_seq_chunks(fa, &ca, &na);
     CHECK(na == 12 && nb == 9 && cb[8] != ca[8] && cb[8]->pages[0] == ca[8]->pages[0] && cb[8]->n_tokens == 4);
     CHECK(f->page_ref[ca[8]->pages[0]] == 2 && f->page_ref[ca[8]->pages[1]] == 1);
-    CHECK(ok(f));
+    CHECK(fx_invariants(f));
     fkv_cache_destroy(f);
     fkv_cache_destroy(c);
 }

@@ -2,9 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check.h"
-#include "core/internal.h"
-#include "fairkv.h"
+#include "cache_fixture.h"
 
 static int64_t now;
 
@@ -29,18 +27,6 @@ static fkv_cache *open_cache(uint32_t pages, int quotas, double temperature, int
     return c;
 }
 
-static fkv_seq *seq(fkv_cache *c, uint64_t id, uint32_t expected, double weight)
-{
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = id;
-    p.expected_tokens = expected;
-    p.weight = weight;
-    fkv_seq *s = NULL;
-    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-    return s;
-}
-
 static uint32_t resident_tokens(fkv_seq *s)
 {
     const fkv_chunk_view *const *ch;
@@ -59,7 +45,7 @@ static void formula(void)
     for (int k = 0; k < 3; k++) {
         fkv_cache *c = open_cache(120, 1, temps[k], 0);
         fkv_seq *s[3];
-        for (int i = 0; i < 3; i++) s[i] = seq(c, (uint64_t)i + 1, (uint32_t)d[i] * 4, w[i]);
+        for (int i = 0; i < 3; i++) s[i] = fx_seq_full(c, (uint64_t)i + 1, (uint32_t)d[i] * 4, w[i], NULL, 0);
         fkv__quota_refresh(c);
         double sum = 0, share[3];
         for (int i = 0; i < 3; i++) sum += share[i] = w[i] * (isinf(temps[k]) ? 1.0 : pow(d[i], 1.0 / temps[k]));
@@ -70,7 +56,7 @@ static void formula(void)
     }
     /* T = inf, equal weights: equal shares */
     fkv_cache *c = open_cache(90, 1, INFINITY, 0);
-    fkv_seq *a = seq(c, 1, 8, 1), *b = seq(c, 2, 4000, 1), *e = seq(c, 3, 40, 1);
+    fkv_seq *a = fx_seq_full(c, 1, 8, 1, NULL, 0), *b = fx_seq_full(c, 2, 4000, 1, NULL, 0), *e = fx_seq_full(c, 3, 40, 1, NULL, 0);
     fkv__quota_refresh(c);
     CHECK(fabs(a->quota_pages - 30) < 1e-9 && fabs(b->quota_pages - 30) < 1e-9 && fabs(e->quota_pages - 30) < 1e-9);
     fkv_cache_destroy(c);
@@ -83,13 +69,13 @@ static void over_quota_first(void)
     for (int quotas = 0; quotas <= 1; quotas++) {
         fkv_cache *c = open_cache(40, quotas, INFINITY, 0);
         now = 10;
-        fkv_seq *sh = seq(c, 1, 16, 1); /* short: 4 pages */
+        fkv_seq *sh = fx_seq_full(c, 1, 16, 1, NULL, 0); /* short: 4 pages */
         REQUIRE(fkv_seq_append(sh, NULL, 16, NULL) == FKV_OK);
         now = 20;
-        fkv_seq *lo = seq(c, 2, 96, 1); /* long: 24 pages, over an equal share */
+        fkv_seq *lo = fx_seq_full(c, 2, 96, 1, NULL, 0); /* long: 24 pages, over an equal share */
         REQUIRE(fkv_seq_append(lo, NULL, 96, NULL) == FKV_OK);
         now = 30;
-        fkv_seq *nw = seq(c, 3, 64, 1); /* a running request needing 16 pages: evicts 4 */
+        fkv_seq *nw = fx_seq_full(c, 3, 64, 1, NULL, 0); /* a running request needing 16 pages: evicts 4 */
         fkv_seq_pin(nw);
         REQUIRE(fkv_seq_append(nw, NULL, 64, NULL) == FKV_OK);
         if (quotas) {
@@ -109,15 +95,15 @@ static void cached_first(void)
 {
     fkv_cache *c = open_cache(12, 1, 2.0, 0);
     now = 100;
-    fkv_seq *open_ = seq(c, 1, 0, 1);
+    fkv_seq *open_ = fx_seq_full(c, 1, 0, 1, NULL, 0);
     REQUIRE(fkv_seq_append(open_, NULL, 16, NULL) == FKV_OK); /* t=100 */
     now = 200;
     int32_t t[16] = {0};
-    fkv_seq *done = seq(c, 2, 0, 1);
+    fkv_seq *done = fx_seq_full(c, 2, 0, 1, NULL, 0);
     REQUIRE(fkv_seq_append(done, t, 16, NULL) == FKV_OK);
     fkv_seq_free(done); /* cached, newer than open_'s chunks */
     now = 300;
-    fkv_seq *nw = seq(c, 3, 0, 1);
+    fkv_seq *nw = fx_seq_full(c, 3, 0, 1, NULL, 0);
     fkv_seq_pin(nw);
     REQUIRE(fkv_seq_append(nw, NULL, 16, NULL) == FKV_OK); /* needs 4 of the 8 used: 4 free */
     REQUIRE(fkv_seq_append(nw, NULL, 8, NULL) == FKV_OK);  /* 2 more: from the cached ones */
@@ -131,15 +117,15 @@ static void retention(void)
 {
     fkv_cache *c = open_cache(8, 0, 2.0, 1000);
     now = 0;
-    fkv_seq *old = seq(c, 1, 0, 1);
+    fkv_seq *old = fx_seq_full(c, 1, 0, 1, NULL, 0);
     REQUIRE(fkv_seq_append(old, NULL, 16, NULL) == FKV_OK);
     now = 950;
-    fkv_seq *young = seq(c, 2, 0, 1);
+    fkv_seq *young = fx_seq_full(c, 2, 0, 1, NULL, 0);
     REQUIRE(fkv_seq_append(young, NULL, 16, NULL) == FKV_OK);
     now = 990;
     fkv_seq_touch(old, NULL); /* LRU alone would now evict the young chunks first */
     now = 1000;
-    fkv_seq *nw = seq(c, 3, 0, 1);
+    fkv_seq *nw = fx_seq_full(c, 3, 0, 1, NULL, 0);
     fkv_seq_pin(nw);
     REQUIRE(fkv_seq_append(nw, NULL, 16, NULL) == FKV_OK);
     CHECK(resident_tokens(young) == 16 && resident_tokens(old) == 0);
@@ -161,15 +147,15 @@ static void ttl_tier(void)
     fkv_cache *c = open_cache(6, 1, 2.0, 0);
     int32_t p[4] = {1, 2, 3, 4}, q[4] = {5, 6, 7, 8};
     now = 0;
-    fkv_seq *a = seq(c, 1, 0, 1); /* request clock 1 */
+    fkv_seq *a = fx_seq_full(c, 1, 0, 1, NULL, 0); /* request clock 1 */
     REQUIRE(fkv_seq_append(a, p, 4, NULL) == FKV_OK);
     fkv_seq_free(a);
     now = 50;
-    fkv_seq *b = seq(c, 2, 0, 1); /* 2 */
+    fkv_seq *b = fx_seq_full(c, 2, 0, 1, NULL, 0); /* 2 */
     REQUIRE(fkv_seq_append(b, q, 4, NULL) == FKV_OK);
     fkv_seq_free(b);
     now = 100;
-    fkv_seq *r = seq(c, 3, 0, 1); /* 3: p reused after a gap of 2 requests */
+    fkv_seq *r = fx_seq_full(c, 3, 0, 1, NULL, 0); /* 3: p reused after a gap of 2 requests */
     uint32_t m;
     REQUIRE(fkv_seq_match(r, p, 4, 4, &m) == FKV_OK && m == 4);
     fkv_seq_free(r);
@@ -181,23 +167,23 @@ static void ttl_tier(void)
     CHECK(pc->v.expected_ttl_ns == 8 * 50); /* at the mean arrival gap, 50 ns */
     /* a long idle period changes nothing: still within 8 requests */
     now = 1000000;
-    fkv_seq *w = seq(c, 4, 0, 1);
+    fkv_seq *w = fx_seq_full(c, 4, 0, 1, NULL, 0);
     fkv_seq_pin(w);
     REQUIRE(fkv_seq_append(w, NULL, 20, NULL) == FKV_OK); /* 5 pages: 4 free + 1 evicted */
     CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 0);
-    fkv_seq *probe = seq(c, 5, 0, 1);
+    fkv_seq *probe = fx_seq_full(c, 5, 0, 1, NULL, 0);
     CHECK(fkv_seq_match(probe, p, 4, 4, &m) == FKV_OK && m == 4); /* LRU took q */
     fkv_seq_free(probe);
     fkv_seq_unpin(w);
     fkv_seq_free(w);
     /* p was matched again at request 5: gap (5-1)/2 = 2, TTL 8, expiry 13;
      * eight requests later, p (expired) goes before the younger w chunks */
-    for (uint64_t id = 6; id <= 14; id++) fkv_seq_free(seq(c, id, 0, 1));
-    fkv_seq *x = seq(c, 15, 0, 1);
+    for (uint64_t id = 6; id <= 14; id++) fkv_seq_free(fx_seq_full(c, id, 0, 1, NULL, 0));
+    fkv_seq *x = fx_seq_full(c, 15, 0, 1, NULL, 0);
     fkv_seq_pin(x);
     REQUIRE(fkv_seq_append(x, NULL, 8, NULL) == FKV_OK);
     CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 1);
-    fkv_seq *probe2 = seq(c, 16, 0, 1);
+    fkv_seq *probe2 = fx_seq_full(c, 16, 0, 1, NULL, 0);
     CHECK(fkv_seq_match(probe2, p, 4, 4, &m) == FKV_OK && m == 0);
     fkv_cache_destroy(c);
 }
@@ -205,7 +191,7 @@ static void ttl_tier(void)
 static void overruns(void)
 {
     fkv_cache *c = open_cache(16, 1, INFINITY, 0);
-    fkv_seq *a = seq(c, 1, 0, 1), *b = seq(c, 2, 0, 1);
+    fkv_seq *a = fx_seq_full(c, 1, 0, 1, NULL, 0), *b = fx_seq_full(c, 2, 0, 1, NULL, 0);
     (void)b;
     fkv__quota_refresh(c); /* 8 pages each */
     REQUIRE(fkv_seq_append(a, NULL, 32, NULL) == FKV_OK);

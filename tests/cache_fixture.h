@@ -1,0 +1,43 @@
+/* Helpers shared by the cache tests: open a sequence or fail the test, and
+ * run the full invariant checker with its message printed. */
+#ifndef FKV_TEST_CACHE_FIXTURE_H
+#define FKV_TEST_CACHE_FIXTURE_H
+
+#include <stdio.h>
+
+#include "check.h"
+#include "core/internal.h"
+#include "fairkv.h"
+
+static inline fkv_seq *fx_seq_full(fkv_cache *c, uint64_t id, uint32_t expected, double weight,
+                                   const uint64_t *blocks, uint32_t n_blocks)
+{
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = id;
+    p.expected_tokens = expected;
+    p.weight = weight;
+    p.block_ids = blocks;
+    p.n_block_ids = n_blocks;
+    fkv_seq *s = NULL;
+    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+    return s;
+}
+
+static inline fkv_seq *fx_seq(fkv_cache *c, uint64_t id)
+{
+    return fx_seq_full(c, id, 0, 1.0, NULL, 0);
+}
+
+/* 1 when every invariant holds; else prints the broken one */
+static inline int fx_invariants(fkv_cache *c)
+{
+    char msg[256];
+    if (fkv__cache_check(c, msg, sizeof msg)) {
+        fprintf(stderr, "invariant: %s\n", msg);
+        return 0;
+    }
+    return 1;
+}
+
+#endif
