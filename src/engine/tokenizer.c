@@ -243,6 +243,10 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
             t->type[i] = FKV_TT_BYTE;
             int b = hexval(s[3]) * 16 + hexval(s[4]);
             if (t->byte_tok[b] < 0) t->byte_tok[b] = (int32_t)i;
+        } else if (t->type[i] == FKV_TT_BYTE) {
+            /* marked as a byte but not written <0xHH>: decoding reads the
+             * two hex digits, so treat it as plain text (found by fuzzing) */
+            t->type[i] = FKV_TT_UNDEFINED;
         }
         /* only tokens text can turn into are merge targets */
         int mergeable = t->type[i] == FKV_TT_NORMAL || t->type[i] == FKV_TT_USER_DEFINED ||
