@@ -56,4 +56,19 @@ static inline double check_scale(void)
     return v > 0 ? v : 1.0;
 }
 
+/* A whole file as a NUL-terminated string (malloc'd), or NULL. */
+static inline char *check_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
 #endif

@@ -4,27 +4,13 @@
 
 #include "check.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 int main(void)
 {
     const char *dir = getenv("FKV_SOURCE_DIR");
     char a[1024], b[1024];
     snprintf(a, sizeof a, "%s/README.md", dir ? dir : ".");
     snprintf(b, sizeof b, "%s/examples/quickstart.c", dir ? dir : ".");
-    char *readme = slurp(a), *example = slurp(b);
+    char *readme = check_slurp(a), *example = check_slurp(b);
     REQUIRE(readme && example);
     const char *fence = strstr(readme, "```c\n");
     REQUIRE(fence);

@@ -9,20 +9,6 @@
 #include "../tools/cli.h"
 #include "check.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 static int run(int (*fn)(int, char **), const char *a0, const char *args, const char *out)
 {
     char buf[1024];
@@ -49,7 +35,7 @@ int main(void)
     close(fd);
 
     CHECK(run(fkv_cli_bench, "bench", "--requests 300 --schemes lru,flru-dyn --format csv --quiet", path) == 0);
-    char *csv = slurp(path);
+    char *csv = check_slurp(path);
     REQUIRE(csv);
     int lines = 0;
     for (char *p = csv; *p; p++) lines += *p == '\n';
@@ -59,7 +45,7 @@ int main(void)
     free(csv);
 
     CHECK(run(fkv_cli_bench, "bench", "--requests 300 --schemes lru --load 0.5:0.9:0.4 --format json --quiet", path) == 0);
-    char *js = slurp(path);
+    char *js = check_slurp(path);
     REQUIRE(js);
     cJSON *j = cJSON_Parse(js);
     REQUIRE(j);
@@ -73,13 +59,13 @@ int main(void)
     free(js);
 
     CHECK(run(fkv_cli_bench, "bench", "--requests 200 --schemes flru --quiet", path) == 0);
-    char *txt = slurp(path);
+    char *txt = check_slurp(path);
     REQUIRE(txt);
     CHECK(strstr(txt, "workload seed, 200 requests") && strstr(txt, "\nflru ") && strstr(txt, "seed table 4.2"));
     free(txt);
 
     CHECK(run(fkv_cli_grid, "grid", "--alpha 0:1:0.5 --beta 0.3 --requests 200 --quiet", path) == 0);
-    char *g = slurp(path);
+    char *g = check_slurp(path);
     REQUIRE(g);
     lines = 0;
     for (char *p = g; *p; p++) lines += *p == '\n';
