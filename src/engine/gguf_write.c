@@ -72,13 +72,21 @@ void fkv_gguf_writer_free(fkv_gguf_writer *w)
 static int put_scalar(bytes *b, fkv_gguf_type t, const void *val)
 {
     size_t sz = fkv_gguf_type_size(t);
+    if (sz != 1 && sz != 2 && sz != 4 && sz != 8) return -1;
+    /* exactly sz bytes of val are read (a variable-length copy: gcc's
+     * bounds check at -O3 cannot tie sz to the caller's type), then read
+     * back as the typed value in host order */
+    uint8_t raw[8] = {0};
+    memcpy(raw, val, sz);
     uint64_t v = 0;
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
     switch (sz) {
-    case 1: v = *(const uint8_t *)val; break;
-    case 2: v = *(const uint16_t *)val; break;
-    case 4: v = *(const uint32_t *)val; break;
-    case 8: v = *(const uint64_t *)val; break;
-    default: return -1;
+    case 1: memcpy(&u8, raw, 1), v = u8; break;
+    case 2: memcpy(&u16, raw, 2), v = u16; break;
+    case 4: memcpy(&u32, raw, 4), v = u32; break;
+    default: memcpy(&v, raw, 8); break;
     }
     return put_le(b, v, sz);
 }

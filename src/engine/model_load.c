@@ -119,7 +119,7 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
      * embedding_length / head_count), else the quotient */
     if (fkv_gguf_find(g, "llama.attention.key_length")) {
         if ((st = hp_u32(g, "llama.attention.key_length", -1, 2, 4096, &hp->head_dim, err, errlen))) return st;
-        uint32_t vl;
+        uint32_t vl = 0;
         if ((st = hp_u32(g, "llama.attention.value_length", hp->head_dim, 1, 4096, &vl, err, errlen))) return st;
         if (vl != hp->head_dim)
             return errf(err, errlen, FKV_EUNSUPPORTED, "llama.attention.value_length %u differs from key_length %u", vl,
