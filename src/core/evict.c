@@ -166,7 +166,8 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
         /* keys are refreshed lazily: a top that was read since it was keyed
          * gets its real expiry and goes back in */
         double clock = (double)c->n_requests;
-        while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock) {
+        uint64_t clock_enc = fkv__key_enc(clock);
+        while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock_enc) {
             fkv__chunk *top = c->ttl_heap.a[0].ch;
             double real = (double)top->last_req + top->ttl_req;
             if (real < clock) {

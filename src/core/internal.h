@@ -73,11 +73,24 @@ typedef struct fkv__pentry {
     uint32_t page; /* index of the page in chunk->pages */
 } fkv__pentry;
 
+/* A heap entry.  The key is stored as the bits of the double mapped so
+ * that unsigned integer order is the numeric order (fkv__key_enc): (key,
+ * id) then compares as one 128-bit integer, without float compares or
+ * branches on ties. */
 typedef struct fkv__hent {
-    double key;
     uint64_t id; /* tie-break: the chunk's creation order */
+    uint64_t key; /* fkv__key_enc of the key */
     fkv__chunk *ch;
 } fkv__hent;
+
+/* Order-preserving map of a double (not NaN) to uint64: positive values
+ * get the sign bit set, negative ones are inverted; -0.0 and +0.0 map
+ * to the same value. */
+static inline uint64_t fkv__key_enc(double d)
+{
+    union { double d; uint64_t u; } x = {d + 0.0};
+    return (x.u >> 63) ? ~x.u : x.u | (1ull << 63);
+}
 
 typedef struct fkv__heap {
     fkv__hent *a; /* a[0] is the minimum; each chunk stores its position + 1 */
