@@ -67,10 +67,12 @@ struct fkv_seq {
 };
 
 /* Prefix index: open addressing, linear probing, key 0 = empty. */
+/* Prefix index entry: 16 bytes, four to a cache line.  The page is not
+ * stored: a key names page i of a hash chain, and the chunk's page for
+ * sequence position i is i - chunk start / page_tokens. */
 typedef struct fkv__pentry {
     uint64_t key;
     fkv__chunk *chunk;
-    uint32_t page; /* index of the page in chunk->pages */
 } fkv__pentry;
 
 /* A heap entry.  The key is stored as the bits of the double mapped so
@@ -206,11 +208,11 @@ void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);
 /* prefix.c */
 fkv_status fkv__prefix_init(fkv_cache *c);
 void fkv__prefix_fini(fkv_cache *c);
-void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page);
+void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch);
 void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n);
 void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch);
 fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key);
-void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page);
+void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to);
 uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
 uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block);
 

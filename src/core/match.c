@@ -40,7 +40,7 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     for (uint32_t j = 0; j < moved; j++) {
         t->pages[j] = ch->pages[r + j];
         t->phash[j] = ch->phash[r + j];
-        if (t->phash[j]) fkv__prefix_repoint(c, t->phash[j], ch, t, j);
+        if (t->phash[j]) fkv__prefix_repoint(c, t->phash[j], ch, t);
         ch->phash[r + j] = 0;
     }
     t->cls = ch->cls;
@@ -127,7 +127,9 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         }
         for (m = from; m < nk; m++) {
             fkv__pentry *e = fkv__prefix_find(c, keys[m]);
-            if (!e || !e->chunk->v.resident) {
+            /* key m names sequence page m: the chunk's page m - start/pt */
+            if (!e || !e->chunk->v.resident || e->chunk->v.start > m * pt ||
+                m - e->chunk->v.start / pt >= fkv__lpages(c, e->chunk)) {
                 done = 1;
                 break;
             }
@@ -145,8 +147,8 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         fkv__chunk *ch = ent[i].chunk;
         uint32_t np = fkv__lpages(c, ch), r = 0;
         int base = ch->v.dtype == c->cfg.dtype;
-        if (ent[i].page == 0 && ch->v.start == i * pt) {
-            while (r < np && i + r < m && ent[i + r].chunk == ch && ent[i + r].page == r) r++;
+        if (ch->v.start == i * pt) {
+            while (r < np && i + r < m && ent[i + r].chunk == ch) r++;
         }
         if (r && r == np && whole(c, ch)) {
             /* share the whole chunk, whatever its precision */
@@ -178,7 +180,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         uint32_t k = 0;
         while (k < cap / pt && i < m && ent[i].chunk->v.dtype == c->cfg.dtype) {
             fkv__chunk *src = ent[i].chunk;
-            uint32_t pg = src->pages[ent[i].page];
+            uint32_t pg = src->pages[i - src->v.start / pt];
             fkv__page_ref(c, pg);
             own->pages[k] = pg;
             own->phash[k] = keys[i];

@@ -20,9 +20,11 @@
 
 fkv_status fkv__prefix_init(fkv_cache *c)
 {
-    /* load factor <= 1/4: short probe runs, cheap backward-shift deletes */
+    /* only full pages are indexed, one entry each: the load factor stays
+     * <= 1/2 (linear probing: 1.5 probes per hit, 2.5 per miss on average,
+     * mostly in one cache line), and the table, 32 bytes a page, never grows */
     uint64_t cap = 16;
-    while (cap < 4ull * c->n_pages) cap *= 2;
+    while (cap < 2ull * c->n_pages) cap *= 2;
     c->ptab = calloc(cap, sizeof *c->ptab);
     if (!c->ptab) return FKV_ENOMEM;
     c->pmask = cap - 1;
@@ -66,16 +68,15 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
 
 /* Keeps the first writer of a key: a second copy of the same prefix is not
  * indexed (and is freed when its own sequence lets go of it). */
-void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t page)
+void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
 {
-    if (c->pcount + 1 > (c->pmask + 1) / 2) return; /* cannot happen: sized 4x pages */
+    if (c->pcount >= (c->pmask + 1) / 2) return; /* cannot happen: one entry per page at most */
     for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
         fkv__pentry *e = &c->ptab[i];
         if (e->key == key) return;
         if (e->key == 0) {
             e->key = key;
             e->chunk = ch;
-            e->page = page;
             c->pcount++;
             return;
         }
@@ -87,7 +88,7 @@ void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch, uint32_t pag
 void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) fkv__prefix_prefetch(c, e[i].key);
-    for (uint32_t i = 0; i < n; i++) fkv__prefix_insert(c, e[i].key, e[i].chunk, e[i].page);
+    for (uint32_t i = 0; i < n; i++) fkv__prefix_insert(c, e[i].key, e[i].chunk);
 }
 
 /* Removes key if `ch` is the chunk indexed under it (backward-shift
@@ -113,11 +114,8 @@ void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch)
     }
 }
 
-void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to, uint32_t page)
+void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to)
 {
     fkv__pentry *e = fkv__prefix_find(c, key);
-    if (e && e->chunk == from) {
-        e->chunk = to;
-        e->page = page;
-    }
+    if (e && e->chunk == from) e->chunk = to;
 }

@@ -381,7 +381,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
                 s->chain_hash = h;
                 t->phash[pj] = h;
                 if (pj == 0) t->v.first_hash = h;
-                c->ins[n_ins++] = (fkv__pentry){h, t, pj};
+                c->ins[n_ins++] = (fkv__pentry){h, t};
             }
         }
     }

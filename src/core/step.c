@@ -130,7 +130,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
             ch->pages[j] = *fresh++;
             uint32_t fill = j + 1 < np ? pt : ch->v.n_tokens - j * pt;
             fkv__page_set_fill(c, ch->pages[j], fill);
-            if (ch->phash[j]) fkv__prefix_insert(c, ch->phash[j], ch, j);
+            if (ch->phash[j]) fkv__prefix_insert(c, ch->phash[j], ch);
         }
         if (slots)
             for (uint32_t t = 0; t < ch->v.n_tokens; t++) slots[done + t] = (fkv_slot){ch->pages[t / pt], t % pt};
