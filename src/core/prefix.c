@@ -14,6 +14,10 @@
  * Only full pages are indexed, each by the chunk that wrote it; other chunks
  * sharing that page (after a fork or a partial match) do not index it. */
 #include <stdlib.h>
+/* xxHash compiled in (header-only mode): a page of the default 16 tokens
+ * is hashed by a call with a constant length, which the compiler reduces
+ * to the straight-line 64-byte path */
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "core/internal.h"
@@ -43,6 +47,7 @@ static uint64_t nonzero(uint64_t h)
 
 uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n)
 {
+    if (n == 16) return nonzero(XXH3_64bits_withSeed(tokens, 16 * sizeof *tokens, parent));
     return nonzero(XXH3_64bits_withSeed(tokens, (size_t)n * sizeof *tokens, parent));
 }
 
