@@ -26,11 +26,6 @@
 #include "core/internal.h"
 #include "fairkv_quant.h"
 
-uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch)
-{
-    return (ch->v.n_tokens + c->cfg.page_tokens - 1) / c->cfg.page_tokens;
-}
-
 static void geom(const fkv_cache *c, fkv_kv_geom *g)
 {
     g->n_layers = c->cfg.n_layers;
@@ -59,6 +54,7 @@ static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
 
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch)
 {
+    if (!ch->qmeta_bytes && !ch->v.qmeta) return;
     if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
     free((void *)ch->v.qmeta);
     ch->v.qmeta = NULL;

@@ -204,6 +204,20 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
     return NULL;
 }
 
+/* A victim is a chunk nobody read for a while: its lines are rarely
+ * cached.  When more evictions follow, the likely next victim (the top of
+ * the tier that gave this one, read without any bookkeeping) is fetched
+ * while the current one's pages are given back. */
+void fkv__evict_prefetch(fkv_cache *c)
+{
+    fkv__policy_inst *in = c->shared_inst;
+    if (!in->n) return;
+    const char *p = (const char *)in->ops->victim(in->state);
+    /* the struct and the page arrays of a chunk of up to 8 pages */
+    if (p)
+        for (size_t off = 0; off < sizeof(fkv__chunk) + 96; off += 64) __builtin_prefetch(p + off);
+}
+
 fkv_status fkv__evict_one(fkv_cache *c)
 {
     int tier = 0;

@@ -201,6 +201,7 @@ void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch);
 fkv_status fkv__evict_one(fkv_cache *c);
+void fkv__evict_prefetch(fkv_cache *c); /* the likely next victim's memory */
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);
@@ -217,7 +218,10 @@ uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
 uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block);
 
 /* coldq.c: cold-chunk quantization */
-uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch); /* logical (base) pages */
+static inline uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch) /* logical (base) pages */
+{
+    return (ch->v.n_tokens + c->cfg.page_tokens - 1) / c->cfg.page_tokens;
+}
 void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all);  /* chunks of s that became cold */
 void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
 void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */

@@ -72,6 +72,7 @@ fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out)
             c->stats.fairkv_alloc_failures_total[0]++;
             return fkv__fail(FKV_EFULL, "%u pages needed, %u free and nothing evictable", n, c->n_free);
         }
+        if (c->n_free < n) fkv__evict_prefetch(c);
     }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t p = c->free_stack[--c->n_free];
