@@ -388,10 +388,7 @@ fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed)
     uint32_t before = c->n_free;
     fkv_status st = FKV_OK;
     uint32_t want = pages > c->n_pages ? c->n_pages : pages;
-    while (c->n_free < want) {
-        st = fkv__evict_one(c);
-        if (st) break;
-    }
+    st = fkv__evict_until(c, want);
     if (freed) *freed = c->n_free - before;
     if (st) fkv__set_error("fkv_cache_evict: only %u of %u pages could be freed", c->n_free, pages);
     FKV__UNLOCK(c);

@@ -134,30 +134,52 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
     (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (evict.c) */
 }
 
-/* Frees the chunk's pages.  A chunk still in some sequence's table stays as
- * a hole (resident = 0) that fkv_seq_missing reports; an unreferenced one is
- * destroyed. */
-void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
+/* Eviction in two halves, so that a batch of victims can be chosen first
+ * and their memory touched together (evict.c):
+ *  - detach: out of every place and count; from here on nothing chooses
+ *    it again, and quotas see its owner's usage without it;
+ *  - release: its index entries and pages go, and the chunk struct too
+ *    unless a sequence still holds it (then it stays as a hole (resident
+ *    = 0) that fkv_seq_missing reports). */
+void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch)
 {
     if (ch->v.pins && !ch->v.dropped) c->pinned_evictions++;
     fkv__place_remove(c, ch);
     fkv__cold_remove(c, ch);
-    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch);
-    for (uint32_t j = 0; j < lp; j++)
-        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
-    for (uint32_t j = 0; j < lp; j++)
-        if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
-    for (uint32_t j = 0; j < ch->v.n_pages; j++) fkv__page_unref(c, ch->pages[j]);
-    fkv__chunk_free_qmeta(c, ch);
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
     c->pages_by_dtype[ch->v.dtype] -= ch->v.n_pages;
     c->resident_tokens -= ch->v.n_tokens;
     c->n_resident--;
     c->stats.fairkv_evicted_chunks_total[ch->cls]++;
+}
+
+/* Starts the loads release() will wait on: the index slots of the pages */
+void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
+{
+    uint32_t lp = fkv__lpages(c, ch);
+    for (uint32_t j = 0; j < lp; j++)
+        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
+    __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
+}
+
+void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
+{
+    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch);
+    for (uint32_t j = 0; j < lp; j++)
+        if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+    for (uint32_t j = 0; j < ch->v.n_pages; j++) fkv__page_unref(c, ch->pages[j]);
+    fkv__chunk_free_qmeta(c, ch);
     c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
     ch->v.n_pages = 0;
     ch->v.pages = NULL;
     ch->v.resident = 0;
     ch->v.dtype = c->cfg.dtype;
     if (ch->v.refs == 0) fkv__chunk_destroy(c, ch);
+}
+
+void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
+{
+    fkv__chunk_detach(c, ch);
+    fkv__chunk_release_prefetch(c, ch);
+    fkv__chunk_release(c, ch);
 }

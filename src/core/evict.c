@@ -204,20 +204,6 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
     return NULL;
 }
 
-/* A victim is a chunk nobody read for a while: its lines are rarely
- * cached.  When more evictions follow, the likely next victim (the top of
- * the tier that gave this one, read without any bookkeeping) is fetched
- * while the current one's pages are given back. */
-void fkv__evict_prefetch(fkv_cache *c)
-{
-    fkv__policy_inst *in = c->shared_inst;
-    if (!in->n) return;
-    const char *p = (const char *)in->ops->victim(in->state);
-    /* the struct and the page arrays of a chunk of up to 8 pages */
-    if (p)
-        for (size_t off = 0; off < sizeof(fkv__chunk) + 96; off += 64) __builtin_prefetch(p + off);
-}
-
 fkv_status fkv__evict_one(fkv_cache *c)
 {
     int tier = 0;
@@ -225,5 +211,38 @@ fkv_status fkv__evict_one(fkv_cache *c)
     if (!v) return FKV_EFULL;
     c->stats.fairkv_evictions_by_tier_total[tier]++;
     fkv__chunk_evict(c, v);
+    return FKV_OK;
+}
+
+/* Victims are chosen one at a time, each after the previous one is
+ * detached (so quotas see its owner's usage drop), but released in
+ * batches: a victim is a chunk nobody read for a while, so its struct,
+ * index slots and page counts are rarely cached, and in a batch those
+ * misses overlap instead of following one another.  The batch stops when
+ * its chunks' pages would cover the need (shared pages may not free, and
+ * then the next batch continues).  The victims are the ones evict_one
+ * would choose in turn. */
+#define BATCH 8
+fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free)
+{
+    while (c->n_free < n_free) {
+        fkv__chunk *b[BATCH];
+        uint32_t k = 0;
+        uint64_t expect = c->n_free;
+        while (k < BATCH && expect < n_free) {
+            int tier = 0;
+            fkv__chunk *v = pick(c, &tier);
+            if (!v) break;
+            c->stats.fairkv_evictions_by_tier_total[tier]++;
+            fkv__chunk_detach(c, v);
+            __builtin_prefetch(v->phash);
+            __builtin_prefetch(v->pages);
+            expect += v->v.n_pages;
+            b[k++] = v;
+        }
+        if (!k) return FKV_EFULL;
+        for (uint32_t i = 0; i < k; i++) fkv__chunk_release_prefetch(c, b[i]);
+        for (uint32_t i = 0; i < k; i++) fkv__chunk_release(c, b[i]);
+    }
     return FKV_OK;
 }

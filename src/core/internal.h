@@ -193,7 +193,10 @@ uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start);
 fkv_status fkv__chunk_reserve(fkv__chunk *ch, uint32_t pages);
 void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
 void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
-void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch);
+void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch); /* detach + release */
+void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch);
+void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch);
+void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch);
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
 void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
 
@@ -201,7 +204,7 @@ void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch);
 fkv_status fkv__evict_one(fkv_cache *c);
-void fkv__evict_prefetch(fkv_cache *c); /* the likely next victim's memory */
+fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);

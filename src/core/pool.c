@@ -67,12 +67,9 @@ fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out)
         return fkv__fail(FKV_EFULL, "%u pages asked, the pool has %u", n, c->n_pages);
     }
     fkv__cold_relieve(c, n); /* under pressure, quantize before evicting */
-    while (c->n_free < n) {
-        if (fkv__evict_one(c) != FKV_OK) {
-            c->stats.fairkv_alloc_failures_total[0]++;
-            return fkv__fail(FKV_EFULL, "%u pages needed, %u free and nothing evictable", n, c->n_free);
-        }
-        if (c->n_free < n) fkv__evict_prefetch(c);
+    if (c->n_free < n && fkv__evict_until(c, n) != FKV_OK) {
+        c->stats.fairkv_alloc_failures_total[0]++;
+        return fkv__fail(FKV_EFULL, "%u pages needed, %u free and nothing evictable", n, c->n_free);
     }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t p = c->free_stack[--c->n_free];
