@@ -79,17 +79,23 @@ static void release_if_unused(fkv_cache *c, fkv__chunk *ch)
     else if (!c->cfg.prefix_cache) fkv__chunk_evict(c, ch);
 }
 
-void fkv__seq_detach(fkv_seq *s, uint32_t at)
+/* The sequence lets go of ch (already out of its table). */
+static void drop(fkv_seq *s, fkv__chunk *ch)
 {
     fkv_cache *c = s->cache;
-    fkv__chunk *ch = s->table[at];
-    memmove(s->table + at, s->table + at + 1, (size_t)(s->n_chunks - at - 1) * sizeof *s->table);
-    s->n_chunks--;
     ch->v.refs--;
     ch->v.pins -= s->pins;
     if (ch->owner == s) fkv__chunk_set_owner(c, ch, NULL); /* re-places it */
     else fkv__place_update(c, ch);
     release_if_unused(c, ch);
+}
+
+void fkv__seq_detach(fkv_seq *s, uint32_t at)
+{
+    fkv__chunk *ch = s->table[at];
+    memmove(s->table + at, s->table + at + 1, (size_t)(s->n_chunks - at - 1) * sizeof *s->table);
+    s->n_chunks--;
+    drop(s, ch);
 }
 
 /* ---------------------------------------------------------------- create */
@@ -178,7 +184,11 @@ void fkv_seq_free(fkv_seq *s)
     fkv_cache *c = s->cache;
     FKV__LOCK(c);
     fkv__cold_scan(c, s, 1); /* an ended request's chunks are all cold */
-    while (s->n_chunks) fkv__seq_detach(s, s->n_chunks - 1);
+    /* in position order: the chunks reach the cached chunks' policy
+     * oldest first, the order a key-ordered policy appends fastest */
+    uint32_t n = s->n_chunks;
+    s->n_chunks = 0;
+    for (uint32_t i = 0; i < n; i++) drop(s, s->table[i]);
     fkv_seq *last = c->owners[--c->n_owners];
     c->owners[s->owner_idx] = last;
     last->owner_idx = s->owner_idx;

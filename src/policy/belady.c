@@ -16,7 +16,7 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 static fkv_status create(const fkv__policy_params *p, void **state)
 {
     if (!p->next_use) return FKV_EINVAL;
-    return fkv__hp_create(p, key, state);
+    return fkv__hp_create(p, key, NULL, state); /* next uses have no order in time: the heap */
 }
 
 const fkv__policy_ops fkv__policy_belady = {

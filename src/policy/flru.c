@@ -13,6 +13,14 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
     return p->beta * ((double)ch->v.create_ns / p->age_unit_ns) - p->alpha / (double)ch->v.access_count;
 }
 
+/* Among chunks read equally often the key grows with creation time: one
+ * run per access count 1..FKV__HP_RUNS (fresh chunks, the bulk of a busy
+ * cache, are count 1); hotter chunks go to the heap. */
+static int run(const fkv__chunk *ch)
+{
+    return ch->v.access_count <= FKV__HP_RUNS ? (int)ch->v.access_count - 1 : -1;
+}
+
 FKV__HEAP_POLICY(fkv__policy_flru, "flru",
                  "F-LRU: evicts the highest alpha/access_count + beta*age first",
-                 key, fkv__hp_access);
+                 key, run, fkv__hp_access);

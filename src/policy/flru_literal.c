@@ -12,4 +12,4 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 
 FKV__HEAP_POLICY(fkv__policy_flru_literal, "flru-literal",
                  "F-LRU as the seed words it: evicts the LOWEST score first (hot young chunks)",
-                 key, fkv__hp_access);
+                 key, NULL, fkv__hp_access);

@@ -23,8 +23,9 @@ typedef struct fkv__chunk fkv__chunk;
 typedef struct fkv__policy_node {
     double key;           /* heap policies: smaller = evicted sooner */
     uint32_t hidx;        /* heap position + 1; 0 = not in a heap */
-    fkv__chunk *prev, *next; /* list policies */
+    fkv__chunk *prev, *next; /* list policies; the sorted run of heap policies */
     uint8_t visited;      /* SIEVE */
+    uint8_t in_run;       /* heap policies: in the sorted run, not the heap */
 } fkv__policy_node;
 
 typedef struct fkv__policy_params {
@@ -63,23 +64,30 @@ const fkv__policy_ops *fkv__policy_find(const char *name);
 fkv__policy_inst *fkv__policy_inst_new(const fkv__policy_ops *ops, const fkv__policy_params *p);
 void fkv__policy_inst_free(fkv__policy_inst *in);
 
-/* Shared by the heap-ordered policies (heap_policy.c): a min-heap on
- * chunk->pn.key with the chunk id as tie-break; `keyfn` computes the key. */
+/* Shared by the key-ordered policies (heap_policy.c): the order of
+ * chunk->pn.key with the chunk id as tie-break (a sorted run plus a
+ * min-heap); `keyfn` computes the key. */
 typedef double (*fkv__keyfn)(const fkv__policy_params *p, const fkv__chunk *ch);
+/* The sorted run a chunk's key belongs to (0 .. FKV__HP_RUNS - 1): keys of
+ * one run grow with time, so chunks usually arrive in order; -1 = none
+ * (the heap).  Only speed depends on it, never the order of victims. */
+#define FKV__HP_RUNS 4
+typedef int (*fkv__runfn)(const fkv__chunk *ch);
 typedef struct fkv__heap_policy fkv__heap_policy;
-fkv_status fkv__hp_create(const fkv__policy_params *p, fkv__keyfn key, void **state);
+fkv_status fkv__hp_create(const fkv__policy_params *p, fkv__keyfn key, fkv__runfn run, void **state);
 void fkv__hp_destroy(void *state);
 fkv_status fkv__hp_insert(void *state, fkv__chunk *ch);
 void fkv__hp_remove(void *state, fkv__chunk *ch);
 void fkv__hp_access(void *state, fkv__chunk *ch);
 fkv__chunk *fkv__hp_victim(void *state);
 
-/* Defines the ops table `sym` of a heap policy keyed by `keyfn`; `access`
- * is fkv__hp_access when a read changes the key, NULL when it cannot. */
-#define FKV__HEAP_POLICY(sym, pname, phelp, keyfn, access_fn)                     \
+/* Defines the ops table `sym` of a heap policy keyed by `keyfn`, with
+ * sorted runs chosen by `runfn` (NULL: the heap only); `access` is
+ * fkv__hp_access when a read changes the key, NULL when it cannot. */
+#define FKV__HEAP_POLICY(sym, pname, phelp, keyfn, runfn, access_fn)              \
     static fkv_status sym##_create(const fkv__policy_params *p, void **state)     \
     {                                                                             \
-        return fkv__hp_create(p, keyfn, state);                                   \
+        return fkv__hp_create(p, keyfn, runfn, state);                            \
     }                                                                             \
     const fkv__policy_ops sym = {                                                 \
         .name = pname,                                                            \
