@@ -7,7 +7,7 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
     return (double)ch->id; /* creation order */
 }
 
-/* creation times only grow: one run holds every chunk placed in order */
+/* creation order only grows: one run holds every chunk placed in order */
 static int run0(const fkv__chunk *ch)
 {
     (void)ch;
