@@ -317,16 +317,19 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
         fkv__set_error("out of memory");
         goto out;
     }
-    /* the tail must survive the evictions the allocation may cause */
+    /* the tail must survive the evictions (and, under pressure, the
+     * quantization) the allocation may cause; with enough free pages and
+     * no quantization there is neither, and no need to move it */
     fkv__chunk *t = s->n_chunks ? s->table[s->n_chunks - 1] : NULL;
-    if (p.appendable) {
+    int guard = p.appendable && (c->n_free < p.pages || c->cfg.quant_mode == FKV_QUANT_UNDER_PRESSURE);
+    if (guard) {
         t->v.pins++;
         fkv__place_update(c, t);
     }
     c->cur_seq = s;
     st = fkv__pool_alloc(c, p.pages, c->scratch);
     c->cur_seq = NULL;
-    if (p.appendable) {
+    if (guard) {
         t->v.pins--;
         fkv__place_update(c, t);
     }
