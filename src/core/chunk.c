@@ -159,7 +159,7 @@ void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
     uint32_t lp = fkv__lpages(c, ch);
     for (uint32_t j = 0; j < lp; j++)
         if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
-    __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
+    if (ch->v.n_pages) __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
 }
 
 void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
