@@ -18,6 +18,13 @@ fkv_status fkv__pool_init(fkv_cache *c)
     c->ins = malloc((size_t)n * sizeof *c->ins);
     c->keys = malloc((size_t)n * sizeof *c->keys);
     if (!c->free_stack || !c->page_ref || !c->page_fill || !c->scratch || !c->ins || !c->keys) return FKV_ENOMEM;
+    /* written now, so the first requests do not pay the page faults of
+     * lazily mapped zero pages (scratch arrays included) */
+    memset(c->page_ref, 0, (size_t)n * sizeof *c->page_ref);
+    memset(c->page_fill, 0, (size_t)n * sizeof *c->page_fill);
+    memset(c->scratch, 0, (size_t)n * sizeof *c->scratch);
+    memset(c->ins, 0, (size_t)n * sizeof *c->ins);
+    memset(c->keys, 0, (size_t)n * sizeof *c->keys);
     /* pop order 0, 1, 2, ...: deterministic page ids */
     for (uint32_t i = 0; i < n; i++) c->free_stack[i] = n - 1 - i;
     c->n_free = n;

@@ -14,6 +14,7 @@
  * Only full pages are indexed, each by the chunk that wrote it; other chunks
  * sharing that page (after a fork or a partial match) do not index it. */
 #include <stdlib.h>
+#include <string.h>
 /* xxHash compiled in (header-only mode): a page of the default 16 tokens
  * is hashed by a call with a constant length, which the compiler reduces
  * to the straight-line 64-byte path */
@@ -29,8 +30,9 @@ fkv_status fkv__prefix_init(fkv_cache *c)
      * mostly in one cache line), and the table, 32 bytes a page, never grows */
     uint64_t cap = 16;
     while (cap < 2ull * c->n_pages) cap *= 2;
-    c->ptab = calloc(cap, sizeof *c->ptab);
+    c->ptab = malloc(cap * sizeof *c->ptab);
     if (!c->ptab) return FKV_ENOMEM;
+    memset(c->ptab, 0, cap * sizeof *c->ptab); /* faulted in now, not by the first requests */
     c->pmask = cap - 1;
     return FKV_OK;
 }
