@@ -189,6 +189,71 @@ fkv_status fkv_profile_get(const char *name, const char *data_dir, fkv_profile *
     return FKV_OK;
 }
 
+fkv_status fkv_profile_check_coeffs(const double *c, size_t n, char *err, size_t errlen)
+{
+    static const char *const what[] = {"c0 (ms a step)", "c1 (ms a token)", "c2 (ms a unit of attention work)",
+                                       "c3 (ms a request)"};
+    if (n != 3 && n != 4) {
+        if (err) snprintf(err, errlen, "step coefficients: %zu values, expected 3 or 4 (c0,c1,c2[,c3])", n);
+        return FKV_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(c[i]) || (i == 1 && c[i] <= 0) || (i == 2 && c[i] < 0)) {
+            if (err)
+                snprintf(err, errlen, "step coefficient %s: %g (must be finite%s)", what[i], c[i],
+                         i == 1 ? " and > 0" : i == 2 ? " and >= 0" : "");
+            return FKV_EINVAL;
+        }
+    double c3 = n == 4 ? c[3] : 0;
+    if (!(c[0] + c[1] + c3 > 0)) {
+        if (err) snprintf(err, errlen, "step coefficients: c0 + c1 + c3 = %g ms: a one-token step must cost time",
+                          c[0] + c[1] + c3);
+        return FKV_EINVAL;
+    }
+    return FKV_OK;
+}
+
+fkv_status fkv_profile_set_coeffs(fkv_profile *p, const double *c, size_t n, char *err, size_t errlen)
+{
+    fkv_status st = fkv_profile_check_coeffs(c, n, err, errlen);
+    if (st) return st;
+    double c3 = n == 4 ? c[3] : 0;
+    if (!p->model) {
+        if (err) snprintf(err, errlen, "step coefficients: profile %s has no model geometry", p->name);
+        return FKV_EINVAL;
+    }
+    uint32_t *t = malloc(2 * sizeof *t);
+    double *v = malloc(2 * sizeof *v);
+    if (!t || !v) {
+        free(t);
+        free(v);
+        return FKV_ENOMEM;
+    }
+    /* the same two-point table as the built-in cpu-tiny: c1 ms a token
+     * (fkv_profile_linear_ms interpolates, and extrapolates the slope) */
+    t[0] = 1;
+    t[1] = 4096;
+    v[0] = c[1];
+    v[1] = c[1] * 4096;
+    fkv_profile_free(p);
+    p->own_tokens = t;
+    p->own_ms = v;
+    p->lin_tokens = t;
+    p->lin_ms = v;
+    p->n_lin = 2;
+    p->from_data = 0;
+    const fkv_model_geom *m = p->model;
+    double per = 4.0 * m->n_layers * m->n_heads * m->head_dim;
+    /* fkv_profile_attn_ms: 1e3 x per x A / (tp x peak) ms = c2 x A */
+    p->peak_flops = c[2] > 0 ? per * 1e3 / (c[2] * p->tp) : 0;
+    p->attn_efficiency = 1.0;
+    p->hbm_bytes_per_s = 0;
+    p->overhead_ms = c[0];
+    p->per_request_ms = c3;
+    p->source = "fitted step coefficients (fairkv bench --step-coeffs, from fairkv bench --calibrate)";
+    return FKV_OK;
+}
+
 void fkv_profile_free(fkv_profile *p)
 {
     free(p->own_tokens);
@@ -242,6 +307,9 @@ int64_t fkv_profile_step_ns(const fkv_profile *p, const fkv_batch *b, fkv_miss_m
 {
     if (b->n == 0) return 0;
     double ms = p->overhead_ms + fkv_profile_linear_ms(p, b->tokens);
+    /* only fitted CPU profiles have it; skipping 0 keeps the others' sums
+     * bit for bit what they were */
+    if (p->per_request_ms != 0) ms += p->per_request_ms * (double)b->n;
     for (size_t i = 0; i < b->n; i++) {
         const fkv_batch_item *it = &b->items[i];
         ms += fkv_profile_attn_ms(p, it->ctx, it->n_new, miss == FKV_MISS_RECOMPUTE ? it->n_restored : 0);
