@@ -19,7 +19,11 @@
 # Environment: FAIRKV (default build/fairkv), PORT (18200), KV_TOKENS (2048:
 # the KV capacity of both, in tokens; the tiny model's K+V is 2 KiB a token),
 # RUNS (1: the whole sequence this many times, in OUT_DIR/run1, run2, ...,
-# then the median and range over runs).
+# then the median and range over runs), SERVE_EXTRA (more `fairkv serve`
+# flags for every served run, calibration included; e.g. "--backend-opt
+# prefix_cache=off": the simulator's plain trace has no token ids, so it
+# shares no prefixes, while the served engine finds the per-client shared
+# prompt prefix that `fairkv load` writes).
 set -eu
 RATE=${1:-8}
 DUR=${2:-40}
@@ -28,6 +32,7 @@ FAIRKV=${FAIRKV:-build/fairkv}
 PORT=${PORT:-18200}
 KV_TOKENS=${KV_TOKENS:-2048}
 RUNS=${RUNS:-1}
+SERVE_EXTRA=${SERVE_EXTRA:-}
 mkdir -p "$OUT"
 [ -f "$OUT/tiny.gguf" ] || "$FAIRKV" model init --preset tiny --out "$OUT/tiny.gguf"
 # the seed's class mix with totals cut to the tiny model's 1024-token context
@@ -40,8 +45,9 @@ mkdir -p "$OUT"
 serve() {
     local name=$1 wl=$2 dir=$3
     shift 3
+    # shellcheck disable=SC2086
     "$FAIRKV" serve --model "$OUT/tiny.gguf" --port "$PORT" --kv-budget $((KV_TOKENS * 2048)) --chunk-tokens 64 \
-        --threads 1 --max-batch-tokens 256 --max-running 16 --backend-opt ignore_eos=1 "$@" \
+        --threads 1 --max-batch-tokens 256 --max-running 16 --backend-opt ignore_eos=1 $SERVE_EXTRA "$@" \
         --step-log "$dir/steps-$name.log" > "$dir/serve-$name.log" 2>&1 &
     local spid=$!
     for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.1; done
@@ -63,7 +69,8 @@ for run in $(seq "$RUNS"); do
     mkdir -p "$dir"
     : > "$dir/uptime.txt"
     serve calib "$OUT/calib-workload.csv" "$dir" --policy flru --quotas on --dynamic-chunking off
-    "$FAIRKV" bench --calibrate-log "$dir/steps-calib.log" --out "$dir/calib.txt" --coeffs-out "$dir/coeffs.txt"
+    "$FAIRKV" bench --calibrate-log "$dir/steps-calib.log" --out "$dir/calib.txt" --coeffs-out "$dir/coeffs.txt" \
+        > /dev/null
     for p in "${POLICIES[@]}"; do
         # shellcheck disable=SC2086
         serve "${p%%|*}" "$OUT/workload.csv" "$dir" ${p#*|}
