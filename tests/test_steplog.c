@@ -180,6 +180,15 @@ static void test_fit(void)
     /* the fit prices what fkv_step_fit_ms says */
     CHECK(fabs(fkv_step_fit_ms(&f, &r[0]) -
                (f.c[0] + f.c[1] * r[0].tokens + f.c[2] * r[0].attn + f.c[3] * r[0].requests)) < 1e-12);
+    CHECK(!f.dropped_attn);
+    /* a log whose attention work lowers the time (what a negative c2 fit
+     * means): the term is dropped, c2 = 0, the rest still fitted */
+    free(r);
+    const double neg[4] = {0.3, 0.3, -2e-5, 0.1};
+    r = synth(4000, neg, 0.05);
+    REQUIRE(fkv_step_fit_solve(r, 4000, 4, &f) == FKV_OK);
+    CHECKF(f.dropped_attn && f.c[2] == 0 && f.c[1] > 0.2 && f.c[3] > 0, "c %g %g %g %g, dropped %d", f.c[0], f.c[1],
+           f.c[2], f.c[3], f.dropped_attn);
     /* degenerate: every step the same shape; too few steps; bad form */
     for (size_t i = 0; i < 50; i++) r[i] = r[0];
     CHECK(fkv_step_fit_solve(r, 50, 3, &f) == FKV_ESTATE);

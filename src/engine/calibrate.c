@@ -193,6 +193,7 @@ static int fit_and_report(const fkv_step_rec *r, size_t n, const char *what, int
                    "  per_attn_ms     c2 = %.6g   (per unit of attention work)\n",
                 fit.c[0], fit.c[1], fit.c[2]);
         if (chosen == 4) fprintf(f, "  per_request_ms  c3 = %.6g   (per request in the step)\n", fit.c[3]);
+        if (fit.dropped_attn) fprintf(f, "  (c2 came out negative: refitted without the attention term)\n");
         fprintf(f, "  R^2 %.4f\n", in.r2);
         print_err(f, "fit, all steps:", &in);
         for (int t = 0; t < 2; t++) {

@@ -59,20 +59,45 @@ static int solve(double a[FKV_STEP_TERMS_MAX][FKV_STEP_TERMS_MAX], double b[FKV_
     return 0;
 }
 
+/* The fit of the terms in use[] (the others are 0). */
+static fkv_status fit_terms(const fkv_step_rec *r, size_t n, int n_terms, const int use[FKV_STEP_TERMS_MAX],
+                           fkv_step_fit *out);
+
 fkv_status fkv_step_fit_solve(const fkv_step_rec *r, size_t n, int n_terms, fkv_step_fit *out)
 {
     memset(out, 0, sizeof *out);
     if (n_terms < 3 || n_terms > FKV_STEP_TERMS_MAX || n < (size_t)n_terms) return FKV_EINVAL;
+    int use[FKV_STEP_TERMS_MAX] = {1, 1, 1, n_terms > 3};
+    fkv_status st = fit_terms(r, n, n_terms, use, out);
+    /* Attention work is a small part of these steps and grows with the
+     * tokens, so on a log of short contexts its coefficient can come out
+     * negative, which no step can cost; the fit then drops the term
+     * (c2 = 0) rather than price attention at a negative rate. */
+    if (st == FKV_OK && out->c[2] < 0) {
+        use[2] = 0;
+        st = fit_terms(r, n, n_terms, use, out);
+        out->dropped_attn = 1;
+    }
+    return st;
+}
+
+static fkv_status fit_terms(const fkv_step_rec *r, size_t n, int n_terms, const int use[FKV_STEP_TERMS_MAX],
+                           fkv_step_fit *out)
+{
+    memset(out, 0, sizeof *out);
     /* each feature scaled by its largest value, so that the normal
      * equations of 1, tokens (~1e2) and attention work (~1e5) are of
      * similar size; the coefficients are scaled back at the end */
     double s[FKV_STEP_TERMS_MAX] = {0}, f[FKV_STEP_TERMS_MAX];
+    int idx[FKV_STEP_TERMS_MAX], k_used = 0; /* the solved terms, in order */
+    for (int k = 0; k < n_terms; k++)
+        if (use[k]) idx[k_used++] = k;
     for (size_t i = 0; i < n; i++) {
         features(&r[i], f);
         for (int k = 0; k < n_terms; k++) s[k] = fmax(s[k], fabs(f[k]));
     }
-    for (int k = 0; k < n_terms; k++)
-        if (!(s[k] > 0)) return FKV_ESTATE; /* a feature that is 0 in every step cannot be fitted */
+    for (int j = 0; j < k_used; j++)
+        if (!(s[idx[j]] > 0)) return FKV_ESTATE; /* a feature that is 0 in every step cannot be fitted */
     double min_ms = HUGE_VAL;
     for (size_t i = 0; i < n; i++) min_ms = fmin(min_ms, (double)r[i].wall_ns / 1e6);
     /* Weights: the noise of a step grows with its length, so each step is
@@ -82,7 +107,7 @@ fkv_status fkv_step_fit_solve(const fkv_step_rec *r, size_t n, int n_terms, fkv_
      * out 3% under the measured one), so the passes after it weight by
      * 1 / the previous fit (iteratively reweighted least squares), floored
      * at the shortest measured step. */
-    fkv_step_fit cur = {n_terms, {0}};
+    fkv_step_fit cur = {n_terms, {0}, 0};
     for (int pass = 0; pass < 5; pass++) {
         double A[FKV_STEP_TERMS_MAX][FKV_STEP_TERMS_MAX] = {{0}}, B[FKV_STEP_TERMS_MAX] = {0},
                x[FKV_STEP_TERMS_MAX] = {0};
@@ -90,15 +115,16 @@ fkv_status fkv_step_fit_solve(const fkv_step_rec *r, size_t n, int n_terms, fkv_
             features(&r[i], f);
             double ms = (double)r[i].wall_ns / 1e6;
             double w = 1.0 / fmax(pass ? fkv_step_fit_ms(&cur, &r[i]) : ms, min_ms);
-            for (int a = 0; a < n_terms; a++) {
-                for (int b = 0; b < n_terms; b++) A[a][b] += w * (f[a] / s[a]) * (f[b] / s[b]);
-                B[a] += w * (f[a] / s[a]) * ms;
+            for (int a = 0; a < k_used; a++) {
+                double fa = f[idx[a]] / s[idx[a]];
+                for (int b = 0; b < k_used; b++) A[a][b] += w * fa * (f[idx[b]] / s[idx[b]]);
+                B[a] += w * fa * ms;
             }
         }
-        if (solve(A, B, n_terms, x)) return FKV_ESTATE;
-        for (int k = 0; k < n_terms; k++) {
-            cur.c[k] = x[k] / s[k];
-            if (!isfinite(cur.c[k])) return FKV_ESTATE;
+        if (solve(A, B, k_used, x)) return FKV_ESTATE;
+        for (int j = 0; j < k_used; j++) {
+            cur.c[idx[j]] = x[j] / s[idx[j]];
+            if (!isfinite(cur.c[idx[j]])) return FKV_ESTATE;
         }
     }
     *out = cur;

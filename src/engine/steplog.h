@@ -60,13 +60,14 @@ fkv_status fkv_steplog_read(const char *path, fkv_step_rec **out, size_t *n, cha
 typedef struct fkv_step_fit {
     int n_terms;                  /* 3: c0..c2; 4: with c3 x requests */
     double c[FKV_STEP_TERMS_MAX]; /* ms; c[3] = 0 with 3 terms */
+    int dropped_attn;             /* 1: c2 came out negative; refitted without it (c2 = 0) */
 } fkv_step_fit;
 
 /* The fit's price of a step, ms. */
 double fkv_step_fit_ms(const fkv_step_fit *f, const fkv_step_rec *r);
 
 /* Weighted least squares (weight 1 / expected ms, stepfit.c) over r[0..n) with 3 or 4
- * terms.  FKV_EINVAL when n_terms is not 3 or 4 or there are fewer steps
+ * terms; a negative c2 is refitted as 0 (dropped_attn).  FKV_EINVAL when n_terms is not 3 or 4 or there are fewer steps
  * than terms; FKV_ESTATE when the features are degenerate (e.g. every step
  * has the same shape). */
 fkv_status fkv_step_fit_solve(const fkv_step_rec *r, size_t n, int n_terms, fkv_step_fit *out);
