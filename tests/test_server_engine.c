@@ -387,7 +387,8 @@ static void test_cancel_stops_engine(const char *mopt)
     CHECKF(dec >= 4 && dec < 300, "decode tokens %g", dec);
     const char *mt = t.data ? t.data : "";
     double steps = metric(mt, "fairkv_engine_timed_steps_total"), toks = metric(mt, "fairkv_engine_batch_tokens_total");
-    double attn = metric(mt, "fairkv_engine_attention_work_total"), secs = metric(mt, "fairkv_engine_step_seconds_total");
+    double attn = metric(mt, "fairkv_engine_attention_work_total");
+    double secs = metric(mt, "fairkv_engine_step_seconds_total");
     fkv_textbuf_free(&t);
     fkv_backend_destroy(&b2); /* closes the log */
     fkv_step_rec *r = NULL;

@@ -129,7 +129,8 @@ static void test_bad_lines(void)
     longline[sizeof longline - 1] = 0;
     CHECK(fkv_steplog_parse(longline, strlen(longline), "long", &r, &n, err, sizeof err) == FKV_EPARSE &&
           strstr(err, "long:1: line longer"));
-    CHECK(fkv_steplog_parse("1 1 1 1 1\0", 10, "nul", &r, &n, err, sizeof err) == FKV_EPARSE && strstr(err, "nul:1: NUL"));
+    CHECK(fkv_steplog_parse("1 1 1 1 1\0", 10, "nul", &r, &n, err, sizeof err) == FKV_EPARSE &&
+          strstr(err, "nul:1: NUL"));
     unlink(path);
     snprintf(path, sizeof path, "%s/absent.log", dir);
     CHECK(fkv_steplog_read(path, &r, &n, err, sizeof err) == FKV_EIO && strstr(err, path));
@@ -172,7 +173,8 @@ static void test_fit(void)
     fkv_step_err e;
     fkv_step_fit_eval(&f, r, n, &e);
     CHECKF(fabs(e.total_rel) < 0.01, "fitted total %+.2f%% off", 100 * e.total_rel);
-    for (int k = 0; k < 4; k++) CHECKF(fabs(f.c[k] - c4[k]) <= 0.1 * c4[k], "noisy c%d %.6g, want %g", k, f.c[k], c4[k]);
+    for (int k = 0; k < 4; k++)
+        CHECKF(fabs(f.c[k] - c4[k]) <= 0.1 * c4[k], "noisy c%d %.6g, want %g", k, f.c[k], c4[k]);
     CHECK(e.n == n && e.mean_abs_rel > 0.1 && e.mean_abs_rel < 0.2 && e.r2 > 0.9);
     size_t nb = 0;
     for (int b = 0; b < 5; b++) nb += e.bin_n[b];

@@ -372,11 +372,12 @@ int fkv__bench_calibrate(int argc, char **argv)
     if (st) fprintf(stderr, "fairkv bench --calibrate: %s (%s)\n", fkv_engine_last_error(e), fkv_strerror(st));
     int rc = st ? 1 : 0;
     if (!rc && log_path) {
-        FILE *f = fopen(log_path, "w");
-        if (!f) fprintf(stderr, "fairkv bench --calibrate: --step-log %s: %s\n", log_path, strerror(errno));
+        FILE *f = NULL;
+        char e2[400] = "";
+        if (fkv_steplog_open(log_path, &f, e2, sizeof e2))
+            fprintf(stderr, "fairkv bench --calibrate: --step-log %s\n", e2);
         rc = !f;
         if (f) {
-            fputs(FKV_STEPLOG_HEADER, f);
             for (size_t i = 0; i < rs.n; i++) fkv_steplog_write(f, &rs.v[i]);
             if (ferror(f) | fclose(f)) {
                 fprintf(stderr, "fairkv bench --calibrate: --step-log %s: write error\n", log_path);

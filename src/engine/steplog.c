@@ -17,6 +17,17 @@ int fkv_steplog_write(FILE *f, const fkv_step_rec *r)
                : 0;
 }
 
+fkv_status fkv_steplog_open(const char *path, FILE **out, char *err, size_t errlen)
+{
+    *out = fopen(path, "w");
+    if (!*out) {
+        if (err) snprintf(err, errlen, "cannot open '%s' for writing: %s", path, strerror(errno));
+        return FKV_EIO;
+    }
+    fputs(FKV_STEPLOG_HEADER, *out);
+    return FKV_OK;
+}
+
 static fkv_status perr(char *err, size_t errlen, const char *name, size_t line, const char *fmt, ...)
 {
     if (err && errlen) {

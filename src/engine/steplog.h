@@ -41,6 +41,9 @@ typedef struct fkv_step_rec {
     int64_t wall_ns;   /* duration */
 } fkv_step_rec;
 
+/* Creates (truncates) path and writes the header line; FKV_EIO with err
+ * naming the file and why when it cannot be opened. */
+fkv_status fkv_steplog_open(const char *path, FILE **out, char *err, size_t errlen);
 /* Writes one record line; returns 0, or -1 on a write error. */
 int fkv_steplog_write(FILE *f, const fkv_step_rec *r);
 

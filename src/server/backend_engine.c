@@ -575,14 +575,11 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
     }
     if (bo.step_log) {
         b->step_log_path = strdup(bo.step_log);
-        b->step_log = b->step_log_path ? fopen(bo.step_log, "w") : NULL;
-        if (!b->step_log) {
-            snprintf(err, errlen, "engine backend: step_log: cannot open '%s' for writing: %s", bo.step_log,
-                     strerror(errno));
+        if ((st = fkv_steplog_open(bo.step_log, &b->step_log, e2, sizeof e2)) != FKV_OK || !b->step_log_path) {
+            snprintf(err, errlen, "engine backend: step_log: %s", e2);
             eng_free(b);
-            return FKV_EIO;
+            return st ? st : FKV_ENOMEM;
         }
-        fputs(FKV_STEPLOG_HEADER, b->step_log);
         b->step_log_t0 = now_ns();
         cfg.on_step = log_step;
         cfg.step_ctx = b;
