@@ -4,6 +4,7 @@
  * (contiguous reference K/V, no fairkv cache) with and without memory
  * pressure, the HTTP text against the backend's own pieces, a client that
  * leaves, /metrics, and the drain. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "engine/model_init.h"
 #include "engine/sampler.h"
 #include "http_client.h"
+#include "engine/steplog.h"
 #include "server/server.h"
 
 #define PLEN 120
@@ -348,9 +350,17 @@ static void test_disconnect(void)
  * the engine decodes far fewer than 600 tokens for it. */
 static void test_cancel_stops_engine(const char *mopt)
 {
-    const char *opts[] = {mopt, "ignore_eos=1", NULL};
+    /* with a step log (`fairkv serve --step-log`): it must agree with the
+     * engine's step counters */
+    char log_opt[300], log_path[200];
+    snprintf(log_path, sizeof log_path, "%s/steps.log", dir);
+    snprintf(log_opt, sizeof log_opt, "step_log=%s", log_path);
+    const char *opts[] = {mopt, "ignore_eos=1", log_opt, NULL};
     fkv_backend b2;
     char err[400];
+    const char *bad_log[] = {mopt, "step_log=/nonexistent-dir/steps.log", NULL};
+    CHECKF(fkv_backend_create("engine", bad_log, &b2, err, sizeof err) == FKV_EIO &&
+               strstr(err, "/nonexistent-dir/steps.log"), "%s", err);
     REQUIRE(fkv_backend_create("engine", opts, &b2, err, sizeof err) == FKV_OK);
     capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3};
@@ -375,8 +385,28 @@ static void test_cancel_stops_engine(const char *mopt)
     b2.ops->metrics(b2.impl, &t);
     double dec = metric(t.data ? t.data : "", "fairkv_engine_tokens_total{kind=\"decode\"}");
     CHECKF(dec >= 4 && dec < 300, "decode tokens %g", dec);
+    const char *mt = t.data ? t.data : "";
+    double steps = metric(mt, "fairkv_engine_timed_steps_total"), toks = metric(mt, "fairkv_engine_batch_tokens_total");
+    double attn = metric(mt, "fairkv_engine_attention_work_total");
+    double secs = metric(mt, "fairkv_engine_step_seconds_total");
     fkv_textbuf_free(&t);
-    fkv_backend_destroy(&b2);
+    fkv_backend_destroy(&b2); /* closes the log */
+    fkv_step_rec *r = NULL;
+    size_t n = 0;
+    REQUIRE(fkv_steplog_read(log_path, &r, &n, err, sizeof err) == FKV_OK);
+    double sum_tok = 0, sum_attn = 0, sum_s = 0;
+    int ordered = 1;
+    for (size_t i = 0; i < n; i++) {
+        sum_tok += r[i].tokens;
+        sum_attn += r[i].attn;
+        sum_s += (double)r[i].wall_ns / 1e9;
+        ordered &= r[i].requests == 1 && (!i || r[i].t_ns >= r[i - 1].t_ns + r[i - 1].wall_ns);
+    }
+    CHECKF((double)n == steps && sum_tok == toks && fabs(sum_attn - attn) < 1 && fabs(sum_s - secs) < 1e-5 && ordered,
+           "log: %zu steps, %g tokens, %g attention, %g s; counters: %g, %g, %g, %g s", n, sum_tok, sum_attn, sum_s,
+           steps, toks, attn, secs);
+    free(r);
+    unlink(log_path);
 }
 
 static void write_model(void)

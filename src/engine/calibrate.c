@@ -1,8 +1,14 @@
-/* `fairkv bench --calibrate MODEL.gguf`: measures the engine's step time on
- * this machine and fits the simulator's cost model (src/sim/profile.h) to
- * it, so that `fairkv bench` can predict what `fairkv serve` does.
+/* `fairkv bench --calibrate MODEL.gguf` and `fairkv bench --calibrate-log
+ * FILE`: the engine's step time on this machine, fitted to the simulator's
+ * cost model (src/sim/profile.h), so that `fairkv bench` can predict what
+ * `fairkv serve` does.
  *
- * The engine runs directly (no HTTP) over a grid of batch shapes: single
+ * --calibrate-log fits the steps of step logs (src/engine/steplog.h) that
+ * `fairkv serve --step-log FILE` wrote while serving a load: the steps then
+ * pay for what serving adds (HTTP threads, the load generator and other
+ * jobs on the same cores, caches cooled between steps).
+ *
+ * --calibrate runs the engine directly (no HTTP) over a grid of batch shapes: single
  * prompts of several lengths (prefill chunks up to the step budget), several
  * prompts at once (mixed prefill steps), and B requests decoding together at
  * context C for B in {1, 4, 8, 16} and C in {32, 256, 768}.  Every step is
@@ -14,56 +20,65 @@
  *           + c2 x A                    attention work, A = sum over items of
  *                                       n_new x (ctx + (n_new + 1) / 2)
  *                                       + n_restored x ctx / 2
+ *           [+ c3 x requests]           per batch item (sampling, callbacks,
+ *                                       per-sequence attention set-up)
  *
- * c0, c1, c2 are fitted by weighted least squares over all steps, weight
- * 1 / measured ms: the timing noise of a step grows with its length, and
- * an unweighted fit lets the long prefill steps set the overhead, which
- * then misprices the many short decode steps.  The
+ * The coefficients are fitted by weighted least squares over all steps, weight
+ * 1 / expected ms (1 / measured in a first pass, then 1 / fitted:
+ * stepfit.c): the timing noise of a step grows with its length, and an
+ * unweighted fit lets the long prefill steps set the overhead, which then
+ * misprices the many short decode steps.
+ *
+ * Which form (3 or 4 terms): with --terms auto (the default) the one with
+ * the lower held-out error: the steps are split in two halves in log
+ * order, each form is fitted on one half and priced on the other, both
+ * ways, and the mean |fitted - measured| / measured over the held-out
+ * steps decides; the chosen form is then fitted on all steps.  The
  * profile then uses overhead_ms = c0, a linear table {1: c1, 4096: 4096 c1}
  * and an attention "peak" of 4 L H D / c2 FLOP per ms (efficiency 1, no
- * memory term), which reproduces c2 x A exactly. */
-#include <inttypes.h>
+ * memory term), which reproduces c2 x A exactly, and per_request_ms = c3
+ * (fkv_profile_set_coeffs; `fairkv bench --step-coeffs c0,c1,c2[,c3]`). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/calibrate.h"
 #include "engine/engine_internal.h"
 #include "engine/model.h"
+#include "engine/steplog.h"
+#include "sim/profile.h"
 
-typedef struct obs {
-    double ms, tokens, attn;
-    int scenario;
-} obs;
-
-typedef struct obs_set {
-    obs *v;
+typedef struct rec_set {
+    fkv_step_rec *v;
     size_t n, cap;
-} obs_set;
+    int64_t t0;
+    int oom;
+} rec_set;
 
-static int64_t now_ns(void)
+/* engine on_step: collects every step with work */
+static void on_step(void *ctx, const fkv_engine_step_info *si)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double attn_work(const fkv_batch *b)
-{
-    double a = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const fkv_batch_item *it = &b->items[i];
-        a += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) + (double)it->n_restored * it->ctx / 2.0;
+    rec_set *rs = ctx;
+    if (!rs || rs->oom) return;
+    if (rs->n == rs->cap) {
+        size_t nc = rs->cap ? 2 * rs->cap : 1024;
+        fkv_step_rec *p = realloc(rs->v, nc * sizeof *p);
+        if (!p) {
+            rs->oom = 1;
+            return;
+        }
+        rs->v = p;
+        rs->cap = nc;
     }
-    return a;
+    if (!rs->n) rs->t0 = si->t0_ns;
+    rs->v[rs->n++] = (fkv_step_rec){si->t0_ns - rs->t0, si->tokens, si->n_items, si->attn_work, si->wall_ns};
 }
 
 /* Runs n requests of `prompt` random tokens and `out` outputs, all
- * submitted before the first step; records every non-empty step. */
-static fkv_status run_shape(fkv_engine *e, uint32_t vocab, uint32_t n, uint32_t prompt, uint32_t out, uint64_t *seed,
-                            int scenario, obs_set *os)
+ * submitted before the first step; the steps go to the engine's on_step. */
+static fkv_status run_shape(fkv_engine *e, uint32_t vocab, uint32_t n, uint32_t prompt, uint32_t out, uint64_t *seed)
 {
     int32_t *ids = malloc(prompt * sizeof *ids);
     if (!ids) return FKV_ENOMEM;
@@ -84,68 +99,191 @@ static fkv_status run_shape(fkv_engine *e, uint32_t vocab, uint32_t n, uint32_t 
         st = fkv_engine_submit(e, &q, NULL);
     }
     free(ids);
-    for (int busy = 1; busy && !st;) {
-        int64_t t0 = now_ns();
-        st = fkv_engine_step(e, &busy);
-        int64_t t1 = now_ns();
-        if (st || !busy || !e->batch.n || !e->batch.tokens) continue;
-        if (os->n == os->cap) {
-            size_t nc = os->cap ? 2 * os->cap : 1024;
-            obs *p = realloc(os->v, nc * sizeof *p);
-            if (!p) return FKV_ENOMEM;
-            os->v = p;
-            os->cap = nc;
-        }
-        os->v[os->n++] = (obs){(double)(t1 - t0) / 1e6, e->batch.tokens, attn_work(&e->batch), scenario};
-    }
+    if (!st) st = fkv_engine_run_until_idle(e);
     return st;
-}
-
-/* Solves the 3x3 system a x = b (Gaussian elimination, partial pivoting). */
-static int solve3(double a[3][3], double b[3], double x[3])
-{
-    for (int c = 0; c < 3; c++) {
-        int p = c;
-        for (int r = c + 1; r < 3; r++)
-            if (fabs(a[r][c]) > fabs(a[p][c])) p = r;
-        if (fabs(a[p][c]) < 1e-300) return -1;
-        for (int k = 0; k < 3; k++) {
-            double t = a[c][k];
-            a[c][k] = a[p][k];
-            a[p][k] = t;
-        }
-        double t = b[c];
-        b[c] = b[p];
-        b[p] = t;
-        for (int r = c + 1; r < 3; r++) {
-            double f = a[r][c] / a[c][c];
-            for (int k = c; k < 3; k++) a[r][k] -= f * a[c][k];
-            b[r] -= f * b[c];
-        }
-    }
-    for (int r = 2; r >= 0; r--) {
-        double s = b[r];
-        for (int k = r + 1; k < 3; k++) s -= a[r][k] * x[k];
-        x[r] = s / a[r][r];
-    }
-    return 0;
 }
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv bench --calibrate MODEL.gguf [--threads N] [--max-batch-tokens N] [--repeat R]\n"
-               "                    [--out FILE]\n"
-               "  times the engine's steps over a grid of batch shapes and fits the cost profile\n"
-               "  step ms = overhead + per_token x tokens + per_attn x attention work (least squares);\n"
-               "  prints the coefficients and the profile fields (and writes them to FILE)\n");
+               "                    [--step-log FILE] [common options]\n"
+               "       fairkv bench --calibrate-log FILE[,FILE...] [common options]\n"
+               "  --calibrate times the engine alone over a grid of batch shapes; --calibrate-log reads\n"
+               "  the step logs of `fairkv serve --step-log FILE`.  Both fit\n"
+               "  step ms = c0 + c1 x tokens + c2 x attention work [+ c3 x requests]\n"
+               "  (least squares weighted 1 / expected ms) and print the coefficients and the profile fields.\n"
+               "common options:\n"
+               "  --terms 3|4|auto     the form: without / with c3; auto (default): the lower held-out\n"
+               "                       error when fitted on one half of the steps and priced on the other\n"
+               "  --out FILE           also write the report (and the steps) to FILE\n"
+               "  --coeffs-out FILE    write 'c0,c1,c2[,c3]' for `fairkv bench --step-coeffs`\n");
 }
 
-static const char *const scen_name[] = {"prefill-1", "prefill-4", "decode"};
+static void print_err(FILE *f, const char *what, const fkv_step_err *e)
+{
+    fprintf(f, "  %-24s %6zu steps: mean |error| %5.1f%%, total %+5.1f%%, by tokens", what, e->n,
+            100 * e->mean_abs_rel, 100 * e->total_rel);
+    static const char *const bins[] = {"1", "2-4", "5-16", "17-64", ">64"};
+    for (int b = 0; b < 5; b++)
+        if (e->bin_n[b]) fprintf(f, " %s:%+.0f%%", bins[b], 100 * e->bin_rel[b]);
+    fprintf(f, "\n");
+}
+
+/* Held-out error of the n_terms form: fit on one half, price the other,
+ * both ways; *ok = 0 when a half cannot be fitted. */
+static void held_out(const fkv_step_rec *r, size_t n, int n_terms, fkv_step_err *out, int *ok)
+{
+    size_t h = n / 2;
+    fkv_step_fit fa, fb;
+    fkv_step_err ea, eb;
+    memset(out, 0, sizeof *out);
+    *ok = !fkv_step_fit_solve(r, h, n_terms, &fa) && !fkv_step_fit_solve(r + h, n - h, n_terms, &fb);
+    if (!*ok) return;
+    fkv_step_fit_eval(&fa, r + h, n - h, &ea); /* fitted on the first half, priced on the second */
+    fkv_step_fit_eval(&fb, r, h, &eb);
+    out->n = n;
+    out->mean_abs_rel = (ea.mean_abs_rel * (double)ea.n + eb.mean_abs_rel * (double)eb.n) / (double)n;
+    out->sum_ms = ea.sum_ms + eb.sum_ms;
+    out->sum_fit_ms = ea.sum_fit_ms + eb.sum_fit_ms;
+    out->total_rel = (out->sum_fit_ms - out->sum_ms) / out->sum_ms;
+    for (int b = 0; b < 5; b++) {
+        out->bin_n[b] = ea.bin_n[b] + eb.bin_n[b];
+        /* pooled: each half's bias weighted by its measured time in the bin */
+        double ma = 0, mb = 0;
+        for (size_t i = h; i < n; i++)
+            if (r[i].tokens <= fkv_step_bin_hi(b) && (b == 0 || r[i].tokens > fkv_step_bin_hi(b - 1)))
+                ma += (double)r[i].wall_ns / 1e6;
+        for (size_t i = 0; i < h; i++)
+            if (r[i].tokens <= fkv_step_bin_hi(b) && (b == 0 || r[i].tokens > fkv_step_bin_hi(b - 1)))
+                mb += (double)r[i].wall_ns / 1e6;
+        out->bin_rel[b] = ma + mb > 0 ? (ea.bin_rel[b] * ma + eb.bin_rel[b] * mb) / (ma + mb) : 0;
+    }
+}
+
+/* Fits, reports, writes the outputs; returns the exit status. */
+static int fit_and_report(const fkv_step_rec *r, size_t n, const char *what, int terms, const fkv_llama_hparams *hp,
+                          const char *out_path, const char *coeffs_path)
+{
+    fkv_step_err cv[2];
+    int cv_ok[2];
+    held_out(r, n, 3, &cv[0], &cv_ok[0]);
+    held_out(r, n, 4, &cv[1], &cv_ok[1]);
+    int chosen = terms;
+    if (!terms) chosen = cv_ok[1] && (!cv_ok[0] || cv[1].mean_abs_rel < cv[0].mean_abs_rel) ? 4 : 3;
+    fkv_step_fit fit;
+    fkv_status st = fkv_step_fit_solve(r, n, chosen, &fit);
+    if (st) {
+        fprintf(stderr, "fairkv bench --calibrate: %zu steps cannot be fitted with %d terms (%s)\n", n, chosen,
+                st == FKV_EINVAL ? "too few steps" : "degenerate: the steps do not vary enough");
+        return 1;
+    }
+    fkv_step_err in;
+    fkv_step_fit_eval(&fit, r, n, &in);
+    FILE *files[2] = {stdout, NULL};
+    if (out_path && !(files[1] = fopen(out_path, "w"))) {
+        fprintf(stderr, "fairkv bench --calibrate: --out %s: %s\n", out_path, strerror(errno));
+        return 1;
+    }
+    for (int k = 0; k < 2 && files[k]; k++) {
+        FILE *f = files[k];
+        fprintf(f, "calibration of %s: %zu steps, %d terms (%s)\n", what, n, chosen,
+                terms ? "--terms" : "auto: the lower held-out error");
+        fprintf(f, "  overhead_ms     c0 = %.6g   (per step)\n"
+                   "  per_token_ms    c1 = %.6g   (per new or recomputed token)\n"
+                   "  per_attn_ms     c2 = %.6g   (per unit of attention work)\n",
+                fit.c[0], fit.c[1], fit.c[2]);
+        if (chosen == 4) fprintf(f, "  per_request_ms  c3 = %.6g   (per request in the step)\n", fit.c[3]);
+        if (fit.dropped_attn) fprintf(f, "  (c2 came out negative: refitted without the attention term)\n");
+        fprintf(f, "  R^2 %.4f\n", in.r2);
+        print_err(f, "fit, all steps:", &in);
+        for (int t = 0; t < 2; t++) {
+            char name[64];
+            snprintf(name, sizeof name, "held out, %d terms:", 3 + t);
+            if (cv_ok[t]) print_err(f, name, &cv[t]);
+            else fprintf(f, "  %-24s cannot be fitted on a half\n", name);
+        }
+        double per = hp ? 4.0 * hp->n_layers * hp->n_heads * hp->head_dim : 0;
+        fprintf(f, "profile fields: overhead_ms = %.6g; linear table {1: %.6g ms, 4096: %.6g ms}; per_request_ms = "
+                   "%.6g;\n",
+                fit.c[0], fit.c[1], 4096 * fit.c[1], fit.c[3]);
+        if (per > 0 && fit.c[2] > 0)
+            fprintf(f, "  peak_flops = 4 L H D / c2 = %.0f / %.6g ms = %.6g FLOP/s, attn_efficiency 1, hbm 0\n", per,
+                    fit.c[2], per * 1e3 / fit.c[2]);
+        fprintf(f, "fairkv bench --step-coeffs %.9g,%.9g,%.9g", fit.c[0], fit.c[1], fit.c[2]);
+        if (chosen == 4) fprintf(f, ",%.9g", fit.c[3]);
+        fprintf(f, "\n");
+    }
+    int rc = 0;
+    if (files[1]) {
+        fputs("# steps:\n" FKV_STEPLOG_HEADER, files[1]);
+        for (size_t i = 0; i < n; i++) fkv_steplog_write(files[1], &r[i]);
+        if (ferror(files[1]) | fclose(files[1])) {
+            fprintf(stderr, "fairkv bench --calibrate: --out %s: write error\n", out_path);
+            rc = 1;
+        }
+    }
+    char why[200];
+    double c[4] = {fit.c[0], fit.c[1], fit.c[2], fit.c[3]};
+    if (fkv_profile_check_coeffs(c, (size_t)chosen, why, sizeof why)) {
+        fprintf(stderr, "fairkv bench --calibrate: the fit is not a usable profile: %s\n", why);
+        rc = 1;
+    }
+    if (coeffs_path) {
+        FILE *f = fopen(coeffs_path, "w");
+        if (!f) {
+            fprintf(stderr, "fairkv bench --calibrate: --coeffs-out %s: %s\n", coeffs_path, strerror(errno));
+            return 1;
+        }
+        fprintf(f, "%.9g,%.9g,%.9g", c[0], c[1], c[2]);
+        if (chosen == 4) fprintf(f, ",%.9g", c[3]);
+        fprintf(f, "\n");
+        if (ferror(f) | fclose(f)) {
+            fprintf(stderr, "fairkv bench --calibrate: --coeffs-out %s: write error\n", coeffs_path);
+            rc = 1;
+        }
+    }
+    return rc;
+}
+
+/* --calibrate-log FILE[,FILE...]: the steps of all files, in order. */
+static int from_logs(const char *list, int terms, const char *out_path, const char *coeffs_path)
+{
+    fkv_step_rec *all = NULL;
+    size_t n = 0;
+    char *copy = strdup(list), *save = NULL;
+    int rc = copy ? 0 : 1;
+    for (char *p = copy ? strtok_r(copy, ",", &save) : NULL; p && !rc; p = strtok_r(NULL, ",", &save)) {
+        fkv_step_rec *v;
+        size_t k;
+        char err[512] = "";
+        fkv_status st = fkv_steplog_read(p, &v, &k, err, sizeof err);
+        if (st) {
+            fprintf(stderr, "fairkv bench --calibrate-log: %s\n", err[0] ? err : fkv_strerror(st));
+            rc = 1;
+            break;
+        }
+        fkv_step_rec *g = realloc(all, (n + k) * sizeof *g);
+        if (!g) {
+            free(v);
+            rc = 1;
+            break;
+        }
+        all = g;
+        memcpy(all + n, v, k * sizeof *v);
+        n += k;
+        free(v);
+    }
+    if (!rc) rc = fit_and_report(all, n, list, terms, NULL, out_path, coeffs_path);
+    free(copy);
+    free(all);
+    return rc;
+}
 
 int fkv__bench_calibrate(int argc, char **argv)
 {
-    const char *path = NULL, *out_path = NULL;
+    const char *path = NULL, *logs = NULL, *out_path = NULL, *coeffs_path = NULL, *log_path = NULL;
     long threads = 1, mbt = 256, repeat = 2;
+    int terms = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -159,11 +297,22 @@ int fkv__bench_calibrate(int argc, char **argv)
         i++;
         char *end = NULL;
         if (!strcmp(a, "--calibrate")) path = v;
+        else if (!strcmp(a, "--calibrate-log")) logs = v;
         else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--coeffs-out")) coeffs_path = v;
+        else if (!strcmp(a, "--step-log")) log_path = v;
         else if (!strcmp(a, "--threads")) threads = strtol(v, &end, 10);
         else if (!strcmp(a, "--max-batch-tokens")) mbt = strtol(v, &end, 10);
         else if (!strcmp(a, "--repeat")) repeat = strtol(v, &end, 10);
-        else {
+        else if (!strcmp(a, "--terms")) {
+            if (!strcmp(v, "3")) terms = 3;
+            else if (!strcmp(v, "4")) terms = 4;
+            else if (!strcmp(v, "auto")) terms = 0;
+            else {
+                fprintf(stderr, "fairkv bench --calibrate: bad value for --terms: '%s' (3, 4 or auto)\n", v);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "fairkv bench --calibrate: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
@@ -173,6 +322,11 @@ int fkv__bench_calibrate(int argc, char **argv)
             return 2;
         }
     }
+    if (!path == !logs) {
+        fprintf(stderr, "fairkv bench --calibrate: give one of --calibrate MODEL.gguf or --calibrate-log FILE\n");
+        return 2;
+    }
+    if (logs) return from_logs(logs, terms, out_path, coeffs_path);
     char err[400] = "";
     fkv_llama *m = NULL;
     fkv_status st = fkv_llama_load(path, &m, err, sizeof err);
@@ -184,12 +338,15 @@ int fkv__bench_calibrate(int argc, char **argv)
      * 64-token chunks, 16 running, the step budget; a cache large enough
      * that nothing is evicted (the profile prices recomputation through
      * the same token and attention terms) */
+    rec_set rs = {0};
     fkv_engine_config c;
     fkv_engine_config_default(&c);
     c.chunk_tokens = 64;
     c.n_threads = (uint32_t)threads;
     c.max_batch_tokens = (uint32_t)mbt;
     c.kv_budget_bytes = 64ull << 20;
+    c.on_step = on_step;
+    c.step_ctx = &rs;
     fkv_engine *e = NULL;
     if ((st = fkv_engine_create(m, &c, &e, err, sizeof err))) {
         fprintf(stderr, "fairkv bench --calibrate: engine: %s\n", err[0] ? err : fkv_strerror(st));
@@ -197,87 +354,44 @@ int fkv__bench_calibrate(int argc, char **argv)
         return 1;
     }
     uint32_t V = m->hp.n_vocab, ctx = m->hp.ctx_len;
-    obs_set os = {0};
     uint64_t seed = 2026;
-    /* warm-up: page in the weights, size the buffers */
-    obs_set warm = {0};
-    st = run_shape(e, V, 4, 128, 8, &seed, 0, &warm);
-    free(warm.v);
+    /* warm-up: page in the weights, size the buffers (its steps dropped) */
+    st = run_shape(e, V, 4, 128, 8, &seed);
+    rs.n = 0;
     static const uint32_t plen[] = {16, 64, 256, 768};
     static const uint32_t bsz[] = {1, 4, 8, 16}, clen[] = {32, 256, 768};
     for (long rep = 0; rep < repeat && !st; rep++) {
         for (size_t i = 0; i < sizeof plen / sizeof *plen && !st; i++)
-            if (plen[i] + 1 <= ctx) st = run_shape(e, V, 1, plen[i], 1, &seed, 0, &os);
-        if (!st && 200 + 1 <= ctx) st = run_shape(e, V, 4, 200, 1, &seed, 1, &os);
+            if (plen[i] + 1 <= ctx) st = run_shape(e, V, 1, plen[i], 1, &seed);
+        if (!st && 200 + 1 <= ctx) st = run_shape(e, V, 4, 200, 1, &seed);
         for (size_t b = 0; b < sizeof bsz / sizeof *bsz && !st; b++)
             for (size_t k = 0; k < sizeof clen / sizeof *clen && !st; k++)
-                if (clen[k] + 16 <= ctx) st = run_shape(e, V, bsz[b], clen[k], 16, &seed, 2, &os);
+                if (clen[k] + 16 <= ctx) st = run_shape(e, V, bsz[b], clen[k], 16, &seed);
     }
-    if (st) {
-        fprintf(stderr, "fairkv bench --calibrate: %s (%s)\n", fkv_engine_last_error(e), fkv_strerror(st));
-        fkv_engine_destroy(e);
-        fkv_llama_free(m);
-        free(os.v);
-        return 1;
-    }
-    /* weighted least squares: normal equations of [1, tokens, attn] */
-    double A[3][3] = {{0}}, B[3] = {0}, x[3] = {0};
-    for (size_t i = 0; i < os.n; i++) {
-        double f[3] = {1, os.v[i].tokens, os.v[i].attn};
-        double w = 1.0 / (os.v[i].ms > 1e-3 ? os.v[i].ms : 1e-3);
-        for (int r = 0; r < 3; r++) {
-            for (int k = 0; k < 3; k++) A[r][k] += w * f[r] * f[k];
-            B[r] += w * f[r] * os.v[i].ms;
+    if (!st && rs.oom) st = FKV_ENOMEM;
+    if (st) fprintf(stderr, "fairkv bench --calibrate: %s (%s)\n", fkv_engine_last_error(e), fkv_strerror(st));
+    int rc = st ? 1 : 0;
+    if (!rc && log_path) {
+        FILE *f = NULL;
+        char e2[400] = "";
+        if (fkv_steplog_open(log_path, &f, e2, sizeof e2))
+            fprintf(stderr, "fairkv bench --calibrate: --step-log %s\n", e2);
+        rc = !f;
+        if (f) {
+            for (size_t i = 0; i < rs.n; i++) fkv_steplog_write(f, &rs.v[i]);
+            if (ferror(f) | fclose(f)) {
+                fprintf(stderr, "fairkv bench --calibrate: --step-log %s: write error\n", log_path);
+                rc = 1;
+            }
         }
     }
-    int bad = os.n < 3 || solve3(A, B, x);
-    double mean = 0, ss_tot = 0, ss_res = 0, sum_ms = 0, sum_fit = 0, rel = 0;
-    for (size_t i = 0; i < os.n; i++) mean += os.v[i].ms / (double)os.n;
-    double s_ms[3] = {0}, s_fit[3] = {0};
-    size_t s_n[3] = {0};
-    for (size_t i = 0; i < os.n; i++) {
-        double fit = x[0] + x[1] * os.v[i].tokens + x[2] * os.v[i].attn;
-        ss_res += (os.v[i].ms - fit) * (os.v[i].ms - fit);
-        ss_tot += (os.v[i].ms - mean) * (os.v[i].ms - mean);
-        sum_ms += os.v[i].ms;
-        rel += fabs(fit - os.v[i].ms) / os.v[i].ms / (double)os.n;
-        sum_fit += fit;
-        s_ms[os.v[i].scenario] += os.v[i].ms;
-        s_fit[os.v[i].scenario] += fit;
-        s_n[os.v[i].scenario]++;
-    }
-    double per = 4.0 * m->hp.n_layers * m->hp.n_heads * m->hp.head_dim;
-    char text[2048];
-    int k = snprintf(text, sizeof text,
-                     "calibration of %s: %zu steps, %ld thread(s), max_batch_tokens %ld\n"
-                     "  overhead_ms   c0 = %.6g   (per step)\n"
-                     "  per_token_ms  c1 = %.6g   (per new or recomputed token)\n"
-                     "  per_attn_ms   c2 = %.6g   (per unit of attention work)\n"
-                     "  R^2 %.4f; mean |error| per step %.1f%%; total measured %.1f ms, fitted %.1f ms\n",
-                     path, os.n, threads, mbt, x[0], x[1], x[2], ss_tot > 0 ? 1 - ss_res / ss_tot : 0, 100 * rel, sum_ms, sum_fit);
-    for (int s = 0; s < 3 && k > 0 && (size_t)k < sizeof text; s++)
-        k += snprintf(text + k, sizeof text - (size_t)k, "  %-10s %5zu steps: measured mean %.3f ms, fitted %.3f ms\n",
-                      scen_name[s], s_n[s], s_n[s] ? s_ms[s] / (double)s_n[s] : 0, s_n[s] ? s_fit[s] / (double)s_n[s] : 0);
-    if (k > 0 && (size_t)k < sizeof text)
-        snprintf(text + k, sizeof text - (size_t)k,
-                 "profile fields: overhead_ms = %.6g; linear table {1: %.6g ms, 4096: %.6g ms};\n"
-                 "  peak_flops = 4 L H D / c2 = %.0f / %.6g ms = %.6g FLOP/s, attn_efficiency 1, hbm 0\n",
-                 x[0], x[1], 4096 * x[1], per, x[2], x[2] > 0 ? per * 1e3 / x[2] : 0);
-    fputs(text, stdout);
-    if (bad || x[1] <= 0 || x[2] <= 0) fprintf(stderr, "fairkv bench --calibrate: the fit is degenerate or negative\n");
-    if (out_path) {
-        FILE *f = fopen(out_path, "w");
-        if (!f) perror(out_path);
-        else {
-            fputs(text, f);
-            fprintf(f, "# steps: ms tokens attn scenario\n");
-            for (size_t i = 0; i < os.n; i++)
-                fprintf(f, "%.4f %.0f %.0f %d\n", os.v[i].ms, os.v[i].tokens, os.v[i].attn, os.v[i].scenario);
-            fclose(f);
-        }
+    if (!rc) {
+        char what[1200];
+        snprintf(what, sizeof what, "%s (engine alone, %ld thread(s), max_batch_tokens %ld)", path, threads, mbt);
+        rc = fit_and_report(rs.v, rs.n, what, terms, &m->hp, out_path, coeffs_path);
     }
     fkv_engine_destroy(e);
     fkv_llama_free(m);
-    free(os.v);
-    return bad ? 1 : 0;
+    free(rs.v);
+    return rc;
 }

@@ -38,6 +38,16 @@
 #include "fairkv_attn.h"
 #include "sched/sched.h"
 
+/* One step with work as fkv_engine_step timed it (step logs, calibration). */
+typedef struct fkv_engine_step_info {
+    int64_t t0_ns;     /* start, CLOCK_MONOTONIC ns */
+    int64_t wall_ns;   /* wall time inside fkv_engine_step */
+    uint32_t tokens;   /* new + recomputed tokens (fkv_batch.tokens) */
+    uint32_t n_items;  /* batch items (fkv_batch.n) */
+    double attn_work;  /* this step's share of fkv_engine_stats.attn_work */
+} fkv_engine_step_info;
+typedef void (*fkv_engine_step_fn)(void *ctx, const fkv_engine_step_info *s);
+
 typedef struct fkv_engine_config {
     uint64_t kv_budget_bytes;  /* 64 MiB: K+V bytes of all layers (the cache's capacity) */
     fkv_dtype kv_dtype;        /* FKV_F32 (default) or FKV_F16 */
@@ -59,6 +69,10 @@ typedef struct fkv_engine_config {
     uint32_t max_running;      /* 16 */
     uint32_t n_threads;        /* 1: forward pool and attention pool threads */
     int ref_attention;         /* 1: scalar reference attention (dense, base-dtype chunks only) */
+    /* NULL, or called on the stepping thread after each step with work,
+     * outside the timed part (so a slow observer does not inflate wall_ns) */
+    fkv_engine_step_fn on_step;
+    void *step_ctx;
 } fkv_engine_config;
 
 void fkv_engine_config_default(fkv_engine_config *c);

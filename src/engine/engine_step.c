@@ -420,13 +420,20 @@ fkv_status fkv_engine_step(fkv_engine *e, int *busy)
     fkv_status st = step_inner(e, &b);
     if (busy) *busy = b;
     if (b && e->batch.n) {
-        e->st.step_ns += (uint64_t)(mono_ns() - t0);
+        int64_t wall = mono_ns() - t0;
+        e->st.step_ns += (uint64_t)wall;
         e->st.timed_steps++;
         e->st.batch_tokens += e->batch.tokens;
+        double attn = 0;
         for (size_t i = 0; i < e->batch.n; i++) {
             const fkv_batch_item *it = &e->batch.items[i];
-            e->st.attn_work += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) +
-                               (double)it->n_restored * it->ctx / 2.0;
+            attn += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) +
+                    (double)it->n_restored * it->ctx / 2.0;
+        }
+        e->st.attn_work += attn;
+        if (e->cfg.on_step) {
+            fkv_engine_step_info si = {t0, wall, e->batch.tokens, (uint32_t)e->batch.n, attn};
+            e->cfg.on_step(e->cfg.step_ctx, &si);
         }
     }
     return st;

@@ -32,6 +32,7 @@
 
 #include "engine/engine.h"
 #include "engine/model.h"
+#include "engine/steplog.h"
 #include "engine/tokenizer.h"
 #include "server/backend.h"
 #include "server/backend_engine_opts.h"
@@ -74,6 +75,9 @@ typedef struct eng {
     int64_t snap_ns;
     char *scratch;           /* step thread: text of one token */
     size_t scratch_cap;
+    FILE *step_log;          /* --step-log: written by the step thread only */
+    char *step_log_path;
+    int64_t step_log_t0;     /* CLOCK_MONOTONIC ns when it was opened */
 } eng;
 
 static int64_t now_ns(void)
@@ -217,6 +221,14 @@ static void cb_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint
 }
 
 /* ------------------------------------------------------------ step thread */
+
+/* engine on_step: one step log line (buffered; after the timed part) */
+static void log_step(void *ctx, const fkv_engine_step_info *si)
+{
+    eng *b = ctx;
+    fkv_step_rec r = {si->t0_ns - b->step_log_t0, si->tokens, si->n_items, si->attn_work, si->wall_ns};
+    fkv_steplog_write(b->step_log, &r);
+}
 
 static void snapshot(eng *b)
 {
@@ -503,6 +515,9 @@ static void eng_free(eng *b)
     fkv_llama_free(b->m);
     free(b->metrics_text);
     free(b->scratch);
+    if (b->step_log && (ferror(b->step_log) | fclose(b->step_log)))
+        fprintf(stderr, "fairkv serve: step log %s: write error\n", b->step_log_path);
+    free(b->step_log_path);
     free(b);
 }
 
@@ -557,6 +572,17 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         snprintf(err, errlen, "engine backend: %s: tokenizer: %s", model, e2[0] ? e2 : fkv_strerror(st));
         eng_free(b);
         return st;
+    }
+    if (bo.step_log) {
+        b->step_log_path = strdup(bo.step_log);
+        if ((st = fkv_steplog_open(bo.step_log, &b->step_log, e2, sizeof e2)) != FKV_OK || !b->step_log_path) {
+            snprintf(err, errlen, "engine backend: step_log: %s", e2);
+            eng_free(b);
+            return st ? st : FKV_ENOMEM;
+        }
+        b->step_log_t0 = now_ns();
+        cfg.on_step = log_step;
+        cfg.step_ctx = b;
     }
     if ((st = fkv_engine_create(b->m, &cfg, &b->e, e2, sizeof e2)) != FKV_OK) {
         snprintf(err, errlen, "engine backend: %s", e2[0] ? e2 : fkv_strerror(st));

@@ -99,6 +99,9 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
         } else if (KEY("ignore_eos")) {
             bad = onoff(v, &bo->ignore_eos);
+        } else if (KEY("step_log")) {
+            if (!*v) bad = 1;
+            bo->step_log = v;
         } else {
             known = 0;
         }

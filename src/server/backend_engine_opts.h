@@ -12,12 +12,13 @@
 /* The option keys, for messages and --help. */
 #define FKV_ENGINE_OPT_KEYS                                                                                      \
     "model, kv_budget, kv_dtype, policy, quotas, dynamic_chunking, quant, quant_hot, threads, chunk_tokens, "    \
-    "max_batch_tokens, max_running, admission, prefix_cache, max_waiting, ignore_eos"
+    "max_batch_tokens, max_running, admission, prefix_cache, max_waiting, ignore_eos, step_log"
 
 /* Settings of the backend itself (not the engine's). */
 typedef struct fkv_engine_backend_opts {
     uint64_t max_waiting; /* 0: no queue limit of its own (the server has one) */
     int ignore_eos;       /* 1: generate max_tokens whatever is sampled (benchmarks: fixed lengths) */
+    const char *step_log; /* NULL, or a file to write a step log to (src/engine/steplog.h); points into opts */
 } fkv_engine_backend_opts;
 
 /* Fills cfg (from fkv_engine_config_default) and model[cap] from opts; an

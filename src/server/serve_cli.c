@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "  --max-batch-tokens N engine: new + recomputed tokens per step (default 256)\n"
             "  --max-running N      engine: running requests at most (default 16)\n"
             "  --admission fcfs|vtc engine: admission order; vtc shares service among 'user' ids\n"
+            "  --step-log FILE      engine: write one line per step (tokens, requests, attention work,\n"
+            "                       wall ns) for `fairkv bench --calibrate-log FILE`\n"
             "  --backend NAME       token generator (default: engine with --model, else fake; known:");
     for (const char *const *n = fkv_backend_names(); *n; n++) fprintf(f, " %s", *n);
     fprintf(f, ")\n"
@@ -74,7 +76,8 @@ int fkv_cli_serve(int argc, char **argv)
                   {"--quotas", "quotas"},         {"--dynamic-chunking", "dynamic_chunking"},
                   {"--chunk-tokens", "chunk_tokens"}, {"--quant", "quant"},
                   {"--threads", "threads"},       {"--max-batch-tokens", "max_batch_tokens"},
-                  {"--max-running", "max_running"}, {"--admission", "admission"}};
+                  {"--max-running", "max_running"}, {"--admission", "admission"},
+                  {"--step-log", "step_log"}};
     char ebuf[sizeof eflags / sizeof eflags[0]][1100];
     int has_model = 0;
     int n_opts = 0;
@@ -117,7 +120,8 @@ int fkv_cli_serve(int argc, char **argv)
         else if (!strcmp(a, "--model") || !strcmp(a, "--kv-budget") || !strcmp(a, "--kv-dtype") ||
                  !strcmp(a, "--policy") || !strcmp(a, "--quotas") || !strcmp(a, "--dynamic-chunking") ||
                  !strcmp(a, "--chunk-tokens") || !strcmp(a, "--quant") || !strcmp(a, "--threads") ||
-                 !strcmp(a, "--max-batch-tokens") || !strcmp(a, "--max-running") || !strcmp(a, "--admission")) {
+                 !strcmp(a, "--max-batch-tokens") || !strcmp(a, "--max-running") || !strcmp(a, "--admission") ||
+                 !strcmp(a, "--step-log")) {
             ok = 1;
             i++;
             for (size_t k = 0; k < sizeof eflags / sizeof eflags[0] && val; k++) {

@@ -17,6 +17,7 @@
  */
 #include "sim/bench.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +46,9 @@ void fkv_bench_usage(FILE *f)
     size_t n;
     const fkv_scheme *s = fkv_scheme_list(&n);
     fprintf(f,
-            "calibration (bench only): --calibrate MODEL.gguf [--threads N] [--out FILE]\n"
-            "                           time the engine's steps and fit a cost profile (see cpu-tiny)\n"
+            "calibration (bench only): --calibrate MODEL.gguf | --calibrate-log STEPLOG[,STEPLOG...]\n"
+            "                           fit the engine's step times (alone, or from `fairkv serve --step-log`)\n"
+            "                           to a cost profile (see cpu-tiny; --calibrate --help for options)\n"
             "workload:\n"
             "  --workload seed          the seed's 60/30/10 short/medium/long mix (default)\n"
             "  --trace FILE             Azure CSV, Mooncake JSONL or plain CSV (recognized from the file)\n"
@@ -61,6 +63,9 @@ void fkv_bench_usage(FILE *f)
             "  --clients K              clients for VTC admission (4)\n"
             "system:\n"
             "  --profile NAME           cost profile (a100-llama2-7b; see below)\n"
+            "  --step-coeffs C0,C1,C2[,C3]  replace the profile's step cost by the fitted form of\n"
+            "                           --calibrate: C0 ms a step + C1 ms a token + C2 ms a unit of\n"
+            "                           attention work [+ C3 ms a request]\n"
             "  --capacity-frac F        KV capacity = F x peak live demand (0.75)\n"
             "  --capacity-tokens N | --capacity-gb G   fixed KV capacity instead\n"
             "  --max-batch-tokens N     token budget per step (2048)\n"
@@ -116,6 +121,33 @@ static int range(const char *s, double *lo, double *hi, double *step)
     return 0;
 }
 
+int fkv_bench_parse_coeffs(const char *v, double *c, size_t *n, char *why, size_t whylen)
+{
+    *n = 0;
+    const char *p = v;
+    for (;;) {
+        if (*n == 4) {
+            snprintf(why, whylen, "more than 4 values");
+            return -1;
+        }
+        char *e;
+        errno = 0;
+        double x = strtod(p, &e);
+        /* trailing white space ends the list (a file's last newline) */
+        const char *t = e;
+        while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r') t++;
+        if (!*t) e = (char *)t;
+        if (e == p || errno || (*e && *e != ',')) {
+            snprintf(why, whylen, "value %zu is not a number", *n + 1);
+            return -1;
+        }
+        c[(*n)++] = x;
+        if (!*e) break;
+        p = e + 1;
+    }
+    return fkv_profile_check_coeffs(c, *n, why, whylen) ? -1 : 0;
+}
+
 int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -162,6 +194,13 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
     } else if (!strcmp(a, "--profile")) {
         TAKE();
         o->profile = v;
+    } else if (!strcmp(a, "--step-coeffs")) {
+        TAKE();
+        char why[200] = "";
+        if (fkv_bench_parse_coeffs(v, o->step_coeffs, &o->n_step_coeffs, why, sizeof why)) {
+            fprintf(stderr, "fairkv: bad value for --step-coeffs: '%s': %s\n", v, why);
+            return -1;
+        }
     } else if (!strcmp(a, "--capacity-frac")) {
         TAKE();
         if (num(v, &o->cap_frac) || o->cap_frac <= 0) return bad(a, v);
@@ -259,10 +298,14 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
     if (!o->data_dir) o->data_dir = getenv("FKV_DATA_DIR");
     if (!o->data_dir && access("../shared/data/vidur", R_OK) == 0) o->data_dir = "../shared/data";
     if ((st = fkv_profile_get(o->profile, o->data_dir, &c->profile, err, errlen)) != FKV_OK) return st;
+    if (o->n_step_coeffs &&
+        (st = fkv_profile_set_coeffs(&c->profile, o->step_coeffs, o->n_step_coeffs, err, errlen)) != FKV_OK)
+        return st;
     /* stderr only: the tables are equal either way (tests/test_sim_data.c) */
     if (!o->quiet)
         fprintf(stderr, "profile %s: linear-op table %s\n", c->profile.name,
                 c->profile.from_data                 ? "parsed from the Vidur CSV"
+                : o->n_step_coeffs                   ? "replaced by --step-coeffs"
                 : !strncmp(c->profile.name, "cpu-", 4) ? "measured on the engine (fairkv bench --calibrate)"
                                                        : "embedded (derived from the Vidur CSV)");
     o->sim.profile = &c->profile;

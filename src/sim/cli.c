@@ -144,7 +144,7 @@ int fkv_cli_bench(int argc, char **argv)
 {
     /* the engine's step cost, measured: the numbers of the cpu-tiny profile */
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--calibrate")) return fkv__bench_calibrate(argc, argv);
+        if (!strcmp(argv[i], "--calibrate") || !strcmp(argv[i], "--calibrate-log")) return fkv__bench_calibrate(argc, argv);
     fkv_bench_opts o;
     fkv_bench_opts_default(&o);
     int r = parse_all(&o, argc, argv, "bench");

@@ -57,6 +57,7 @@ typedef struct fkv_profile {
     double attn_efficiency;  /* achieved / peak for attention FLOPs */
     double pcie_bytes_per_s; /* host-tier reload, per direction */
     double overhead_ms;      /* per step */
+    double per_request_ms;   /* per batch item of a step (0 but in fitted CPU profiles) */
     double gpu_mem_bytes;    /* per GPU */
     int from_data;           /* 1: linear table parsed from the data files */
     uint32_t *own_tokens;    /* allocated tables (parsed) */
@@ -71,6 +72,18 @@ const char *const *fkv_profile_names(void); /* NULL-terminated */
 fkv_status fkv_profile_get(const char *name, const char *data_dir, fkv_profile *out, char *err,
                            size_t errlen);
 void fkv_profile_free(fkv_profile *p);
+
+/* Replaces p's step cost by the fitted form of `fairkv bench --calibrate`
+ * (src/engine/steplog.h), c[0..n) with n 3 or 4 (c3 = 0 when 3), ms:
+ *   step ms = c0 + c1 x tokens + c2 x attention work + c3 x requests
+ * as overhead_ms = c0, a linear table of c1 a token, an attention "peak"
+ * of 4 L H D / c2 at efficiency 1 with no memory term (which prices c2 x
+ * attention work), per_request_ms = c3.  FKV_EINVAL (err says which) when
+ * n is not 3 or 4, a value is not finite, c1 <= 0, c2 < 0, or a one-token
+ * one-request step would cost nothing or less (c0 + c1 + c3 <= 0). */
+fkv_status fkv_profile_set_coeffs(fkv_profile *p, const double *c, size_t n, char *err, size_t errlen);
+/* The checks of fkv_profile_set_coeffs alone (option parsing). */
+fkv_status fkv_profile_check_coeffs(const double *c, size_t n, char *err, size_t errlen);
 
 /* Linear-operator time of one forward pass over n tokens, ms (0 for 0). */
 double fkv_profile_linear_ms(const fkv_profile *p, uint32_t n);
