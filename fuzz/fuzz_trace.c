@@ -35,6 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < w.n; i++) {
             const fkv_req *r = &w.reqs[i];
             if (r->prompt < 1 || r->output < 1 || r->id != i + 1 || r->client >= 3) abort();
+            if (r->shared_tokens > r->prompt || (!r->shared_tokens && r->shared_seed)) abort();
             if (i && r->arrival_ns < w.reqs[i - 1].arrival_ns) abort();
             for (uint32_t b = 0; b < r->n_block_ids; b++) (void)r->block_ids[b];
         }

@@ -21,9 +21,11 @@
 # RUNS (1: the whole sequence this many times, in OUT_DIR/run1, run2, ...,
 # then the median and range over runs), SERVE_EXTRA (more `fairkv serve`
 # flags for every served run, calibration included; e.g. "--backend-opt
-# prefix_cache=off": the simulator's plain trace has no token ids, so it
-# shares no prefixes, while the served engine finds the per-client shared
-# prompt prefix that `fairkv load` writes).
+# prefix_cache=off").  The trace `fairkv load --write-trace` writes carries
+# each request's shared_tokens (the per-client prompt prefix its prompts
+# share), so the simulator's prefix cache shares the same full pages as the
+# served engine's; the last table compares the prefix hits and recomputed
+# tokens of both.
 set -eu
 RATE=${1:-8}
 DUR=${2:-40}
@@ -115,6 +117,29 @@ for k, d in enumerate(dirs, 1):
         print(f"| {k} | {cs} | {p} | {rm:.0f} | {s['mean_ms']:.0f} | {100 * dm:+.0f}% | {rp:.0f} | {s['p99_ms']:.0f} | "
               f"{100 * dp:+.0f}% | {a['ok']}/{a['sent']} | {meas:.1f} / {fit:.1f} s ({meas / fit:.2f}) | "
               f"{100 * meas / ld['wall_s']:.0f}% |")
+def counter(path, name):
+    """sum of a Prometheus counter's samples in a /metrics dump"""
+    v = 0.0
+    for line in open(path):
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            v += float(line.split()[-1])
+    return v
+prompt_all = 0
+for line in open(f"{out}/workload.csv"):
+    f = line.strip().split(",")
+    if f and f[0] and f[0][0].isdigit():
+        prompt_all += int(f[1])
+print()
+print(f"| run | policy | served prefix hits (counter) | sim prefix hits (first admission) | "
+      f"served recomputed | sim recomputed |  (prompt tokens: {prompt_all})")
+print("|---|---|---|---|---|---|")
+for k, d in enumerate(dirs, 1):
+    sim = {s["name"]: s for s in json.load(open(f"{d}/sim.json"))["schemes"]}
+    for p in policies:
+        m = f"{d}/metrics-{p}.txt"
+        print(f"| {k} | {p} | {counter(m, 'fairkv_prefix_hits_tokens_total'):.0f} | "
+              f"{sim[p]['prefix_hit_rate'] * prompt_all:.0f} | {counter(m, 'fairkv_recomputed_tokens_total'):.0f} | "
+              f"{sim[p]['recomputed_tokens']} |")
 if runs > 1:
     print()
     print("| policy | runs | diff mean: median (range) | diff P99: median (range) | within 15% (both) |")

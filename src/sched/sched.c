@@ -125,7 +125,9 @@ static uint64_t mix64(uint64_t x)
 int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens)
 {
     uint64_t h;
-    if (r->block_ids && block_tokens && pos / block_tokens < r->n_block_ids && pos < r->prompt)
+    if (pos < r->shared_tokens && pos < r->prompt)
+        h = mix64(mix64(r->shared_seed ^ 0x2545f4914f6cdd1dULL) + pos);
+    else if (r->block_ids && block_tokens && pos / block_tokens < r->n_block_ids && pos < r->prompt)
         h = mix64(mix64(r->block_ids[pos / block_tokens] ^ 0x5bd1e995ULL) + pos % block_tokens);
     else
         h = mix64(mix64(r->token_seed) + pos);

@@ -88,6 +88,9 @@ typedef struct fkv_req {
     const uint64_t *block_ids; /* prefix blocks (block_tokens each), may be NULL */
     uint32_t n_block_ids;
     uint64_t token_seed;      /* token ids of positions not named by a block */
+    uint32_t shared_tokens;   /* leading prompt tokens common to every request of the
+                               * same shared_seed (a per-client system prompt); 0 = none */
+    uint64_t shared_seed;     /* token ids of positions < shared_tokens */
     const int32_t *tokens;    /* real token ids [prompt + output] (an engine), or NULL:
                                * ids are then synthesized (fkv_req_token); position p
                                * must be known before the step that appends it */
@@ -155,7 +158,11 @@ const char *fkv_sched_last_error(const fkv_sched *s);
 
 void fkv_batch_free(fkv_batch *b);
 
-/* Token id of position pos of r (a pure function of the request). */
+/* Token id of position pos of r (a pure function of the request):
+ * positions < shared_tokens from (shared_seed, pos), so requests with the
+ * same shared_seed agree there and the cache's page hash chain shares
+ * exactly the full pages inside the common prefix; then positions named by
+ * a block from (block id, offset); the rest from (token_seed, pos). */
 int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens);
 
 #endif

@@ -214,7 +214,8 @@ fkv_status fkv_load_workload_plain(const char *path, uint32_t clients, fkv_load_
         unsigned long in, o, c = 0;
         int n = sscanf(line, "%lf,%lu,%lu,%lu", &ms, &in, &o, &c);
         if (n < 3 || !(ms >= 0) || in > UINT32_MAX || o > UINT32_MAX) {
-            snprintf(err, errlen, "%s:%zu: expected arrival_ms,prompt_tokens,output_tokens[,client]", path, lineno);
+            snprintf(err, errlen, "%s:%zu: expected arrival_ms,prompt_tokens,output_tokens[,client[,shared_tokens]]",
+                     path, lineno);
             st = FKV_EPARSE;
             break;
         }
@@ -244,10 +245,10 @@ fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char 
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return FKV_EIO;
     }
-    fprintf(f, "arrival_ms,prompt_tokens,output_tokens,client\n");
+    fprintf(f, "arrival_ms,prompt_tokens,output_tokens,client,shared_tokens\n");
     for (size_t i = 0; i < w->n; i++)
-        fprintf(f, "%.3f,%u,%u,%u\n", w->items[i].arrival_s * 1e3, w->items[i].prompt_tokens, w->items[i].max_tokens,
-                w->items[i].client);
+        fprintf(f, "%.3f,%u,%u,%u,%u\n", w->items[i].arrival_s * 1e3, w->items[i].prompt_tokens,
+                w->items[i].max_tokens, w->items[i].client, fkv_load_shared_tokens(w->items[i].prompt_tokens));
     if (fclose(f)) {
         snprintf(err, errlen, "%s: write failed", path);
         return FKV_EIO;
@@ -261,9 +262,14 @@ void fkv_load_workload_free(fkv_load_workload *w)
     memset(w, 0, sizeof *w);
 }
 
+uint32_t fkv_load_shared_tokens(uint32_t prompt_tokens)
+{
+    return prompt_tokens / 2 < 32 ? prompt_tokens / 2 : 32;
+}
+
 void fkv_load_prompt(const fkv_load_item *it, size_t i, uint64_t seed, uint32_t vocab, int32_t *out)
 {
-    uint32_t shared = it->prompt_tokens / 2 < 32 ? it->prompt_tokens / 2 : 32;
+    uint32_t shared = fkv_load_shared_tokens(it->prompt_tokens);
     uint64_t cs = seed ^ (0xC0FFEEull + it->client * 0x9E3779B97F4A7C15ull);
     for (uint32_t k = 0; k < shared; k++) out[k] = (int32_t)(next_u64(&cs) % vocab);
     uint64_t rs = seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);

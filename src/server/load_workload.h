@@ -39,13 +39,17 @@ fkv_status fkv_load_workload_seed(uint64_t seed, double rate, double duration, u
 fkv_status fkv_load_workload_seed_max(uint64_t seed, double rate, double duration, uint32_t clients,
                                       uint32_t max_total, fkv_load_workload *out);
 
-/* The simulator's plain CSV (arrival_ms,prompt_tokens,output_tokens[,client],
- * optional header line 'arrival_ms,...', '#' comments), with its own arrival
- * times: `fairkv load` and `fairkv bench --trace` then replay the same
- * requests at the same times. */
+/* The simulator's plain CSV (arrival_ms,prompt_tokens,output_tokens[,client
+ * [,shared_tokens]], optional header line 'arrival_ms,...', '#' comments),
+ * with its own arrival times: `fairkv load` and `fairkv bench --trace` then
+ * replay the same requests at the same times.  The prompts sent always
+ * follow fkv_load_shared_tokens; a shared_tokens column is not read here. */
 fkv_status fkv_load_workload_plain(const char *path, uint32_t clients, fkv_load_workload *out, char *err,
                                    size_t errlen);
-/* Writes w in that format. */
+/* Writes w in that format, with the client and shared_tokens columns
+ * (shared_tokens = fkv_load_shared_tokens(prompt_tokens): what the prompts
+ * fkv_load_prompt builds share per client, so the simulator replaying the
+ * trace sees the same prefix structure as the served engine). */
 fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char *path, char *err, size_t errlen);
 
 /* Lengths from a trace, in its order (cycled if the run needs more), with
@@ -61,6 +65,10 @@ void fkv_load_workload_free(fkv_load_workload *w);
 /* The prompt token ids of item i: a per-client shared prefix (a system
  * prompt of up to 32 tokens, so the prefix cache has something to find)
  * then tokens unique to the request, all below vocab.  Deterministic. */
+/* Leading prompt tokens common to every request of one client in
+ * fkv_load_prompt: min(prompt_tokens / 2, 32). */
+uint32_t fkv_load_shared_tokens(uint32_t prompt_tokens);
+
 void fkv_load_prompt(const fkv_load_item *it, size_t i, uint64_t seed, uint32_t vocab, int32_t *out);
 
 #endif

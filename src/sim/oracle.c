@@ -8,7 +8,8 @@
  * records, per page key, the requests that will look it up, in arrival
  * order.  Only pages inside prompt blocks that at least two requests name
  * can ever be shared, so only those are recorded (the Mooncake trace's
- * hash_ids mark them).
+ * hash_ids mark them), and the full pages of a client's common prefix (the
+ * plain trace's shared_tokens).
  *
  * Table: open addressing on the page key -> a run of request indices in
  * the sorted pair array. */
@@ -84,17 +85,25 @@ fkv_oracle *fkv_oracle_build(const fkv_workload *w, uint32_t page_tokens, uint32
     if (!o || !tok) goto fail;
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &w->reqs[i];
-        if (!r->n_block_ids || !n_shared) continue;
+        if (!r->shared_tokens && (!r->n_block_ids || !n_shared)) continue;
         /* the match looks at most prompt - 1 tokens: full pages of those */
         uint32_t pages = (r->prompt - 1) / page_tokens;
+        /* a client's common prefix (plain traces): its full pages, which
+         * every request of the client looks up (the readers never give a
+         * request both a common prefix and block ids) */
+        uint32_t common = r->shared_tokens / page_tokens < pages ? r->shared_tokens / page_tokens : pages;
         uint64_t h = 0;
         for (uint32_t p = 0; p < pages; p++) {
             for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(r, p * page_tokens + t, block_tokens);
             h = fkv_page_key(h, tok, page_tokens);
-            uint32_t b = p * page_tokens / block_tokens;
-            if (b >= r->n_block_ids) break;
-            uint64_t key = r->block_ids[b] * 1000003ULL + b;
-            if (!bsearch(&key, shared, n_shared, sizeof *shared, cmp_u64)) break; /* the chain diverged */
+            if (r->shared_tokens) {
+                if (p >= common) break;
+            } else {
+                uint32_t b = p * page_tokens / block_tokens;
+                if (b >= r->n_block_ids) break;
+                uint64_t key = r->block_ids[b] * 1000003ULL + b;
+                if (!bsearch(&key, shared, n_shared, sizeof *shared, cmp_u64)) break; /* the chain diverged */
+            }
             if (o->n_pairs == cap) {
                 cap = cap ? cap * 2 : 1 << 16;
                 pair *np = realloc(o->pairs, cap * sizeof *np);

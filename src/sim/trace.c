@@ -192,21 +192,39 @@ static fkv_status parse_azure_line(parser *p, char *line, int64_t *t0)
     return set_sizes(p, r, in, out);
 }
 
+/* The token ids of a client's shared prefix: one stream per client (after
+ * the modulo, as the load generator maps trace clients), distinct from
+ * every request's token_seed stream by construction of fkv_req_token. */
+static uint64_t client_prefix_seed(uint64_t client)
+{
+    return 0x9e3779b97f4a7c15ULL * (client + 1) ^ 0xc1e7c0de5eedULL;
+}
+
 static fkv_status parse_plain_line(parser *p, char *line)
 {
-    char *f[5];
-    int n = split_csv(line, f, 4);
-    if (n != 3 && n != 4) return perr(p, "expected arrival_ms,prompt_tokens,output_tokens[,client], got %d fields", n);
+    char *f[6];
+    int n = split_csv(line, f, 5);
+    if (n < 3 || n > 5)
+        return perr(p, "expected arrival_ms,prompt_tokens,output_tokens[,client[,shared_tokens]], got %d fields", n);
     double ms;
-    uint32_t in, out, client = 0;
+    uint32_t in, out, client = 0, shared = 0;
     if (parse_ms(f[0], &ms)) return perr(p, "field arrival_ms: '%.40s' is not a non-negative number", f[0]);
     if (parse_u32(f[1], &in)) return perr(p, "field prompt_tokens: '%.40s' is not a token count", f[1]);
     if (parse_u32(f[2], &out)) return perr(p, "field output_tokens: '%.40s' is not a token count", f[2]);
-    if (n == 4 && parse_u32(f[3], &client)) return perr(p, "field client: '%.40s' is not a client number", f[3]);
+    if (n >= 4 && parse_u32(f[3], &client)) return perr(p, "field client: '%.40s' is not a client number", f[3]);
+    if (n == 5) {
+        if (parse_u32(f[4], &shared)) return perr(p, "field shared_tokens: '%.40s' is not a token count", f[4]);
+        if (shared > in)
+            return perr(p, "field shared_tokens: %u is more than the %u prompt tokens", shared, in);
+    }
     fkv_req *r = new_req(p);
     if (!r) return FKV_ENOMEM;
     r->arrival_ns = (int64_t)(ms * 1e6 + 0.5);
-    r->client = n == 4 ? client % p->n_clients : UINT64_MAX;
+    r->client = n >= 4 ? client % p->n_clients : UINT64_MAX;
+    if (shared) {
+        r->shared_tokens = shared;
+        r->shared_seed = client_prefix_seed(r->client);
+    }
     return set_sizes(p, r, in, out);
 }
 
@@ -354,8 +372,9 @@ fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_t
             if (!header_seen) {
                 header_seen = 1;
                 if (strcmp(line, "arrival_ms,prompt_tokens,output_tokens") &&
-                    strcmp(line, "arrival_ms,prompt_tokens,output_tokens,client")) {
-                    st = perr(&p, "expected header 'arrival_ms,prompt_tokens,output_tokens[,client]'");
+                    strcmp(line, "arrival_ms,prompt_tokens,output_tokens,client") &&
+                    strcmp(line, "arrival_ms,prompt_tokens,output_tokens,client,shared_tokens")) {
+                    st = perr(&p, "expected header 'arrival_ms,prompt_tokens,output_tokens[,client[,shared_tokens]]'");
                     break;
                 }
                 continue;

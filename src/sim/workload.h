@@ -17,8 +17,12 @@
  *             "2023-11-16 18:15:46.6805900" local times, made relative)
  *   mooncake  JSON lines {timestamp (ms), input_length, output_length,
  *             hash_ids (one id per 512-token prompt block)}
- *   plain     arrival_ms,prompt_tokens,output_tokens[,client]   (ours; '#'
- *             starts a comment line)
+ *   plain     arrival_ms,prompt_tokens,output_tokens[,client[,shared_tokens]]
+ *             (ours; '#' starts a comment line).  shared_tokens (<= prompt)
+ *             leading prompt tokens are the same for every request of the
+ *             client (what `fairkv load --write-trace` prompts share): the
+ *             full cache pages inside them are shared in the prefix cache,
+ *             the rest of the prompt is unique to the request.
  * A request with 0 output tokens is read as 1 (every request emits at least
  * its first token).  Clients of trace requests: index mod n_clients.
  */
