@@ -94,7 +94,8 @@ static void load_round_trip(void)
     FILE *f = fopen(path, "r");
     REQUIRE(f);
     char head[128] = "";
-    CHECK(fgets(head, sizeof head, f) && !strcmp(head, "arrival_ms,prompt_tokens,output_tokens,client,shared_tokens\n"));
+    CHECK(fgets(head, sizeof head, f) &&
+          !strcmp(head, "arrival_ms,prompt_tokens,output_tokens,client,shared_tokens\n"));
     fclose(f);
     fkv_workload sw;
     REQUIRE(fkv_trace_load(path, FKV_TRACE_AUTO, 0, 4, &sw, err, sizeof err) == FKV_OK);
