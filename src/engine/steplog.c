@@ -4,9 +4,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sim/errat.h"
 
 int fkv_steplog_write(FILE *f, const fkv_step_rec *r)
 {
@@ -26,20 +27,6 @@ fkv_status fkv_steplog_open(const char *path, FILE **out, char *err, size_t errl
     }
     fputs(FKV_STEPLOG_HEADER, *out);
     return FKV_OK;
-}
-
-static fkv_status perr(char *err, size_t errlen, const char *name, size_t line, const char *fmt, ...)
-{
-    if (err && errlen) {
-        int k = snprintf(err, errlen, "%s:%zu: ", name, line);
-        if (k >= 0 && (size_t)k < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return FKV_EPARSE;
 }
 
 /* An integer field in [lo, hi]: decimal digits only (no sign, no spaces). */
@@ -73,13 +60,13 @@ fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_
         line++;
         if (l && src[l - 1] == '\r') l--;
         if (l >= sizeof lb) {
-            st = perr(err, errlen, name, line, "line longer than %zu bytes", sizeof lb - 1);
+            st = fkv_err_at(err, errlen, name, line, "line longer than %zu bytes", sizeof lb - 1);
             break;
         }
         memcpy(lb, src, l);
         lb[l] = 0;
         if (memchr(lb, 0, l)) {
-            st = perr(err, errlen, name, line, "NUL byte");
+            st = fkv_err_at(err, errlen, name, line, "NUL byte");
             break;
         }
         char *p = lb;
@@ -92,7 +79,8 @@ fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_
             nf++;
         }
         if (nf != 5) {
-            st = perr(err, errlen, name, line, "%d fields, expected 5 (t_ns tokens requests attn_work wall_ns)", nf);
+            st = fkv_err_at(err, errlen, name, line,
+                "%d fields, expected 5 (t_ns tokens requests attn_work wall_ns)", nf);
             break;
         }
         fkv_step_rec r;
@@ -116,7 +104,7 @@ fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_
                 bad = 3;
         }
         if (bad >= 0) {
-            st = perr(err, errlen, name, line, "field %s: '%.32s'", field_name[bad], f[bad]);
+            st = fkv_err_at(err, errlen, name, line, "field %s: '%.32s'", field_name[bad], f[bad]);
             break;
         }
         r.t_ns = x[0];
@@ -135,7 +123,7 @@ fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_
         }
         v[nv++] = r;
     }
-    if (!st && !nv) st = perr(err, errlen, name, line, "no step records");
+    if (!st && !nv) st = fkv_err_at(err, errlen, name, line, "no step records");
     if (st) {
         free(v);
         return st;

@@ -3,10 +3,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "sim/errat.h"
 
 /* Model geometries.  Sources: GPT-3 175B, Brown et al. 2020, table 2.1
  * (96 layers, d_model 12288, 96 heads of 128); Llama 2, Touvron et al.
@@ -356,20 +357,6 @@ static int cmp_vrow(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static fkv_status verr(char *err, size_t errlen, const char *fname, size_t line, const char *fmt, ...)
-{
-    if (err && errlen) {
-        int k = snprintf(err, errlen, "%s:%zu: ", fname, line);
-        if (k >= 0 && (size_t)k < errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return FKV_EPARSE;
-}
-
 fkv_status fkv_vidur_parse(const char *buf, size_t len, const char *fname, uint32_t n_layers, uint32_t tp,
                            uint32_t **tokens, double **ms, size_t *n_out, char *err, size_t errlen)
 {
@@ -423,17 +410,18 @@ fkv_status fkv_vidur_parse(const char *buf, size_t len, const char *fname, uint3
             }
             for (size_t k = 0; k < N_VOPS; k++)
                 if (col_op[k] < 0) {
-                    st = verr(err, errlen, fname, line, "header lacks time_stats.%s.mean", vidur_ops[k]);
+                    st = fkv_err_at(err, errlen, fname, line, "header lacks time_stats.%s.mean", vidur_ops[k]);
                     goto out;
                 }
             if (col_emb < 0 || col_ntok < 0 || col_tp < 0) {
-                st = verr(err, errlen, fname, line, "header lacks emb, num_tokens or num_tensor_parallel_workers");
+                st = fkv_err_at(err, errlen, fname, line,
+                    "header lacks emb, num_tokens or num_tensor_parallel_workers");
                 goto out;
             }
             continue;
         }
         if (col_ntok < 0) {
-            st = verr(err, errlen, fname, line, "no header");
+            st = fkv_err_at(err, errlen, fname, line, "no header");
             goto out;
         }
         int maxc = col_emb > col_ntok ? col_emb : col_ntok;
@@ -441,19 +429,19 @@ fkv_status fkv_vidur_parse(const char *buf, size_t len, const char *fname, uint3
         for (size_t k = 0; k < N_VOPS; k++)
             if (col_op[k] > maxc) maxc = col_op[k];
         if (nf <= maxc) {
-            st = verr(err, errlen, fname, line, "%d fields, expected at least %d", nf, maxc + 1);
+            st = fkv_err_at(err, errlen, fname, line, "%d fields, expected at least %d", nf, maxc + 1);
             goto out;
         }
         char *end;
         long t = strtol(f[col_tp], &end, 10);
         if (*end || end == f[col_tp]) {
-            st = verr(err, errlen, fname, line, "field num_tensor_parallel_workers: '%.20s'", f[col_tp]);
+            st = fkv_err_at(err, errlen, fname, line, "field num_tensor_parallel_workers: '%.20s'", f[col_tp]);
             goto out;
         }
         if ((uint32_t)t != tp) continue;
         long ntok = strtol(f[col_ntok], &end, 10);
         if (*end || end == f[col_ntok] || ntok <= 0 || ntok > 1 << 24) {
-            st = verr(err, errlen, fname, line, "field num_tokens: '%.20s'", f[col_ntok]);
+            st = fkv_err_at(err, errlen, fname, line, "field num_tokens: '%.20s'", f[col_ntok]);
             goto out;
         }
         vrow r = {(uint32_t)ntok, nrows, 0.0, 0.0};
@@ -461,14 +449,15 @@ fkv_status fkv_vidur_parse(const char *buf, size_t len, const char *fname, uint3
             errno = 0;
             double v = strtod(f[col_op[k]], &end);
             if (*end || end == f[col_op[k]] || errno || !(v >= 0)) {
-                st = verr(err, errlen, fname, line, "field time_stats.%s.mean: '%.20s'", vidur_ops[k], f[col_op[k]]);
+                st = fkv_err_at(err, errlen, fname, line,
+                    "field time_stats.%s.mean: '%.20s'", vidur_ops[k], f[col_op[k]]);
                 goto out;
             }
             r.layer += v;
         }
         r.emb = strtod(f[col_emb], &end);
         if (*end || end == f[col_emb] || !(r.emb >= 0)) {
-            st = verr(err, errlen, fname, line, "field time_stats.emb.mean: '%.20s'", f[col_emb]);
+            st = fkv_err_at(err, errlen, fname, line, "field time_stats.emb.mean: '%.20s'", f[col_emb]);
             goto out;
         }
         if (nrows == caprows) {
@@ -483,7 +472,7 @@ fkv_status fkv_vidur_parse(const char *buf, size_t len, const char *fname, uint3
         rows[nrows++] = r;
     }
     if (!nrows) {
-        st = verr(err, errlen, fname, line, "no rows with num_tensor_parallel_workers = %u", tp);
+        st = fkv_err_at(err, errlen, fname, line, "no rows with num_tensor_parallel_workers = %u", tp);
         goto out;
     }
     qsort(rows, nrows, sizeof *rows, cmp_vrow);
