@@ -9,23 +9,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "hand_profile.h"
 #include "sim/sim.h"
-
-static const uint32_t lin_tok[] = {1, 1001};
-static const double lin_ms[] = {10.0, 20.0};
-
-static fkv_profile hand_profile(void)
-{
-    fkv_profile p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.name, sizeof p.name, "hand");
-    p.model = fkv_model_find("llama-2-7b");
-    p.tp = 1;
-    p.lin_tokens = lin_tok;
-    p.lin_ms = lin_ms;
-    p.n_lin = 2;
-    return p;
-}
 
 typedef struct spec {
     double arrival_ms;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "hand_profile.h"
 #include "server/load_workload.h"
 #include "sim/sim.h"
 #include "sim/workload.h"
@@ -145,22 +146,12 @@ static void load_round_trip(void)
     rmdir(dir);
 }
 
-static const uint32_t lin_tok[] = {1, 1001};
-static const double lin_ms[] = {10.0, 20.0};
-
 /* Matched prompt tokens of the first k requests, run alone (requests one
  * second apart, each done long before the next arrives, so the first k
  * behave the same whatever follows). */
 static uint64_t matched_first(const fkv_workload *w, size_t k, const char *scheme)
 {
-    fkv_profile p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.name, sizeof p.name, "hand");
-    p.model = fkv_model_find("llama-2-7b");
-    p.tp = 1;
-    p.lin_tokens = lin_tok;
-    p.lin_ms = lin_ms;
-    p.n_lin = 2;
+    fkv_profile p = hand_profile();
     fkv_sim_config c;
     fkv_sim_config_default(&c);
     c.profile = &p;
