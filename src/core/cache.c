@@ -54,6 +54,7 @@ int64_t fkv_virtual_clock_now(void *ctx)
 void fkv__tick(fkv_cache *c)
 {
     c->tnow = c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
+    c->tnow_valid = 1;
 }
 
 /* ---------------------------------------------------------------- names */

@@ -148,7 +148,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     /* prefix index */
     {
         uint64_t n = 0;
-        for (uint64_t i = 0; i <= c->pmask; i++) {
+        for (uint64_t i = 0; i < (c->pbmask + 1) * FKV__PBUCKET; i++) {
             fkv__pentry *e = &c->ptab[i];
             if (!e->key) continue;
             n++;
@@ -168,6 +168,24 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             }
         if (live != n) FAIL("%llu prefix entries, %llu reached from live chunks", (unsigned long long)n, (unsigned long long)live);
         if (n != c->pcount) FAIL("prefix index counts %llu entries, holds %llu", (unsigned long long)c->pcount, (unsigned long long)n);
+        /* each bucket's overflow count is the number of entries that passed
+         * it on the way from their home bucket (exact below 255) */
+        uint64_t nb = c->pbmask + 1;
+        uint32_t *passed = calloc(nb, sizeof *passed);
+        if (passed) {
+            for (uint64_t i = 0; i < nb * FKV__PBUCKET; i++) {
+                uint64_t key = c->ptab[i].key;
+                if (!key) continue;
+                for (uint64_t b = key & c->pbmask; b != i / FKV__PBUCKET; b = (b + 1) & c->pbmask) passed[b]++;
+            }
+            for (uint64_t b = 0; b < nb; b++)
+                if (c->povf[b] < 255 && c->povf[b] != passed[b]) { /* 255 is sticky: an upper bound */
+                    unsigned long long got = c->povf[b], want = passed[b];
+                    free(passed);
+                    FAIL("prefix bucket %llu: overflow count %llu, %llu entries pass it", (unsigned long long)b, got, want);
+                }
+            free(passed);
+        }
     }
     /* quotas share the whole pool among the open requests */
     if (c->cfg.quotas && c->n_owners && !c->quota_dirty) {

@@ -74,6 +74,7 @@ typedef struct fkv__pentry {
     uint64_t key;
     fkv__chunk *chunk;
 } fkv__pentry;
+#define FKV__PBUCKET 4 /* entries in one 64-byte bucket */
 
 /* A heap entry.  The key is stored as the bits of the double mapped so
  * that unsigned integer order is the numeric order (fkv__key_enc): (key,
@@ -152,28 +153,34 @@ struct fkv_cache {
     fkv_seq *cur_seq;                   /* the sequence whose call is allocating */
 
     /* prefix index */
-    fkv__pentry *ptab;
-    uint64_t pmask;
+    fkv__pentry *ptab;  /* [(pbmask + 1) * FKV__PBUCKET], in buckets of one cache line */
+    uint8_t *povf;      /* [pbmask + 1] entries that passed each bucket (prefix.c) */
+    uint64_t pbmask;
     uint64_t pcount;
 
     /* metrics */
     fkv__stats stats;
-    int64_t tnow; /* the clock, read once per public call (fkv__tick) */
+    int64_t tnow; /* the clock, read at most once per public call (fkv__now) */
+    int tnow_valid; /* tnow was read in this call */
 };
 
-static inline int64_t fkv__now(const fkv_cache *c)
+void fkv__tick(fkv_cache *c); /* reads the clock (cache.c) */
+
+/* The time of the current public call: read on first use, so that a call
+ * that needs no time (most appends, every free) reads no clock. */
+static inline int64_t fkv__now(fkv_cache *c)
 {
+    if (!c->tnow_valid) fkv__tick(c);
     return c->tnow;
 }
 
 static inline void fkv__prefix_prefetch(const fkv_cache *c, uint64_t key)
 {
-    __builtin_prefetch(&c->ptab[key & c->pmask], 1);
+    __builtin_prefetch(&c->ptab[(key & c->pbmask) * FKV__PBUCKET], 1);
 }
 
 /* core helpers shared between files (all called with the lock held) */
-void fkv__tick(fkv_cache *c);
-static inline int64_t fkv__now(const fkv_cache *c);
+static inline int64_t fkv__now(fkv_cache *c);
 void fkv__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -253,7 +260,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len);
 #define FKV__LOCK(c)                                     \
     do {                                                 \
         if ((c)->cfg.thread_safe) pthread_mutex_lock(&(c)->lock); \
-        fkv__tick(c);                                    \
+        (c)->tnow_valid = 0;                             \
     } while (0)
 #define FKV__UNLOCK(c)                                   \
     do {                                                 \

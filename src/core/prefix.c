@@ -25,21 +25,32 @@
 
 fkv_status fkv__prefix_init(fkv_cache *c)
 {
-    /* only full pages are indexed, one entry each: the load factor stays
-     * <= 1/2 (linear probing: 1.5 probes per hit, 2.5 per miss on average,
-     * mostly in one cache line), and the table, 32 bytes a page, never grows */
-    uint64_t cap = 16;
-    while (cap < 2ull * c->n_pages) cap *= 2;
-    c->ptab = malloc(cap * sizeof *c->ptab);
-    if (!c->ptab) return FKV_ENOMEM;
-    memset(c->ptab, 0, cap * sizeof *c->ptab); /* faulted in now, not by the first requests */
-    c->pmask = cap - 1;
+    /* only full pages are indexed, one entry each; two slots a page keep
+     * the load <= 1/2: a bucket of 4 holds 2 entries on average when every
+     * page is indexed, and about 4% of keys then sit past their home
+     * bucket.  The table, 32 bytes a page, never grows. */
+    uint64_t nb = 4;
+    while (nb * FKV__PBUCKET < 2ull * c->n_pages) nb *= 2;
+    size_t bytes = nb * FKV__PBUCKET * sizeof *c->ptab;
+    c->ptab = aligned_alloc(64, bytes);
+    c->povf = malloc(nb);
+    if (!c->ptab || !c->povf) {
+        free(c->ptab);
+        free(c->povf);
+        c->ptab = NULL;
+        c->povf = NULL;
+        return FKV_ENOMEM;
+    }
+    memset(c->ptab, 0, bytes); /* faulted in now, not by the first requests */
+    memset(c->povf, 0, nb);
+    c->pbmask = nb - 1;
     return FKV_OK;
 }
 
 void fkv__prefix_fini(fkv_cache *c)
 {
     free(c->ptab);
+    free(c->povf);
 }
 
 static uint64_t nonzero(uint64_t h)
@@ -64,12 +75,30 @@ uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_bl
     return nonzero(XXH3_64bits_withSeed(buf, sizeof buf, parent ^ 0x5bd1e9955bd1e995ull));
 }
 
+/* Buckets of FKV__PBUCKET entries, one cache line, probed linearly from
+ * the key's home bucket.  povf[b] counts the entries that passed bucket b
+ * because it was full (saturating at 255, then never decremented): a walk
+ * stops at the first bucket with no such entries, so a removal only clears
+ * its slot and walks back the counts, with no shifting and no tombstones. */
+static inline uint64_t next_bucket(const fkv_cache *c, uint64_t b)
+{
+    return (b + 1) & c->pbmask;
+}
+
+/* bit k set where bucket slot k holds key: no branch on which slot */
+static inline unsigned bucket_match(const fkv__pentry *e, uint64_t key)
+{
+    return (unsigned)(e[0].key == key) | (unsigned)(e[1].key == key) << 1 | (unsigned)(e[2].key == key) << 2 |
+           (unsigned)(e[3].key == key) << 3;
+}
+
 fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
 {
-    for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
-        fkv__pentry *e = &c->ptab[i];
-        if (e->key == key) return e;
-        if (e->key == 0) return NULL;
+    for (uint64_t b = key & c->pbmask;; b = next_bucket(c, b)) {
+        fkv__pentry *e = &c->ptab[b * FKV__PBUCKET];
+        unsigned m = bucket_match(e, key);
+        if (m) return &e[__builtin_ctz(m)];
+        if (!c->povf[b]) return NULL;
     }
 }
 
@@ -77,20 +106,33 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
  * indexed (and is freed when its own sequence lets go of it). */
 void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
 {
-    if (c->pcount >= (c->pmask + 1) / 2) return; /* cannot happen: one entry per page at most */
-    for (uint64_t i = key & c->pmask;; i = (i + 1) & c->pmask) {
-        fkv__pentry *e = &c->ptab[i];
-        if (e->key == key) return;
-        if (e->key == 0) {
-            e->key = key;
-            e->chunk = ch;
-            c->pcount++;
-            return;
-        }
+    if (c->pcount >= (c->pbmask + 1) * FKV__PBUCKET / 2) return; /* cannot happen: one entry per page at most */
+    uint64_t home = key & c->pbmask, b = home;
+    fkv__pentry *slot = NULL; /* the first free slot on the way */
+    /* the key may sit anywhere up to the first bucket nothing passed */
+    for (;; b = next_bucket(c, b)) {
+        fkv__pentry *e = &c->ptab[b * FKV__PBUCKET];
+        if (bucket_match(e, key)) return;
+        unsigned free_slots = bucket_match(e, 0);
+        if (!slot && free_slots) slot = &e[__builtin_ctz(free_slots)];
+        if (!c->povf[b]) break;
     }
+    while (!slot) { /* every bucket on the way is full: the first one with room */
+        b = next_bucket(c, b);
+        fkv__pentry *e = &c->ptab[b * FKV__PBUCKET];
+        unsigned free_slots = bucket_match(e, 0);
+        if (free_slots) slot = &e[__builtin_ctz(free_slots)];
+    }
+    /* the buckets before the slot's were full: the entry passes them */
+    uint64_t at = (uint64_t)(slot - c->ptab) / FKV__PBUCKET;
+    for (b = home; b != at; b = next_bucket(c, b))
+        if (c->povf[b] < 255) c->povf[b]++;
+    slot->key = key;
+    slot->chunk = ch;
+    c->pcount++;
 }
 
-/* Inserts a batch, prefetching every home slot first so that the cache
+/* Inserts a batch, prefetching every home bucket first so that the cache
  * misses of a whole append overlap instead of following one another. */
 void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n)
 {
@@ -98,27 +140,17 @@ void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n)
     for (uint32_t i = 0; i < n; i++) fkv__prefix_insert(c, e[i].key, e[i].chunk);
 }
 
-/* Removes key if `ch` is the chunk indexed under it (backward-shift
- * deletion keeps probe chains intact without tombstones). */
+/* Removes key if `ch` is the chunk indexed under it. */
 void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch)
 {
     fkv__pentry *e = fkv__prefix_find(c, key);
     if (!e || e->chunk != ch) return;
-    uint64_t i = (uint64_t)(e - c->ptab);
+    e->key = 0;
+    e->chunk = NULL;
     c->pcount--;
-    for (;;) {
-        c->ptab[i].key = 0;
-        uint64_t j = i;
-        for (;;) {
-            j = (j + 1) & c->pmask;
-            if (c->ptab[j].key == 0) return;
-            uint64_t home = c->ptab[j].key & c->pmask;
-            /* move j back to i unless its home lies cyclically in (i, j] */
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) break;
-        }
-        c->ptab[i] = c->ptab[j];
-        i = j;
-    }
+    uint64_t at = (uint64_t)(e - c->ptab) / FKV__PBUCKET;
+    for (uint64_t b = key & c->pbmask; b != at; b = next_bucket(c, b))
+        if (c->povf[b] < 255) c->povf[b]--;
 }
 
 void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to)
