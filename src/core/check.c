@@ -147,6 +147,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     }
     /* prefix index */
     {
+        fkv__prefix_drain(c);
         uint64_t n = 0;
         for (uint64_t i = 0; i < (c->pbmask + 1) * FKV__PBUCKET; i++) {
             fkv__pentry *e = &c->ptab[i];

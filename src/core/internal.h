@@ -157,6 +157,9 @@ struct fkv_cache {
     uint8_t *povf;      /* [pbmask + 1] entries that passed each bucket (prefix.c) */
     uint64_t pbmask;
     uint64_t pcount;
+#define FKV__PDEFER 32
+    fkv__pentry pdefer[FKV__PDEFER]; /* inserts not yet made (prefix.c) */
+    uint32_t n_pdefer;
 
     /* metrics */
     fkv__stats stats;
@@ -177,6 +180,15 @@ static inline int64_t fkv__now(fkv_cache *c)
 static inline void fkv__prefix_prefetch(const fkv_cache *c, uint64_t key)
 {
     __builtin_prefetch(&c->ptab[(key & c->pbmask) * FKV__PBUCKET], 1);
+}
+
+void fkv__prefix_drain_queue(fkv_cache *c);
+
+/* Makes the deferred inserts of the last append; every reader and writer
+ * of the index calls it first. */
+static inline void fkv__prefix_drain(fkv_cache *c)
+{
+    if (c->n_pdefer) fkv__prefix_drain_queue(c);
 }
 
 /* core helpers shared between files (all called with the lock held) */

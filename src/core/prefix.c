@@ -94,6 +94,7 @@ static inline unsigned bucket_match(const fkv__pentry *e, uint64_t key)
 
 fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
 {
+    fkv__prefix_drain(c);
     for (uint64_t b = key & c->pbmask;; b = next_bucket(c, b)) {
         fkv__pentry *e = &c->ptab[b * FKV__PBUCKET];
         unsigned m = bucket_match(e, key);
@@ -104,7 +105,7 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
 
 /* Keeps the first writer of a key: a second copy of the same prefix is not
  * indexed (and is freed when its own sequence lets go of it). */
-void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
+static void insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
 {
     if (c->pcount >= (c->pbmask + 1) * FKV__PBUCKET / 2) return; /* cannot happen: one entry per page at most */
     uint64_t home = key & c->pbmask, b = home;
@@ -132,12 +133,34 @@ void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
     c->pcount++;
 }
 
-/* Inserts a batch, prefetching every home bucket first so that the cache
- * misses of a whole append overlap instead of following one another. */
+void fkv__prefix_insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
+{
+    fkv__prefix_drain(c);
+    insert(c, key, ch);
+}
+
+/* Inserts an append's batch.  Its home buckets are prefetched now and,
+ * when the batch is small, the entries wait in c->pdefer until the queue
+ * is full or something reads or changes the index (each of those drains
+ * the queue first, so none can tell): the cache misses of the insertion
+ * then overlap with whatever the caller does in between, instead of
+ * stalling the append that made them. */
 void fkv__prefix_insert_batch(fkv_cache *c, const fkv__pentry *e, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) fkv__prefix_prefetch(c, e[i].key);
-    for (uint32_t i = 0; i < n; i++) fkv__prefix_insert(c, e[i].key, e[i].chunk);
+    if (c->n_pdefer + n > FKV__PDEFER) fkv__prefix_drain(c);
+    if (n > FKV__PDEFER) {
+        for (uint32_t i = 0; i < n; i++) insert(c, e[i].key, e[i].chunk);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) c->pdefer[c->n_pdefer++] = e[i];
+}
+
+void fkv__prefix_drain_queue(fkv_cache *c)
+{
+    uint32_t n = c->n_pdefer;
+    c->n_pdefer = 0;
+    for (uint32_t i = 0; i < n; i++) insert(c, c->pdefer[i].key, c->pdefer[i].chunk);
 }
 
 /* Removes key if `ch` is the chunk indexed under it. */
