@@ -110,8 +110,43 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     if (fill != c->fill_sum) FAIL("fill_sum=%llu, counted %llu", (unsigned long long)c->fill_sum, (unsigned long long)fill);
     /* young list */
     uint32_t ny = 0;
-    for (fkv__chunk *ch = c->young_head; ch; ch = ch->ynext) ny++;
+    for (fkv__chunk *ch = c->young_head; ch; ch = ch->lk.young.next) ny++;
     if (ny != in_young) FAIL("young list has %u chunks, %u are marked young", ny, in_young);
+    /* TTL tier: exactly the cached chunks with a prediction, each filed
+     * where its key says (ttl.c), the lists and the heap consistent */
+    {
+        uint32_t n_ttl = 0;
+        double near = (double)c->ttl_next * FKV__TTL_W, far = (double)c->ttl_end * FKV__TTL_W;
+        if (c->ttl_end <= c->ttl_next && c->ttl_n) FAIL("TTL wheel ends at bucket %llu before %llu", (unsigned long long)c->ttl_end, (unsigned long long)c->ttl_next);
+        if (c->ttl_end - c->ttl_next > FKV__TTL_NB) FAIL("TTL wheel spans %llu buckets", (unsigned long long)(c->ttl_end - c->ttl_next));
+        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+            int want = c->cfg.quotas && !ch->owner && ch->ttl_req > 0 && ch->place == FKV__PLACE_POLICY;
+            if (ch->ttl_where == FKV__TTL_NONE) continue;
+            n_ttl++;
+            if (!want) FAIL("chunk %llu: in the TTL tier without a cached TTL", (unsigned long long)ch->id);
+            if (ch->ttl_where == FKV__TTL_HEAP) {
+                uint32_t i = ch->ttl_idx - 1;
+                if (!ch->ttl_idx || i >= c->ttl_heap.n || c->ttl_heap.a[i].ch != ch) FAIL("chunk %llu: TTL heap index %u wrong", (unsigned long long)ch->id, ch->ttl_idx);
+                if (c->ttl_heap.a[i].key != fkv__key_enc(ch->ttl_key) || !(ch->ttl_key < near)) FAIL("chunk %llu: TTL heap key %g, near below %g", (unsigned long long)ch->id, ch->ttl_key, near);
+            } else if (ch->ttl_where == FKV__TTL_WHEEL) {
+                if (ch->ttl_key < near || !(ch->ttl_key < far)) FAIL("chunk %llu: TTL key %g on the wheel [%g, %g)", (unsigned long long)ch->id, ch->ttl_key, near, far);
+            } else if (ch->ttl_key < far) {
+                FAIL("chunk %llu: TTL key %g in the overflow, wheel ends at %g", (unsigned long long)ch->id, ch->ttl_key, far);
+            }
+        }
+        if (n_ttl != c->ttl_n) FAIL("TTL tier counts %u chunks, %u are in it", c->ttl_n, n_ttl);
+        uint32_t listed = 0;
+        for (uint32_t b = 0; b <= FKV__TTL_NB; b++) {
+            fkv__chunk *prev = NULL;
+            for (fkv__chunk *ch = b < FKV__TTL_NB ? c->ttl_wheel[b] : c->ttl_over; ch; prev = ch, ch = ch->lk.ttl.next) {
+                int where = b < FKV__TTL_NB ? FKV__TTL_WHEEL : FKV__TTL_OVER;
+                if (ch->ttl_where != where || ch->lk.ttl.prev != prev) FAIL("TTL list %u: chunk %llu misfiled or mislinked", b, (unsigned long long)ch->id);
+                if (where == FKV__TTL_WHEEL && (uint64_t)(ch->ttl_key / FKV__TTL_W) % FKV__TTL_NB != b) FAIL("TTL key %g in wheel slot %u", ch->ttl_key, b);
+                if (++listed > n_ttl) FAIL("TTL lists hold more chunks than the tier (a cycle?)");
+            }
+        }
+        if (listed + c->ttl_heap.n != n_ttl) FAIL("TTL lists %u + heap %u != %u chunks", listed, c->ttl_heap.n, n_ttl);
+    }
     /* sequences: tables, refs, pins, usage */
     {
         uint64_t inst_total = c->shared_inst->n;

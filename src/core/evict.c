@@ -5,7 +5,8 @@
  *  - the young FIFO while it is younger than min_chunk_retention;
  *  - otherwise a policy instance: its owner's (quotas on) or the shared one
  *    (unowned chunks of finished requests; every chunk when quotas are off).
- * Cached chunks with a predicted TTL are also in a heap ordered by expiry.
+ * Cached chunks with a predicted TTL are also in the TTL tier's order by
+ * expiry (ttl.c).
  *
  * With quotas on, the victim comes from the first non-empty tier:
  *   1. expired: a cached chunk not matched for longer than its predicted
@@ -32,13 +33,6 @@
 
 #include "core/internal.h"
 
-#define TTL_IDX offsetof(fkv__chunk, ttl_idx)
-
-void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
-{
-    if (ch->ttl_idx) fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX);
-}
-
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
 {
     switch (ch->place) {
@@ -48,11 +42,11 @@ void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
         ch->inst = NULL;
         break;
     case FKV__PLACE_YOUNG:
-        if (ch->yprev) ch->yprev->ynext = ch->ynext;
-        else c->young_head = ch->ynext;
-        if (ch->ynext) ch->ynext->yprev = ch->yprev;
-        else c->young_tail = ch->yprev;
-        ch->yprev = ch->ynext = NULL;
+        if (ch->lk.young.prev) ch->lk.young.prev->lk.young.next = ch->lk.young.next;
+        else c->young_head = ch->lk.young.next;
+        if (ch->lk.young.next) ch->lk.young.next->lk.young.prev = ch->lk.young.prev;
+        else c->young_tail = ch->lk.young.prev;
+        ch->lk.young.prev = ch->lk.young.next = NULL;
         break;
     default: break;
     }
@@ -68,11 +62,8 @@ static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
 static void ttl_sync(fkv_cache *c, fkv__chunk *ch)
 {
     int want = c->cfg.quotas && !ch->owner && ch->ttl_req > 0 && ch->place == FKV__PLACE_POLICY;
-    if (want && !ch->ttl_idx) {
-        fkv__heap_push(&c->ttl_heap, ch, (double)ch->last_req + ch->ttl_req, TTL_IDX);
-    } else if (!want && ch->ttl_idx) {
-        fkv__ttl_remove(c, ch);
-    }
+    if (want) fkv__ttl_add(c, ch);
+    else fkv__ttl_remove(c, ch);
 }
 
 static void place_policy(fkv_cache *c, fkv__chunk *ch)
@@ -99,9 +90,9 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
     if (young) {
         if (ch->place == FKV__PLACE_YOUNG) return;
         fkv__place_remove(c, ch);
-        ch->yprev = c->young_tail;
-        ch->ynext = NULL;
-        if (c->young_tail) c->young_tail->ynext = ch;
+        ch->lk.young.prev = c->young_tail;
+        ch->lk.young.next = NULL;
+        if (c->young_tail) c->young_tail->lk.young.next = ch;
         else c->young_head = ch;
         c->young_tail = ch;
         ch->place = FKV__PLACE_YOUNG;
@@ -163,18 +154,10 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
     if (c->young_head) mature(c, fkv__now(c));
     if (c->cfg.quotas) {
-        /* keys are refreshed lazily: a top that was read since it was keyed
-         * gets its real expiry and goes back in */
-        double clock = (double)c->n_requests;
-        uint64_t clock_enc = fkv__key_enc(clock);
-        while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock_enc) {
-            fkv__chunk *top = c->ttl_heap.a[0].ch;
-            double real = (double)top->last_req + top->ttl_req;
-            if (real < clock) {
-                *tier = FKV__TIER_EXPIRED;
-                return top;
-            }
-            fkv__heap_fix(&c->ttl_heap, top, real, TTL_IDX);
+        fkv__chunk *expired = c->ttl_n ? fkv__ttl_expired(c) : NULL;
+        if (expired) {
+            *tier = FKV__TIER_EXPIRED;
+            return expired;
         }
         if (c->shared_inst->n) {
             *tier = FKV__TIER_CACHED;

@@ -29,8 +29,17 @@ struct fkv__chunk {
     uint8_t place;         /* enum fkv__place */
     fkv__policy_inst *inst; /* instance holding it when place == POLICY */
     fkv__policy_node pn;    /* policy-private links and key */
-    fkv__chunk *yprev, *ynext; /* young FIFO links */
-    uint32_t ttl_idx;       /* index in the TTL heap + 1; 0 = not there */
+    union {                 /* list links, by where the chunk waits: */
+        struct {
+            fkv__chunk *prev, *next;
+        } young;            /* place YOUNG: the young FIFO */
+        struct {
+            fkv__chunk *prev, *next;
+        } ttl;              /* place POLICY, ttl_where WHEEL or OVER: a TTL list */
+    } lk;
+    uint32_t ttl_idx;       /* index in the TTL heap + 1 (ttl_where HEAP) */
+    uint8_t ttl_where;      /* enum fkv__ttl_where */
+    double ttl_key;         /* expiry it is filed under in the TTL tier, requests */
     uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
     double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
     uint64_t prefix_hits;   /* times a new request matched it */
@@ -39,6 +48,11 @@ struct fkv__chunk {
     uint8_t in_cold;
     size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
 };
+
+/* Where a chunk is in the TTL tier (ttl.c). */
+enum fkv__ttl_where { FKV__TTL_NONE = 0, FKV__TTL_HEAP, FKV__TTL_WHEEL, FKV__TTL_OVER };
+#define FKV__TTL_W 16   /* requests a wheel bucket spans */
+#define FKV__TTL_NB 256 /* buckets on the wheel: it spans 4096 requests */
 
 /* One open sequence = one request = one quota owner. */
 struct fkv_seq {
@@ -135,7 +149,12 @@ struct fkv_cache {
     fkv__policy_params pparams;
     fkv__policy_inst *shared_inst; /* unowned chunks; every chunk when quotas are off */
     fkv__chunk *young_head, *young_tail;
-    fkv__heap ttl_heap;       /* cached chunks by expiry on the request clock (quotas on) */
+    /* TTL tier: cached chunks by expiry on the request clock (quotas on; ttl.c) */
+    fkv__heap ttl_heap;       /* the near ones: keys below ttl_next buckets */
+    fkv__chunk *ttl_wheel[FKV__TTL_NB]; /* buckets ttl_next .. ttl_end - 1, unordered lists */
+    fkv__chunk *ttl_over;     /* keys from bucket ttl_end on */
+    uint64_t ttl_next, ttl_end;
+    uint32_t ttl_n;           /* chunks in the tier */
     uint64_t n_requests;      /* request clock: sequences created so far */
     int64_t last_create_ns;
     double ns_per_request;    /* mean gap between request arrivals (EMA), ns */
@@ -226,7 +245,9 @@ fkv_status fkv__evict_one(fkv_cache *c);
 fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
-void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch);
+void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch);    /* files it under last_req + ttl_req */
+void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch); /* no-op if not in the tier */
+fkv__chunk *fkv__ttl_expired(fkv_cache *c);         /* the first expired chunk, or NULL */
 
 /* prefix.c */
 fkv_status fkv__prefix_init(fkv_cache *c);

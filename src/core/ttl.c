@@ -1,0 +1,137 @@
+/* The TTL tier's order: cached chunks by predicted expiry on the request
+ * clock (key = last prefix hit + predicted TTL, in requests; chunk.c).
+ *
+ * Eviction only ever asks for the entries whose key is below the clock,
+ * so only those need to be in key order.  A chunk goes into the heap when
+ * its key is near (below ttl_next buckets of TTL_W requests); a farther
+ * one waits unordered in its bucket's list on a wheel of TTL_NB buckets,
+ * and one beyond the wheel in an overflow list.  As the clock passes a
+ * bucket, its list moves into the heap; each full turn of the wheel, the
+ * overflow entries that now fit move onto it.  Entering and leaving a list
+ * is O(1) and touches two neighbours, where a heap touches a chunk per
+ * level: most cached chunks leave the tier by eviction long before their
+ * expiry, and so never pay for a heap.
+ *
+ * The heap then holds every entry with a key below the clock, in the same
+ * (key, chunk id) order as a single heap of all entries: the victims are
+ * the same.  Keys are refreshed lazily, as before: a top that was read
+ * since it was keyed gets its real expiry and goes back in. */
+#include <stddef.h>
+
+#include "core/internal.h"
+
+#define TTL_IDX offsetof(fkv__chunk, ttl_idx)
+
+/* bucket of a key; keys are >= 0 (request counts) */
+static uint64_t bucket(double key)
+{
+    return (uint64_t)(key / FKV__TTL_W);
+}
+
+static fkv__chunk **list_of(fkv_cache *c, const fkv__chunk *ch)
+{
+    return ch->ttl_where == FKV__TTL_WHEEL ? &c->ttl_wheel[bucket(ch->ttl_key) % FKV__TTL_NB] : &c->ttl_over;
+}
+
+static void list_push(fkv__chunk **head, fkv__chunk *ch)
+{
+    ch->lk.ttl.prev = NULL;
+    ch->lk.ttl.next = *head;
+    if (*head) (*head)->lk.ttl.prev = ch;
+    *head = ch;
+}
+
+static void list_unlink(fkv__chunk **head, fkv__chunk *ch)
+{
+    if (ch->lk.ttl.prev) ch->lk.ttl.prev->lk.ttl.next = ch->lk.ttl.next;
+    else *head = ch->lk.ttl.next;
+    if (ch->lk.ttl.next) ch->lk.ttl.next->lk.ttl.prev = ch->lk.ttl.prev;
+    ch->lk.ttl.prev = ch->lk.ttl.next = NULL;
+}
+
+/* Files ch under `key` where the tier's invariant says it belongs. */
+static void file(fkv_cache *c, fkv__chunk *ch, double key)
+{
+    ch->ttl_key = key;
+    if (key < (double)c->ttl_next * FKV__TTL_W) {
+        if (fkv__heap_push(&c->ttl_heap, ch, key, TTL_IDX) != FKV_OK) return; /* out of memory: not in the tier */
+        ch->ttl_where = FKV__TTL_HEAP;
+    } else if (key < (double)c->ttl_end * FKV__TTL_W) {
+        ch->ttl_where = FKV__TTL_WHEEL;
+        list_push(list_of(c, ch), ch);
+    } else {
+        ch->ttl_where = FKV__TTL_OVER;
+        list_push(&c->ttl_over, ch);
+    }
+    c->ttl_n++;
+}
+
+void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->ttl_where == FKV__TTL_NONE) file(c, ch, (double)ch->last_req + ch->ttl_req);
+}
+
+void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
+{
+    switch (ch->ttl_where) {
+    case FKV__TTL_NONE: return;
+    case FKV__TTL_HEAP: fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX); break;
+    default: list_unlink(list_of(c, ch), ch); break;
+    }
+    ch->ttl_where = FKV__TTL_NONE;
+    c->ttl_n--;
+}
+
+/* Moves buckets into the heap until it holds every key below `clock`. */
+static void advance(fkv_cache *c, double clock)
+{
+    while ((double)c->ttl_next * FKV__TTL_W < clock) {
+        if (!c->ttl_n) { /* nothing waits: jump to the clock */
+            uint64_t b = bucket(clock) + 1;
+            c->ttl_next = b;
+            c->ttl_end = (b / FKV__TTL_NB + 1) * FKV__TTL_NB;
+            return;
+        }
+        if (c->ttl_next == c->ttl_end) { /* a full turn: what now fits comes onto the wheel */
+            c->ttl_end += FKV__TTL_NB;
+            fkv__chunk *ch = c->ttl_over;
+            while (ch) {
+                fkv__chunk *nx = ch->lk.ttl.next;
+                if (bucket(ch->ttl_key) < c->ttl_end) {
+                    list_unlink(&c->ttl_over, ch);
+                    ch->ttl_where = FKV__TTL_WHEEL;
+                    list_push(list_of(c, ch), ch);
+                }
+                ch = nx;
+            }
+        }
+        fkv__chunk **head = &c->ttl_wheel[c->ttl_next % FKV__TTL_NB];
+        while (*head) {
+            fkv__chunk *ch = *head;
+            if (fkv__heap_push(&c->ttl_heap, ch, ch->ttl_key, TTL_IDX) != FKV_OK) return; /* retried next time */
+            list_unlink(head, ch);
+            ch->ttl_where = FKV__TTL_HEAP;
+        }
+        c->ttl_next++;
+    }
+}
+
+fkv__chunk *fkv__ttl_expired(fkv_cache *c)
+{
+    double clock = (double)c->n_requests;
+    advance(c, clock);
+    uint64_t clock_enc = fkv__key_enc(clock);
+    while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock_enc) {
+        fkv__chunk *top = c->ttl_heap.a[0].ch;
+        double real = (double)top->last_req + top->ttl_req;
+        if (real < clock) return top;
+        if (real < (double)c->ttl_next * FKV__TTL_W) {
+            top->ttl_key = real;
+            fkv__heap_fix(&c->ttl_heap, top, real, TTL_IDX);
+        } else { /* far again: back to the wheel */
+            fkv__ttl_remove(c, top);
+            file(c, top, real);
+        }
+    }
+    return NULL;
+}
