@@ -59,7 +59,8 @@ static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
     return (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
 }
 
-static void ttl_sync(fkv_cache *c, fkv__chunk *ch)
+/* Puts ch in the TTL tier or takes it out, as its state now says. */
+void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch)
 {
     int want = c->cfg.quotas && !ch->owner && ch->ttl_req > 0 && ch->place == FKV__PLACE_POLICY;
     if (want) fkv__ttl_add(c, ch);
@@ -73,7 +74,7 @@ static void place_policy(fkv_cache *c, fkv__chunk *ch)
     in->n++;
     ch->inst = in;
     ch->place = FKV__PLACE_POLICY;
-    ttl_sync(c, ch);
+    fkv__ttl_sync(c, ch);
 }
 
 /* Puts the chunk where its state says it belongs.  A chunk already in the
@@ -99,7 +100,7 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
         return;
     }
     if (ch->place == FKV__PLACE_POLICY && ch->inst == home(c, ch)) {
-        ttl_sync(c, ch);
+        fkv__ttl_sync(c, ch);
         return;
     }
     fkv__place_remove(c, ch);

@@ -245,6 +245,7 @@ fkv_status fkv__evict_one(fkv_cache *c);
 fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
+void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached chunk with a TTL (evict.c) */
 void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch);    /* files it under last_req + ttl_req */
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch); /* no-op if not in the tier */
 fkv__chunk *fkv__ttl_expired(fkv_cache *c);         /* the first expired chunk, or NULL */

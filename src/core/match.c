@@ -165,7 +165,10 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             ch->prefix_hits++;
             ch->v.last_access_ns = now;
             ch->last_req = c->n_requests;
-            if (!ch->owner) fkv__chunk_predict_ttl(c, ch);
+            if (!ch->owner) {
+                fkv__chunk_predict_ttl(c, ch);
+                fkv__ttl_sync(c, ch); /* a first match gives it a prediction */
+            }
             fkv__chunk_touch(c, ch, now);
             i += r;
             continue;
@@ -188,7 +191,10 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
                 src->prefix_hits++;
                 src->v.last_access_ns = now;
                 src->last_req = c->n_requests;
-                if (!src->owner) fkv__chunk_predict_ttl(c, src);
+                if (!src->owner) {
+                    fkv__chunk_predict_ttl(c, src);
+                    fkv__ttl_sync(c, src);
+                }
                 fkv__chunk_touch(c, src, now);
             }
             k++;
