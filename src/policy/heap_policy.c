@@ -100,8 +100,17 @@ void fkv__hp_remove(void *state, fkv__chunk *ch)
         return;
     }
     int r = ch->pn.in_run - 1;
-    if (ch->pn.prev) ch->pn.prev->pn.next = ch->pn.next;
-    else hp->run[r].head = ch->pn.next;
+    if (ch->pn.prev) {
+        ch->pn.prev->pn.next = ch->pn.next;
+    } else {
+        hp->run[r].head = ch->pn.next;
+        /* a head leaves, usually as the victim: the chunk after the new
+         * head is likely next, and nobody has read it for a while, so its
+         * lines are fetched now (the new head's were, one eviction ago) */
+        fkv__chunk *n2 = ch->pn.next ? ch->pn.next->pn.next : NULL;
+        if (n2)
+            for (size_t off = 0; off < sizeof *n2; off += 64) __builtin_prefetch((const char *)n2 + off);
+    }
     if (ch->pn.next) ch->pn.next->pn.prev = ch->pn.prev;
     else hp->run[r].tail = ch->pn.prev;
     ch->pn.prev = ch->pn.next = NULL;
