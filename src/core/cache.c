@@ -339,9 +339,11 @@ void fkv_cache_destroy(fkv_cache *c)
     for (int i = 0; i < FKV__CHUNK_LISTS; i++)
         while (c->chunk_free[i]) {
             fkv__chunk *n = c->chunk_free[i]->all_next;
-            free(c->chunk_free[i]);
+            if (c->chunk_free[i]->own_mem) free(c->chunk_free[i]);
             c->chunk_free[i] = n;
         }
+    for (uint32_t i = 0; i < c->n_arenas; i++) free(c->arenas[i]);
+    free(c->arenas);
     while (c->n_idle_seqs) fkv__seq_release(c->idle_seqs[--c->n_idle_seqs]);
     fkv__policy_inst_free(c->shared_inst);
     fkv__heap_free(&c->ttl_heap);

@@ -29,20 +29,71 @@ uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start)
     return t;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define FKV__NO_ARENA 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FKV__NO_ARENA 1
+#endif
+#endif
+
+/* Memory for a chunk of up to FKV__CHUNK_LISTS - 1 pages: carved from 2 MiB
+ * arenas on huge pages (table.c), so that the chunks a step touches, a
+ * few hundred bytes each, do not each cost a TLB miss.  Such chunks are
+ * never freed one by one (they wait in a free list by page count), so an
+ * arena is only a bump pointer; the arenas go with the cache.  Under
+ * AddressSanitizer every chunk is its own malloc, so overruns are seen. */
+static void *chunk_mem(fkv_cache *c, size_t bytes, uint8_t *own)
+{
+    bytes = (bytes + 15) & ~(size_t)15;
+#ifndef FKV__NO_ARENA
+    if (c->arena_left < bytes) {
+        if (c->n_arenas == c->cap_arenas) {
+            uint32_t ncap = c->cap_arenas ? 2 * c->cap_arenas : 8;
+            void **na = realloc(c->arenas, ncap * sizeof *na);
+            if (na) c->arenas = na, c->cap_arenas = ncap;
+        }
+        void *a = c->n_arenas < c->cap_arenas ? fkv__table_alloc(FKV__ARENA_BYTES) : NULL;
+        if (a) {
+            c->arenas[c->n_arenas++] = a;
+            c->arena_cur = a;
+            c->arena_left = FKV__ARENA_BYTES;
+        }
+    }
+    if (c->arena_left >= bytes) {
+        void *p = c->arena_cur;
+        c->arena_cur += bytes;
+        c->arena_left -= bytes;
+        *own = 0;
+        return p;
+    }
+#else
+    (void)c;
+#endif
+    *own = 1; /* its own malloc: freed one by one */
+    return malloc(bytes);
+}
+
 fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens)
 {
     uint32_t pt = c->cfg.page_tokens, cap = (cap_tokens + pt - 1) / pt;
     /* one allocation: the chunk, then phash[cap], then pages[cap]; sizes
      * recur, so freed chunks wait in a free list per page count */
     fkv__chunk *ch = NULL;
+    uint8_t own = 1;
+    size_t bytes = sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t));
     if (cap < FKV__CHUNK_LISTS && c->chunk_free[cap]) {
         ch = c->chunk_free[cap];
         c->chunk_free[cap] = ch->all_next;
+        own = ch->own_mem;
+    } else if (cap < FKV__CHUNK_LISTS) {
+        ch = chunk_mem(c, bytes, &own);
     } else {
-        ch = malloc(sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t)));
+        ch = malloc(bytes);
     }
     if (!ch) return NULL;
     memset(ch, 0, sizeof *ch);
+    ch->own_mem = own;
     ch->page_cap = cap;
     ch->phash = (uint64_t *)(ch + 1);
     ch->pages = (uint32_t *)(ch->phash + cap);

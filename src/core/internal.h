@@ -23,6 +23,7 @@ struct fkv__chunk {
     uint32_t *pages;       /* [page_cap] page ids; v.pages aliases it while resident */
     uint64_t *phash;       /* [page_cap] prefix hash of each full page, 0 = none */
     uint32_t page_cap;
+    uint8_t own_mem;       /* its own malloc (else carved from an arena: chunk.c) */
     uint64_t id;           /* creation order, unique: tie-break of every ordering */
     fkv_seq *owner;        /* sequence charged for the pages; NULL = cached */
     fkv_class cls;         /* class of the request that created it */
@@ -137,6 +138,11 @@ struct fkv_cache {
     /* chunks */
 #define FKV__CHUNK_LISTS 65
     fkv__chunk *chunk_free[FKV__CHUNK_LISTS]; /* freed chunks by page_cap, linked by all_next */
+#define FKV__ARENA_BYTES ((size_t)2 << 20)
+    void **arenas;            /* [cap_arenas] chunk memory (chunk.c) */
+    uint32_t n_arenas, cap_arenas;
+    char *arena_cur;
+    size_t arena_left;
     fkv__chunk *all_chunks;   /* list of every live chunk, resident or hole */
     uint64_t pinned_evictions; /* must stay 0: checked by fkv__cache_check */
     uint64_t next_chunk_id;
@@ -249,6 +255,9 @@ void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached 
 void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch);    /* files it under last_req + ttl_req */
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch); /* no-op if not in the tier */
 fkv__chunk *fkv__ttl_expired(fkv_cache *c);         /* the first expired chunk, or NULL */
+
+/* table.c */
+void *fkv__table_alloc(size_t bytes); /* 64-byte aligned, huge pages when large; free() */
 
 /* prefix.c */
 fkv_status fkv__prefix_init(fkv_cache *c);

@@ -32,7 +32,7 @@ fkv_status fkv__prefix_init(fkv_cache *c)
     uint64_t nb = 4;
     while (nb * FKV__PBUCKET < 2ull * c->n_pages) nb *= 2;
     size_t bytes = nb * FKV__PBUCKET * sizeof *c->ptab;
-    c->ptab = aligned_alloc(64, bytes);
+    c->ptab = fkv__table_alloc(bytes);
     c->povf = malloc(nb);
     if (!c->ptab || !c->povf) {
         free(c->ptab);
