@@ -381,13 +381,15 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
         if (slots)
             for (uint32_t j = 0; j < k; j++) slots[i + j] = (fkv_slot){page, slot + j};
         fkv__page_set_fill(c, page, slot + k);
-        if (s->hashing && tokens) memcpy(s->pending + slot, tokens + i, k * sizeof *tokens);
+        /* a whole page is hashed where it is; a part waits in pending */
+        const int32_t *page_toks = tokens && slot == 0 && k == pt ? tokens + i : s->pending;
+        if (s->hashing && tokens && page_toks == s->pending) memcpy(s->pending + slot, tokens + i, k * sizeof *tokens);
         t->v.n_tokens += k;
         c->resident_tokens += k;
         s->len += k;
         i += k;
         if (s->hashing && slot + k == pt) {
-            uint64_t h = page_key(s, s->chain_hash, tokens ? s->pending : NULL, s->len - 1);
+            uint64_t h = page_key(s, s->chain_hash, tokens ? page_toks : NULL, s->len - 1);
             if (!h) {
                 s->hashing = 0;
             } else {
