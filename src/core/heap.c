@@ -1,7 +1,8 @@
-/* Indexed 4-ary min-heap of chunks ordered by (key, chunk id).  Keys and
- * ids live in the heap array itself, so a sift reads one or two contiguous
- * cache lines per level instead of dereferencing every chunk it compares;
- * four children per node halve the depth of a binary heap.  Each chunk
+/* Indexed 4-ary min-heap of chunks ordered by (key, chunk id).  Keys live
+ * in the heap array itself, 16-byte entries whose groups of four children
+ * are aligned to one cache line, so a level of a sift reads one line and
+ * compares 64-bit keys; only on equal keys (rare) is a chunk's id read.
+ * Four children per node halve the depth of a binary heap.  Each chunk
  * stores its position (+1) at idx_off, so removal and key changes are
  * O(log n) without searching.  Used by the heap policies and the TTL tier. */
 #include <stdlib.h>
@@ -12,20 +13,16 @@
 #define IDX(ch) (*(uint32_t *)((char *)(ch) + idx_off))
 #define D 4
 
-__extension__ typedef unsigned __int128 u128;
-
-/* (key, id) as one integer: key in the high half, the unique id below */
-static inline u128 rank(const fkv__hent *e)
+static inline int less(const fkv__hent *a, const fkv__hent *b)
 {
-    return (u128)e->key << 64 | e->id;
+    return a->key < b->key || (a->key == b->key && a->ch->id < b->ch->id);
 }
 
 static void sift_up(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
 {
-    u128 r = rank(&e);
     while (pos > 0) {
         uint32_t parent = (pos - 1) / D;
-        if (r >= rank(&h->a[parent])) break;
+        if (!less(&e, &h->a[parent])) break;
         h->a[pos] = h->a[parent];
         IDX(h->a[pos].ch) = pos + 1;
         pos = parent;
@@ -34,34 +31,33 @@ static void sift_up(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
     IDX(e.ch) = pos + 1;
 }
 
-/* Index of the smallest of the children [first, first + D) clipped to n:
- * a branch-free tournament when all four exist (every level but the last). */
+/* Index of the smallest of the children [first, first + D) clipped to n.
+ * With all four present (every level but the last) the least key is found
+ * without branching; only if another child has the same key do ids decide. */
 static inline uint32_t min_child(const fkv__heap *h, uint32_t first)
 {
     const fkv__hent *a = &h->a[first];
     if (first + D <= h->n) {
-        u128 r0 = rank(&a[0]), r1 = rank(&a[1]), r2 = rank(&a[2]), r3 = rank(&a[3]);
-        uint32_t i01 = r1 < r0, i23 = 2 + (r3 < r2);
-        u128 m01 = r1 < r0 ? r1 : r0, m23 = r3 < r2 ? r3 : r2;
-        return first + (m23 < m01 ? i23 : i01);
+        uint64_t k0 = a[0].key, k1 = a[1].key, k2 = a[2].key, k3 = a[3].key;
+        uint32_t i01 = k1 < k0, i23 = 2 + (k3 < k2);
+        uint64_t m01 = k1 < k0 ? k1 : k0, m23 = k3 < k2 ? k3 : k2;
+        uint32_t best = m23 < m01 ? i23 : i01;
+        uint64_t m = m23 < m01 ? m23 : m01;
+        if ((k0 == m) + (k1 == m) + (k2 == m) + (k3 == m) == 1) return first + best;
     }
     uint32_t best = first;
-    u128 rb = rank(&a[0]);
-    for (uint32_t k = first + 1; k < h->n; k++) {
-        u128 rk = rank(&h->a[k]);
-        if (rk < rb) best = k, rb = rk;
-    }
+    for (uint32_t k = first + 1; k < h->n && k < first + D; k++)
+        if (less(&h->a[k], &h->a[best])) best = k;
     return best;
 }
 
 static void sift_down(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
 {
-    u128 r = rank(&e);
     for (;;) {
         uint32_t first = pos * D + 1;
         if (first >= h->n) break;
         uint32_t best = min_child(h, first);
-        if (rank(&h->a[best]) >= r) break;
+        if (!less(&h->a[best], &e)) break;
         h->a[pos] = h->a[best];
         IDX(h->a[pos].ch) = pos + 1;
         pos = best;
@@ -70,16 +66,26 @@ static void sift_down(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
     IDX(e.ch) = pos + 1;
 }
 
+/* The array is placed 3 entries past a 64-byte boundary: the children of
+ * node i, entries 4i+1 .. 4i+4, then start on a line. */
+static int grow(fkv__heap *h)
+{
+    uint32_t ncap = h->cap ? h->cap * 2 : 64;
+    void *mem = aligned_alloc(64, ((size_t)ncap + 3) * sizeof(fkv__hent) + 64);
+    if (!mem) return 0;
+    fkv__hent *na = (fkv__hent *)mem + 3;
+    if (h->n) memcpy(na, h->a, (size_t)h->n * sizeof *na);
+    free(h->mem);
+    h->mem = mem;
+    h->a = na;
+    h->cap = ncap;
+    return 1;
+}
+
 fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off)
 {
-    if (h->n == h->cap) {
-        uint32_t ncap = h->cap ? h->cap * 2 : 64;
-        fkv__hent *na = realloc(h->a, (size_t)ncap * sizeof *na);
-        if (!na) return FKV_ENOMEM;
-        h->a = na;
-        h->cap = ncap;
-    }
-    fkv__hent e = {ch->id, fkv__key_enc(key), ch};
+    if (h->n == h->cap && !grow(h)) return FKV_ENOMEM;
+    fkv__hent e = {fkv__key_enc(key), ch};
     sift_up(h, h->n++, e, idx_off);
     return FKV_OK;
 }
@@ -119,6 +125,6 @@ void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off)
 
 void fkv__heap_free(fkv__heap *h)
 {
-    free(h->a);
+    free(h->mem);
     memset(h, 0, sizeof *h);
 }

@@ -91,12 +91,11 @@ typedef struct fkv__pentry {
 } fkv__pentry;
 #define FKV__PBUCKET 4 /* entries in one 64-byte bucket */
 
-/* A heap entry.  The key is stored as the bits of the double mapped so
- * that unsigned integer order is the numeric order (fkv__key_enc): (key,
- * id) then compares as one 128-bit integer, without float compares or
- * branches on ties. */
+/* A heap entry: 16 bytes, so a node's four children fill one cache line
+ * (heap.c aligns them).  The key is stored as the bits of the double
+ * mapped so that unsigned integer order is the numeric order
+ * (fkv__key_enc); ties, rare, are broken by the chunk's id. */
 typedef struct fkv__hent {
-    uint64_t id; /* tie-break: the chunk's creation order */
     uint64_t key; /* fkv__key_enc of the key */
     fkv__chunk *ch;
 } fkv__hent;
@@ -113,6 +112,7 @@ static inline uint64_t fkv__key_enc(double d)
 typedef struct fkv__heap {
     fkv__hent *a; /* a[0] is the minimum; each chunk stores its position + 1 */
     uint32_t n, cap;
+    void *mem;    /* the allocation a points into */
 } fkv__heap;
 
 struct fkv_cache {

@@ -146,7 +146,7 @@ fkv__chunk *fkv__hp_victim(void *state)
 {
     fkv__heap_policy *hp = state;
     fkv__chunk *v = hp->heap.n ? hp->heap.a[0].ch : NULL;
-    u128 rv = v ? (u128)hp->heap.a[0].key << 64 | hp->heap.a[0].id : 0;
+    u128 rv = v ? (u128)hp->heap.a[0].key << 64 | v->id : 0;
     for (int r = 0; r < RUNS; r++) {
         fkv__chunk *h = hp->run[r].head;
         if (!h) continue;
