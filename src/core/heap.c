@@ -41,9 +41,8 @@ static inline uint32_t min_child(const fkv__heap *h, uint32_t first)
         uint64_t k0 = a[0].key, k1 = a[1].key, k2 = a[2].key, k3 = a[3].key;
         uint32_t i01 = k1 < k0, i23 = 2 + (k3 < k2);
         uint64_t m01 = k1 < k0 ? k1 : k0, m23 = k3 < k2 ? k3 : k2;
-        uint32_t best = m23 < m01 ? i23 : i01;
-        uint64_t m = m23 < m01 ? m23 : m01;
-        if ((k0 == m) + (k1 == m) + (k2 == m) + (k3 == m) == 1) return first + best;
+        /* no tie anywhere the least could be: ids are not needed */
+        if (k0 != k1 && k2 != k3 && m01 != m23) return first + (m23 < m01 ? i23 : i01);
     }
     uint32_t best = first;
     for (uint32_t k = first + 1; k < h->n && k < first + D; k++)

@@ -226,7 +226,14 @@ fkv_status fkv__pool_init(fkv_cache *c);
 void fkv__pool_fini(fkv_cache *c);
 fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out); /* evicts as needed */
 void fkv__page_ref(fkv_cache *c, uint32_t page);
-void fkv__page_unref(fkv_cache *c, uint32_t page);
+static inline void fkv__page_unref(fkv_cache *c, uint32_t page)
+{
+    if (--c->page_ref[page] == 0) { /* free: back on the stack */
+        c->fill_sum -= c->page_fill[page];
+        c->page_fill[page] = 0;
+        c->free_stack[c->n_free++] = page;
+    }
+}
 void fkv__page_copy(fkv_cache *c, uint32_t dst, uint32_t src);
 void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill);
 

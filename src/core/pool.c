@@ -93,15 +93,6 @@ void fkv__page_ref(fkv_cache *c, uint32_t page)
     c->page_ref[page]++;
 }
 
-void fkv__page_unref(fkv_cache *c, uint32_t page)
-{
-    if (--c->page_ref[page] == 0) {
-        c->fill_sum -= c->page_fill[page];
-        c->page_fill[page] = 0;
-        c->free_stack[c->n_free++] = page;
-    }
-}
-
 void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill)
 {
     c->fill_sum += fill;

@@ -166,14 +166,23 @@ void fkv__prefix_drain_queue(fkv_cache *c)
 /* Removes key if `ch` is the chunk indexed under it. */
 void fkv__prefix_remove(fkv_cache *c, uint64_t key, const fkv__chunk *ch)
 {
-    fkv__pentry *e = fkv__prefix_find(c, key);
-    if (!e || e->chunk != ch) return;
-    e->key = 0;
-    e->chunk = NULL;
-    c->pcount--;
-    uint64_t at = (uint64_t)(e - c->ptab) / FKV__PBUCKET;
-    for (uint64_t b = key & c->pbmask; b != at; b = next_bucket(c, b))
-        if (c->povf[b] < 255) c->povf[b]--;
+    fkv__prefix_drain(c);
+    uint64_t home = key & c->pbmask;
+    for (uint64_t b = home;; b = next_bucket(c, b)) {
+        fkv__pentry *e = &c->ptab[b * FKV__PBUCKET];
+        unsigned m = bucket_match(e, key);
+        if (m) {
+            e += __builtin_ctz(m);
+            if (e->chunk != ch) return;
+            e->key = 0;
+            e->chunk = NULL;
+            c->pcount--;
+            for (uint64_t p = home; p != b; p = next_bucket(c, p))
+                if (c->povf[p] < 255) c->povf[p]--;
+            return;
+        }
+        if (!c->povf[b]) return;
+    }
 }
 
 void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv__chunk *to)
