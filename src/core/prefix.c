@@ -110,6 +110,20 @@ static void insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
     if (c->pcount >= (c->pbmask + 1) * FKV__PBUCKET / 2) return; /* cannot happen: one entry per page at most */
     uint64_t home = key & c->pbmask, b = home;
     fkv__pentry *slot = NULL; /* the first free slot on the way */
+    {
+        /* the usual case: not in its home bucket, nothing passed that, and
+         * it has room (the key cannot be anywhere else) */
+        fkv__pentry *e = &c->ptab[home * FKV__PBUCKET];
+        if (bucket_match(e, key)) return;
+        unsigned free_slots = bucket_match(e, 0);
+        if (free_slots && !c->povf[home]) {
+            e += __builtin_ctz(free_slots);
+            e->key = key;
+            e->chunk = ch;
+            c->pcount++;
+            return;
+        }
+    }
     /* the key may sit anywhere up to the first bucket nothing passed */
     for (;; b = next_bucket(c, b)) {
         fkv__pentry *e = &c->ptab[b * FKV__PBUCKET];
