@@ -37,12 +37,13 @@ uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start)
 #endif
 #endif
 
-/* Memory for a chunk of up to FKV__CHUNK_LISTS - 1 pages: carved from 2 MiB
- * arenas on huge pages (table.c), so that the chunks a step touches, a
- * few hundred bytes each, do not each cost a TLB miss.  Such chunks are
- * never freed one by one (they wait in a free list by page count), so an
- * arena is only a bump pointer; the arenas go with the cache.  Under
- * AddressSanitizer every chunk is its own malloc, so overruns are seen. */
+/* Memory for a chunk of up to FKV__CHUNK_LISTS - 1 pages: carved from
+ * arenas, of 2 MiB on huge pages for a large cache (table.c), so that the
+ * chunks a step touches, a few hundred bytes each, do not each cost a TLB
+ * miss.  Such chunks are never freed one by one (they wait in a free list
+ * by page count), so an arena is only a bump pointer; the arenas go with
+ * the cache.  Under AddressSanitizer every chunk is its own malloc, so
+ * overruns are seen. */
 static void *chunk_mem(fkv_cache *c, size_t bytes, uint8_t *own)
 {
     bytes = (bytes + 15) & ~(size_t)15;
@@ -53,11 +54,15 @@ static void *chunk_mem(fkv_cache *c, size_t bytes, uint8_t *own)
             void **na = realloc(c->arenas, ncap * sizeof *na);
             if (na) c->arenas = na, c->cap_arenas = ncap;
         }
-        void *a = c->n_arenas < c->cap_arenas ? fkv__table_alloc(FKV__ARENA_BYTES) : NULL;
+        /* about 128 bytes of chunk a page, in arenas of 64 KiB to 2 MiB (the
+         * larger on huge pages): a small cache does not hold 2 MiB */
+        size_t ab = (size_t)64 << 10;
+        while (ab < FKV__ARENA_BYTES && ab < (size_t)c->n_pages * 128) ab *= 2;
+        void *a = c->n_arenas < c->cap_arenas && bytes <= ab ? fkv__table_alloc(ab) : NULL;
         if (a) {
             c->arenas[c->n_arenas++] = a;
             c->arena_cur = a;
-            c->arena_left = FKV__ARENA_BYTES;
+            c->arena_left = ab;
         }
     }
     if (c->arena_left >= bytes) {
