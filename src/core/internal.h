@@ -235,7 +235,12 @@ static inline void fkv__page_unref(fkv_cache *c, uint32_t page)
     }
 }
 void fkv__page_copy(fkv_cache *c, uint32_t dst, uint32_t src);
-void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill);
+static inline void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill)
+{
+    c->fill_sum += fill;
+    c->fill_sum -= c->page_fill[page];
+    c->page_fill[page] = (uint16_t)fill;
+}
 
 /* chunk.c */
 fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens);

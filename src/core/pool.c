@@ -93,13 +93,6 @@ void fkv__page_ref(fkv_cache *c, uint32_t page)
     c->page_ref[page]++;
 }
 
-void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill)
-{
-    c->fill_sum += fill;
-    c->fill_sum -= c->page_fill[page];
-    c->page_fill[page] = (uint16_t)fill;
-}
-
 /* Copy-on-write: dst gets src's K/V in every layer and its fill. */
 void fkv__page_copy(fkv_cache *c, uint32_t dst, uint32_t src)
 {

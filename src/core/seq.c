@@ -358,8 +358,10 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
      * boundaries of the sequence: stop the hash chain (never mis-index) */
     if (!p.appendable && s->len % pt) s->hashing = 0;
     uint32_t n_ins = 0;
+    uint32_t added = 0; /* pages written to t but not yet accounted (once per chunk) */
     for (uint32_t i = 0; i < n;) {
         if (!t || t->v.n_tokens == t->v.cap_tokens) {
+            if (added) fkv__chunk_add_pages(c, t, added), added = 0;
             t = fkv__chunk_new(c, s, s->len, fkv__chunk_target(c, s->len));
             if (!t) {
                 st = fkv__fail(FKV_ENOMEM, "out of memory");
@@ -369,15 +371,12 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
             fkv__seq_attach(s, t, s->n_chunks);
         }
         uint32_t slot = t->v.n_tokens % pt;
-        if (slot == 0) {
-            t->pages[t->v.n_pages] = *fresh++;
-            fkv__chunk_add_pages(c, t, 1);
-        }
+        if (slot == 0) t->pages[t->v.n_pages + added++] = *fresh++;
         /* the run of tokens that goes into this page */
         uint32_t k = pt - slot;
         if (k > n - i) k = n - i;
         if (k > t->v.cap_tokens - t->v.n_tokens) k = t->v.cap_tokens - t->v.n_tokens;
-        uint32_t pj = t->v.n_pages - 1, page = t->pages[pj];
+        uint32_t pj = t->v.n_pages + added - 1, page = t->pages[pj];
         if (slots)
             for (uint32_t j = 0; j < k; j++) slots[i + j] = (fkv_slot){page, slot + j};
         fkv__page_set_fill(c, page, slot + k);
@@ -400,6 +399,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
             }
         }
     }
+    if (added) fkv__chunk_add_pages(c, t, added);
     fkv__prefix_insert_batch(c, c->ins, n_ins);
     goto release;
 unused: /* out of host memory half way: give back the pages not used */
