@@ -86,11 +86,26 @@ static inline uint64_t next_bucket(const fkv_cache *c, uint64_t b)
 }
 
 /* bit k set where bucket slot k holds key: no branch on which slot */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline unsigned bucket_match(const fkv__pentry *e, uint64_t key)
+{
+    /* the four keys as two vectors; 64-bit equality from 32-bit halves */
+    __m128i k01 = _mm_unpacklo_epi64(_mm_load_si128((const __m128i *)&e[0]), _mm_load_si128((const __m128i *)&e[1]));
+    __m128i k23 = _mm_unpacklo_epi64(_mm_load_si128((const __m128i *)&e[2]), _mm_load_si128((const __m128i *)&e[3]));
+    __m128i kk = _mm_set1_epi64x((long long)key);
+    __m128i c01 = _mm_cmpeq_epi32(k01, kk), c23 = _mm_cmpeq_epi32(k23, kk);
+    c01 = _mm_and_si128(c01, _mm_shuffle_epi32(c01, _MM_SHUFFLE(2, 3, 0, 1)));
+    c23 = _mm_and_si128(c23, _mm_shuffle_epi32(c23, _MM_SHUFFLE(2, 3, 0, 1)));
+    return (unsigned)_mm_movemask_pd(_mm_castsi128_pd(c01)) | (unsigned)_mm_movemask_pd(_mm_castsi128_pd(c23)) << 2;
+}
+#else
 static inline unsigned bucket_match(const fkv__pentry *e, uint64_t key)
 {
     return (unsigned)(e[0].key == key) | (unsigned)(e[1].key == key) << 1 | (unsigned)(e[2].key == key) << 2 |
            (unsigned)(e[3].key == key) << 3;
 }
+#endif
 
 fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
 {
