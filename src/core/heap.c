@@ -70,7 +70,8 @@ static void sift_down(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
 static int grow(fkv__heap *h)
 {
     uint32_t ncap = h->cap ? h->cap * 2 : 64;
-    void *mem = aligned_alloc(64, ((size_t)ncap + 3) * sizeof(fkv__hent) + 64);
+    size_t bytes = ((size_t)ncap + 3) * sizeof(fkv__hent);
+    void *mem = aligned_alloc(64, (bytes + 63) / 64 * 64); /* a multiple of the alignment */
     if (!mem) return 0;
     fkv__hent *na = (fkv__hent *)mem + 3;
     if (h->n) memcpy(na, h->a, (size_t)h->n * sizeof *na);
