@@ -220,10 +220,13 @@ void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
 
 void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
 {
-    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch);
-    for (uint32_t j = 0; j < lp; j++)
+    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch), np = ch->v.n_pages;
+    for (uint32_t j = 0; j < np; j++) {
+        if (j < lp && ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+        fkv__page_unref(c, ch->pages[j]);
+    }
+    for (uint32_t j = np; j < lp; j++) /* a quantized chunk holds fewer pages than its logical ones */
         if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
-    for (uint32_t j = 0; j < ch->v.n_pages; j++) fkv__page_unref(c, ch->pages[j]);
     fkv__chunk_free_qmeta(c, ch);
     c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
     ch->v.n_pages = 0;

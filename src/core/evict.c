@@ -155,7 +155,10 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
     if (c->young_head) mature(c, fkv__now(c));
     if (c->cfg.quotas) {
-        fkv__chunk *expired = c->ttl_n ? fkv__ttl_expired(c) : NULL;
+        /* nothing can have expired while the heap is empty and the clock
+         * has not reached the wheel's next bucket */
+        int maybe = c->ttl_n && (c->ttl_heap.n || c->ttl_next * FKV__TTL_W < c->n_requests);
+        fkv__chunk *expired = maybe ? fkv__ttl_expired(c) : NULL;
         if (expired) {
             *tier = FKV__TIER_EXPIRED;
             return expired;
@@ -221,11 +224,14 @@ fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free)
             fkv__chunk_detach(c, v);
             __builtin_prefetch(v->phash);
             __builtin_prefetch(v->pages);
+            /* the previous victim's hashes have arrived by now: start
+             * loading its index buckets while the next one is chosen */
+            if (k) fkv__chunk_release_prefetch(c, b[k - 1]);
             expect += v->v.n_pages;
             b[k++] = v;
         }
         if (!k) return FKV_EFULL;
-        for (uint32_t i = 0; i < k; i++) fkv__chunk_release_prefetch(c, b[i]);
+        fkv__chunk_release_prefetch(c, b[k - 1]);
         for (uint32_t i = 0; i < k; i++) fkv__chunk_release(c, b[i]);
     }
     return FKV_OK;
