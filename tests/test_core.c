@@ -1,9 +1,10 @@
 /* Page pool, sequences, fork/copy-on-write, EFULL atomicity, argument
- * validation, classes. */
+ * validation, classes, one clock read per call. */
 #include <math.h>
 #include <string.h>
 
 #include "cache_fixture.h"
+#include "core/internal.h"
 
 static int64_t now;
 
@@ -324,8 +325,62 @@ static void sizes(void)
     CHECK(fabs(fkv_config_token_bytes(&cfg) * 2048.0 / 1e9 - 9.66) < 0.01);
 }
 
+/* The clock is read at most once per call, on first need: one time for
+ * everything a call stamps, and none for calls that stamp nothing. */
+static int clock_reads;
+static int64_t counting_clock(void *ctx)
+{
+    (void)ctx;
+    clock_reads++;
+    return now;
+}
+
+static void clock_once_per_call(void)
+{
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = 1;
+    cfg.head_dim = 2;
+    cfg.page_tokens = 4;
+    cfg.chunk_tokens = 16;
+    cfg.capacity_pages = 64;
+    cfg.clock.now_ns = counting_clock;
+    fkv_cache *c = NULL;
+    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = 1;
+    fkv_seq *s = NULL;
+    int32_t tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = i + 1;
+    clock_reads = 0;
+    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+    CHECK(clock_reads == 1); /* its creation time */
+    now += 1000;
+    clock_reads = 0;
+    REQUIRE(fkv_seq_append(s, tok, 16, NULL) == FKV_OK); /* four pages, one new chunk */
+    CHECK(clock_reads == 1);
+    fkv__chunk *ch = (fkv__chunk *)s->table[0];
+    CHECK(ch->v.create_ns == now && ch->v.last_access_ns == now);
+    clock_reads = 0;
+    REQUIRE(fkv_seq_append(s, tok + 16, 4, NULL) == FKV_OK); /* the first chunk is full... */
+    CHECK(clock_reads == 1);                                   /* ...so a second one is stamped */
+    clock_reads = 0;
+    REQUIRE(fkv_seq_append(s, tok + 20, 4, NULL) == FKV_OK); /* into the open chunk: nothing stamped */
+    CHECK(clock_reads == 0);
+    clock_reads = 0;
+    REQUIRE(fkv_seq_touch(s, NULL) == FKV_OK); /* two chunks stamped with one time */
+    CHECK(clock_reads == 1);
+    clock_reads = 0;
+    fkv_seq_free(s);
+    CHECK(clock_reads == 0);
+    fkv_cache_destroy(c);
+}
+
 int main(void)
 {
+    clock_once_per_call();
     no_external_fragmentation();
     append_slots();
     fork_cow();
