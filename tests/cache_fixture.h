@@ -9,6 +9,18 @@
 #include "core/internal.h"
 #include "fairkv.h"
 
+/* The default configuration shrunk for unit tests: one layer, one head of
+ * two values, pages of four tokens, `pages` pages. */
+static inline void fx_small_config(fkv_config *cfg, uint32_t pages)
+{
+    fkv_config_default(cfg);
+    cfg->n_layers = 1;
+    cfg->n_kv_heads = 1;
+    cfg->head_dim = 2;
+    cfg->page_tokens = 4;
+    cfg->capacity_pages = pages;
+}
+
 static inline fkv_seq *fx_seq_full(fkv_cache *c, uint64_t id, uint32_t expected, double weight,
                                    const uint64_t *blocks, uint32_t n_blocks)
 {

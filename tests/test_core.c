@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "cache_fixture.h"
-#include "core/internal.h"
 
 static int64_t now;
 
@@ -338,13 +337,8 @@ static int64_t counting_clock(void *ctx)
 static void clock_once_per_call(void)
 {
     fkv_config cfg;
-    fkv_config_default(&cfg);
-    cfg.n_layers = 1;
-    cfg.n_kv_heads = 1;
-    cfg.head_dim = 2;
-    cfg.page_tokens = 4;
+    fx_small_config(&cfg, 64);
     cfg.chunk_tokens = 16;
-    cfg.capacity_pages = 64;
     cfg.clock.now_ns = counting_clock;
     fkv_cache *c = NULL;
     REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);

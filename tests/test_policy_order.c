@@ -10,18 +10,9 @@
 
 #include "check.h"
 #include "core/internal.h"
+#include "test_rng.h"
 
 enum { N = 300, OPS = 20000 };
-
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint32_t next(rng *r)
-{
-    r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(r->s >> 33);
-}
 
 /* the keys, from the definitions in the policy files */
 static double key_of(const char *name, const fkv__policy_params *p, const fkv__chunk *ch)

@@ -7,30 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "core/internal.h"
+#include "cache_fixture.h"
+#include "test_rng.h"
 
 enum { PAGES = 64, MAXKEYS = 64, OPS = 20000 };
-
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint32_t next(rng *r)
-{
-    r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(r->s >> 33);
-}
 
 static fkv_cache *open_cache(void)
 {
     fkv_config cfg;
-    fkv_config_default(&cfg);
-    cfg.n_layers = 1;
-    cfg.n_kv_heads = 1;
-    cfg.head_dim = 2;
-    cfg.page_tokens = 4;
-    cfg.capacity_pages = PAGES;
+    fx_small_config(&cfg, PAGES);
     fkv_cache *c = NULL;
     REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
     return c;
