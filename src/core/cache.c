@@ -276,11 +276,11 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     if (st) return st;
 
     fkv_cache *c = calloc(1, sizeof *c);
-    if (c) c->ttl_end = FKV__TTL_NB; /* the wheel starts at bucket 0 */
     if (!c) {
         snprintf(err, errlen, "out of memory");
         return FKV_ENOMEM;
     }
+    c->ttl_end = FKV__TTL_NB; /* the TTL wheel starts at bucket 0 */
     c->cfg = *cfg;
     snprintf(c->policy_name, sizeof c->policy_name, "%s", cfg->policy);
     snprintf(c->device_label, sizeof c->device_label, "%s", cfg->device_label ? cfg->device_label : "cpu0");

@@ -20,6 +20,9 @@
  * to the straight-line 64-byte path */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/internal.h"
 
@@ -87,7 +90,6 @@ static inline uint64_t next_bucket(const fkv_cache *c, uint64_t b)
 
 /* bit k set where bucket slot k holds key: no branch on which slot */
 #if defined(__SSE2__)
-#include <emmintrin.h>
 static inline unsigned bucket_match(const fkv__pentry *e, uint64_t key)
 {
     /* the four keys as two vectors; 64-bit equality from 32-bit halves */

@@ -361,7 +361,10 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
     uint32_t added = 0; /* pages written to t but not yet accounted (once per chunk) */
     for (uint32_t i = 0; i < n;) {
         if (!t || t->v.n_tokens == t->v.cap_tokens) {
-            if (added) fkv__chunk_add_pages(c, t, added), added = 0;
+            if (added) {
+                fkv__chunk_add_pages(c, t, added);
+                added = 0;
+            }
             t = fkv__chunk_new(c, s, s->len, fkv__chunk_target(c, s->len));
             if (!t) {
                 st = fkv__fail(FKV_ENOMEM, "out of memory");
