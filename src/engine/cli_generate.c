@@ -10,6 +10,7 @@
 
 #include "engine/cli_engine.h"
 #include "engine/cli_gen.h"
+#include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
@@ -37,21 +38,6 @@ static void usage(FILE *f)
 }
 
 /* "65536", "64MiB", "64M", "512KiB", "1GiB": bytes; -1 if malformed */
-static int64_t parse_bytes(const char *v)
-{
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (end == v || !(x >= 0)) return -1;
-    double mul = 1;
-    if (!strcmp(end, "") || !strcmp(end, "B")) mul = 1;
-    else if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "k")) mul = 1024.0;
-    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
-    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
-    else return -1;
-    x *= mul;
-    return x < 9e18 ? (int64_t)x : -1;
-}
-
 static int parse(int argc, char **argv, gen_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -91,7 +77,7 @@ static int parse(int argc, char **argv, gen_opts *o)
         else if (!strcmp(a, "--sparsity-budget")) o->sparsity_budget = strtol(v, &end, 10);
         else if (!strcmp(a, "--quant-hot")) o->quant_hot = strtol(v, &end, 10);
         else if (!strcmp(a, "--kv-budget")) {
-            if ((o->kv_budget = parse_bytes(v)) <= 0) {
+            if ((o->kv_budget = fkv__parse_bytes(v)) <= 0) {
                 fprintf(stderr, "fairkv generate: --kv-budget: '%s' is not a size (65536, 64MiB, 1GiB)\n", v);
                 return 2;
             }

@@ -1,5 +1,6 @@
 /* The engine: configuration, creation, request submission (see engine.h;
  * the step itself is in engine_step.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,4 +243,20 @@ fkv_status fkv_engine_stats_get(fkv_engine *e, fkv_engine_stats *out)
     *out = e->st;
     out->preemptions = fkv_sched_preemptions(e->sched);
     return fkv_cache_counters(e->cache, &out->cache);
+}
+
+int64_t fkv__parse_bytes(const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || errno || !(x >= 0)) return -1;
+    double mul;
+    if (!strcmp(end, "") || !strcmp(end, "B")) mul = 1;
+    else if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "k")) mul = 1024.0;
+    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
+    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
+    else return -1;
+    x *= mul;
+    return x < 9e18 ? (int64_t)x : -1;
 }

@@ -77,6 +77,10 @@ typedef struct fkv_engine_config {
 
 void fkv_engine_config_default(fkv_engine_config *c);
 
+/* "65536", "64MiB", "64M", "512KiB", "1GiB" -> bytes; -1 if malformed (KV
+ * budgets, as the CLI and the server's engine options take them). */
+int64_t fkv__parse_bytes(const char *v);
+
 /* Called on the stepping thread for each generated token: logits[n_vocab]
  * (valid during the call) are the ones the token was sampled from. */
 typedef void (*fkv_engine_token_fn)(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits,

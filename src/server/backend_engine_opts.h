@@ -27,9 +27,6 @@ typedef struct fkv_engine_backend_opts {
 fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cfg, char *model, size_t cap,
                                   fkv_engine_backend_opts *bo, char *err, size_t errlen);
 
-/* "65536", "64MiB", "64M", "512KiB", "1GiB" -> bytes; -1 if malformed. */
-int64_t fkv__parse_bytes(const char *v);
-
 /* The engine backend's factory (backend_engine.c). */
 fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen);
 
