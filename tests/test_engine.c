@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "engine/cli_engine.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
@@ -23,9 +24,8 @@
 #define MAXTOK 24
 #define MAXS 4
 
+static built tiny; /* the model every test runs */
 static fkv_llama *model;
-static fkv_gguf *gguf;
-static uint8_t *gbuf;
 
 static void load_model(void)
 {
@@ -35,14 +35,8 @@ static void load_model(void)
     cfg.dim = 64; /* 4 heads of 16, 2 K/V heads: 512 bytes of K/V per token */
     cfg.hidden = 256;
     cfg.seed = 7;
-    fkv_gguf_writer *w;
-    REQUIRE(!fkv_model_init_build(&cfg, &w));
-    size_t len;
-    REQUIRE(!fkv_gguf_w_to_mem(w, &gbuf, &len));
-    fkv_gguf_writer_free(w);
-    char err[300];
-    REQUIRE(!fkv_gguf_parse(gbuf, len, "tiny", &gguf, err, sizeof err));
-    REQUIRE(!fkv_llama_from_gguf(gguf, &model, err, sizeof err));
+    tiny = build(&cfg);
+    model = tiny.m;
 }
 
 /* K/V bytes per token: 2 (K, V) x layers x kv heads x head_dim x f32 */
@@ -636,8 +630,6 @@ int main(void)
     test_sparsity(FKV_SPARSE_H2O);
     test_submit_thread();
     test_cli();
-    fkv_llama_free(model);
-    fkv_gguf_free(gguf);
-    free(gbuf);
+    unbuild(&tiny);
     return check_done();
 }

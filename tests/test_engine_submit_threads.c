@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "engine/engine.h"
 #include "engine/model_init.h"
 
@@ -94,16 +95,9 @@ int main(void)
     fkv_model_init_cfg cfg;
     REQUIRE(!fkv_model_init_preset("tiny", &cfg));
     cfg.n_layers = 2, cfg.dim = 64, cfg.hidden = 256, cfg.seed = 11;
-    fkv_gguf_writer *w;
-    REQUIRE(!fkv_model_init_build(&cfg, &w));
-    uint8_t *buf;
-    size_t len;
-    REQUIRE(!fkv_gguf_w_to_mem(w, &buf, &len));
-    fkv_gguf_writer_free(w);
-    fkv_gguf *g;
+    built b = build(&cfg);
+    model = b.m;
     char err[300];
-    REQUIRE(!fkv_gguf_parse(buf, len, "m", &g, err, sizeof err));
-    REQUIRE(!fkv_llama_from_gguf(g, &model, err, sizeof err));
     for (int r = 0; r < NR; r++) {
         plen[r] = 40 + 13 * (uint32_t)r;
         for (uint32_t i = 0; i < plen[r]; i++) prompts[r][i] = (int32_t)(3 + (i * 7 + (uint32_t)r * 31) % 250);
@@ -177,8 +171,6 @@ int main(void)
     CHECKF(bad == 0, "kernels: %d requests differ between 2 threads and 1", bad);
     free(ref);
     free(got);
-    fkv_llama_free(model);
-    fkv_gguf_free(g);
-    free(buf);
+    unbuild(&b);
     return check_done();
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "engine/model.h"
 #include "engine/model_init.h"
 #include "engine/pool.h"
@@ -49,17 +50,9 @@ static void test_forward_threads(void)
     fkv_model_init_cfg cfg;
     fkv_model_init_preset("tiny", &cfg);
     cfg.n_layers = 2, cfg.f16 = 1, cfg.seed = 12;
-    fkv_gguf_writer *w;
-    REQUIRE(!fkv_model_init_build(&cfg, &w));
-    uint8_t *buf;
-    size_t len;
-    REQUIRE(!fkv_gguf_w_to_mem(w, &buf, &len));
-    fkv_gguf_writer_free(w);
-    fkv_gguf *g;
-    fkv_llama *m;
+    built b = build(&cfg);
+    fkv_llama *m = b.m;
     char err[300];
-    REQUIRE(!fkv_gguf_parse(buf, len, "m", &g, err, sizeof err));
-    REQUIRE(!fkv_llama_from_gguf(g, &m, err, sizeof err));
     uint32_t n = 48, V = m->hp.n_vocab;
     int32_t tok[48];
     for (uint32_t i = 0; i < n; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
@@ -86,9 +79,7 @@ static void test_forward_threads(void)
         fkv_kvref_seq_free(&kv);
     }
     free(ref);
-    fkv_llama_free(m);
-    fkv_gguf_free(g);
-    free(buf);
+    unbuild(&b);
 }
 
 int main(void)

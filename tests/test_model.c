@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "engine/cli_engine.h"
 #include "engine/gguf.h"
 #include "engine/half.h"
@@ -167,35 +168,6 @@ static double nmse_dd(const double *a, const double *ref, size_t n)
 }
 
 /* ---------------------------------------------------------------- helpers */
-
-typedef struct built {
-    uint8_t *buf;
-    size_t len;
-    fkv_gguf *g;
-    fkv_llama *m;
-} built;
-
-static built build(fkv_model_init_cfg *cfg)
-{
-    built b = {0};
-    fkv_gguf_writer *w;
-    REQUIRE(fkv_model_init_build(cfg, &w) == FKV_OK);
-    REQUIRE(fkv_gguf_w_to_mem(w, &b.buf, &b.len) == FKV_OK);
-    fkv_gguf_writer_free(w);
-    char err[300];
-    REQUIRE(fkv_gguf_parse(b.buf, b.len, "model.gguf", &b.g, err, sizeof err) == FKV_OK);
-    fkv_status st = fkv_llama_from_gguf(b.g, &b.m, err, sizeof err);
-    if (st) fprintf(stderr, "%s\n", err);
-    REQUIRE(st == FKV_OK);
-    return b;
-}
-
-static void unbuild(built *b)
-{
-    fkv_llama_free(b->m);
-    fkv_gguf_free(b->g);
-    free(b->buf);
-}
 
 /* Runs the prompt through a fresh contiguous store in chunks of `chunk`
  * tokens; logits[n][V] of every position. */
