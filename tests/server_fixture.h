@@ -4,10 +4,12 @@
 #define FKV_TEST_SERVER_FIXTURE_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "http_client.h"
 #include "server/server.h"
 
@@ -83,6 +85,20 @@ static int fixture_start(fkv_backend *be, fkv_server **srv, unsigned *port)
         }
     }
     return ok ? 0 : -1;
+}
+
+/* For the tests that check /metrics with a Prometheus tool: skips (exit 77)
+ * when `tool` is not on PATH, else starts the fixture server with traffic
+ * done; the tool's path is left in path[cap]. */
+static void fixture_start_for_tool(const char *tool, char *path, size_t cap, fkv_backend *be, fkv_server **srv,
+                                   unsigned *port)
+{
+    if (!find_tool(tool, path, cap)) {
+        printf("SKIP: %s not found on PATH (Debian package 'prometheus')\n", tool);
+        exit(77);
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    REQUIRE(fixture_start(be, srv, port) == 0);
 }
 
 #endif

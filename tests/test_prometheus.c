@@ -77,15 +77,10 @@ static int prom_query(unsigned web, const char *q, double *out)
 int main(void)
 {
     char prom[512];
-    if (!find_tool("prometheus", prom, sizeof prom)) {
-        printf("SKIP: prometheus not found on PATH (Debian package 'prometheus')\n");
-        return 77;
-    }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     fkv_backend be;
     fkv_server *srv;
     unsigned port;
-    REQUIRE(fixture_start(&be, &srv, &port) == 0);
+    fixture_start_for_tool("prometheus", prom, sizeof prom, &be, &srv, &port);
     const char *series = "kv_cache_miss_rate{request_type=\"short\"}";
     double want = server_value(port, series);
     REQUIRE(want >= 0);

@@ -8,15 +8,10 @@
 int main(void)
 {
     char promtool[512];
-    if (!find_tool("promtool", promtool, sizeof promtool)) {
-        printf("SKIP: promtool not found on PATH (Debian package 'prometheus')\n");
-        return 77;
-    }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     fkv_backend be;
     fkv_server *srv;
     unsigned port;
-    REQUIRE(fixture_start(&be, &srv, &port) == 0);
+    fixture_start_for_tool("promtool", promtool, sizeof promtool, &be, &srv, &port);
     http_resp r = {0};
     http_do(&r, port, "GET", "/metrics", NULL, 0, NULL);
     REQUIRE(r.status == 200 && r.body.len > 0);
