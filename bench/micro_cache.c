@@ -12,7 +12,7 @@
 #define PT 16
 
 typedef struct opt {
-    int json, rounds, skip_ops, skip_lifecycle, quotas, copy_timed;
+    int json, rounds, skip_ops, skip_lifecycle, quotas, copy_timed, thread_safe;
     const char *policy;
 } opt;
 
@@ -42,6 +42,7 @@ static fkv_cache *make(const opt *o, int prefix)
     cfg.policy = o->policy;
     cfg.prefix_cache = prefix;
     cfg.quotas = o->quotas;
+    cfg.thread_safe = o->thread_safe;
     fkv_cache *c = NULL;
     char err[200];
     if (fkv_cache_create(&cfg, &c, err, sizeof err)) {
@@ -181,18 +182,19 @@ static double round_lifecycle(const opt *o, uint64_t *counter, int copy_timed)
 
 int fkv_cli_micro_cache(int argc, char **argv)
 {
-    opt o = {.rounds = 7, .policy = "flru", .quotas = 1};
+    opt o = {.rounds = 7, .policy = "flru", .quotas = 1, .thread_safe = 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o.json = 1;
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) o.rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--policy") && i + 1 < argc) o.policy = argv[++i];
         else if (!strcmp(argv[i], "--quotas") && i + 1 < argc) o.quotas = atoi(argv[++i]) != 0;
         else if (!strcmp(argv[i], "--time-prompt-copy")) o.copy_timed = 1;
+        else if (!strcmp(argv[i], "--thread-safe") && i + 1 < argc) o.thread_safe = atoi(argv[++i]) != 0;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], "ops")) o.skip_lifecycle = 1, i++;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], "lifecycle")) o.skip_ops = 1, i++;
         else {
             fprintf(stderr, "usage: fairkv micro cache [--json] [--rounds N] [--policy NAME] [--quotas 0|1] [--only ops|lifecycle]\n"
-                            "                        [--time-prompt-copy]\n"
+                            "                        [--time-prompt-copy] [--thread-safe 0|1]\n"
                             "  median ns per cache operation with %d pages of %d tokens\n", PAGES, PT);
             return strcmp(argv[i], "--help") ? 2 : 0;
         }
@@ -213,9 +215,9 @@ int fkv_cli_micro_cache(int argc, char **argv)
     for (int k = 0; k < N_OPS; k++) med[k] = median(v[k], o.rounds);
     double lmed = median(lc, o.rounds);
     if (o.json) {
-        printf("{\"bench\":\"cache\",\"pages\":%d,\"page_tokens\":%d,\"policy\":\"%s\",\"quotas\":%d,\"rounds\":%d,"
-               "\"ops\":[",
-               PAGES, PT, o.policy, o.quotas, o.rounds);
+        printf("{\"bench\":\"cache\",\"pages\":%d,\"page_tokens\":%d,\"policy\":\"%s\",\"quotas\":%d,"
+               "\"thread_safe\":%d,\"rounds\":%d,\"ops\":[",
+               PAGES, PT, o.policy, o.quotas, o.thread_safe, o.rounds);
         for (int k = 0; k < N_OPS && !o.skip_ops; k++)
             printf("%s{\"name\":\"%s\",\"ns_per_op\":%.1f}", k ? "," : "", op_names[k], med[k]);
         printf("]");
@@ -223,8 +225,8 @@ int fkv_cli_micro_cache(int argc, char **argv)
             printf(",\"lifecycle_ns_per_request\":%.0f,\"prompt_copy_timed\":%d", lmed, o.copy_timed);
         printf("}\n");
     } else {
-        printf("fairkv micro cache: %d pages of %d tokens, policy %s, quotas %s, median of %d rounds\n", PAGES, PT,
-               o.policy, o.quotas ? "on" : "off", o.rounds);
+        printf("fairkv micro cache: %d pages of %d tokens, policy %s, quotas %s%s, median of %d rounds\n", PAGES, PT,
+               o.policy, o.quotas ? "on" : "off", o.thread_safe ? "" : ", no lock", o.rounds);
         for (int k = 0; k < N_OPS && !o.skip_ops; k++) printf("  %-20s %8.1f ns/op\n", op_names[k], med[k]);
         if (!o.skip_lifecycle)
             printf("  %-20s %8.0f ns/request (512 tokens, 16 pages hit, 16 allocated with eviction%s)\n", "lifecycle",
