@@ -150,6 +150,10 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             }
         }
         if (listed + c->ttl_heap.n != n_ttl) FAIL("TTL lists %u + heap %u != %u chunks", listed, c->ttl_heap.n, n_ttl);
+        uint32_t on_wheel = 0;
+        for (uint32_t b = 0; b < FKV__TTL_NB; b++)
+            for (fkv__chunk *ch = c->ttl_wheel[b]; ch && on_wheel <= n_ttl; ch = ch->lk.ttl.next) on_wheel++;
+        if (on_wheel != c->ttl_n_wheel) FAIL("TTL wheel counts %u chunks, holds %u", c->ttl_n_wheel, on_wheel);
     }
     /* sequences: tables, refs, pins, usage */
     {

@@ -161,6 +161,7 @@ struct fkv_cache {
     fkv__chunk *ttl_over;     /* keys from bucket ttl_end on */
     uint64_t ttl_next, ttl_end;
     uint32_t ttl_n;           /* chunks in the tier */
+    uint32_t ttl_n_wheel;     /* of which on the wheel */
     uint64_t n_requests;      /* request clock: sequences created so far */
     int64_t last_create_ns;
     double ns_per_request;    /* mean gap between request arrivals (EMA), ns */

@@ -16,6 +16,7 @@
  * (key, chunk id) order as a single heap of all entries: the victims are
  * the same.  Keys are refreshed lazily, as before: a top that was read
  * since it was keyed gets its real expiry and goes back in. */
+#include <math.h>
 #include <stddef.h>
 
 #include "core/internal.h"
@@ -59,6 +60,7 @@ static void file(fkv_cache *c, fkv__chunk *ch, double key)
     } else if (key < (double)c->ttl_end * FKV__TTL_W) {
         ch->ttl_where = FKV__TTL_WHEEL;
         list_push(list_of(c, ch), ch);
+        c->ttl_n_wheel++;
     } else {
         ch->ttl_where = FKV__TTL_OVER;
         list_push(&c->ttl_over, ch);
@@ -76,7 +78,10 @@ void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
     switch (ch->ttl_where) {
     case FKV__TTL_NONE: return;
     case FKV__TTL_HEAP: fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX); break;
-    default: list_unlink(list_of(c, ch), ch); break;
+    default:
+        c->ttl_n_wheel -= ch->ttl_where == FKV__TTL_WHEEL;
+        list_unlink(list_of(c, ch), ch);
+        break;
     }
     ch->ttl_where = FKV__TTL_NONE;
     c->ttl_n--;
@@ -101,9 +106,15 @@ static void advance(fkv_cache *c, double clock)
                     list_unlink(&c->ttl_over, ch);
                     ch->ttl_where = FKV__TTL_WHEEL;
                     list_push(list_of(c, ch), ch);
+                    c->ttl_n_wheel++;
                 }
                 ch = nx;
             }
+        }
+        if (!c->ttl_n_wheel) { /* empty buckets: straight to the clock, or to the turn */
+            uint64_t b = (uint64_t)ceil(clock / FKV__TTL_W);
+            c->ttl_next = b < c->ttl_end ? b : c->ttl_end;
+            continue;
         }
         fkv__chunk **head = &c->ttl_wheel[c->ttl_next % FKV__TTL_NB];
         while (*head) {
@@ -111,6 +122,7 @@ static void advance(fkv_cache *c, double clock)
             if (fkv__heap_push(&c->ttl_heap, ch, ch->ttl_key, TTL_IDX) != FKV_OK) return; /* retried next time */
             list_unlink(head, ch);
             ch->ttl_where = FKV__TTL_HEAP;
+            c->ttl_n_wheel--;
         }
         c->ttl_next++;
     }
