@@ -7,11 +7,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/model_init.h"
+#include "engine/sampler.h"
 
 typedef struct built {
     uint8_t *buf;
@@ -40,6 +42,41 @@ static inline void unbuild(built *b)
     fkv_llama_free(b->m);
     fkv_gguf_free(b->g);
     free(b->buf);
+}
+
+/* Greedy tokens of the plain forward pass (contiguous reference K/V) after
+ * prompt[n]: up to max of them into out, stopping before `eos` when it is
+ * sampled (eos < 0: never).  Returns how many. */
+static inline uint32_t greedy_reference(const fkv_llama *m, const int32_t *prompt, uint32_t n, int32_t *out,
+                                        uint32_t max, int32_t eos)
+{
+    fkv_fwd_geom g = fkv_llama_geom(m);
+    fkv_fwd *f;
+    REQUIRE(!fkv_fwd_create(m, 1, &f));
+    float *lg = malloc(m->hp.n_vocab * sizeof *lg);
+    int32_t *ids = malloc((n + max) * sizeof *ids);
+    REQUIRE(lg && ids);
+    char err[300];
+    fkv_kvref_seq kv;
+    REQUIRE(!fkv_kvref_seq_init(&kv, &g, n + max));
+    memcpy(ids, prompt, n * sizeof *ids);
+    fkv_fwd_seq s = {&kv, ids, n, 0, NULL, lg, 0};
+    REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
+    uint32_t k = 0;
+    for (uint32_t t = 0; t < max; t++) {
+        int32_t tok = fkv_argmax(lg, m->hp.n_vocab);
+        if (tok == eos) break;
+        out[k++] = tok;
+        ids[n + t] = tok;
+        if (t + 1 == max) break;
+        fkv_fwd_seq d = {&kv, ids + n + t, 1, n + t, NULL, lg, 0};
+        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
+    }
+    fkv_kvref_seq_free(&kv);
+    free(ids);
+    free(lg);
+    fkv_fwd_destroy(f);
+    return k;
 }
 
 #endif

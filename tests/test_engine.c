@@ -66,30 +66,7 @@ static int32_t want[NREQ][MAXTOK];
 
 static void baseline(void)
 {
-    fkv_fwd_geom g = fkv_llama_geom(model);
-    fkv_fwd *f;
-    REQUIRE(!fkv_fwd_create(model, 1, &f));
-    float *lg = malloc(model->hp.n_vocab * sizeof *lg);
-    REQUIRE(lg);
-    char err[300];
-    for (int r = 0; r < NREQ; r++) {
-        fkv_kvref_seq kv;
-        REQUIRE(!fkv_kvref_seq_init(&kv, &g, plen[r] + MAXTOK));
-        int32_t ids[256 + MAXTOK];
-        memcpy(ids, prompts[r], plen[r] * sizeof *ids);
-        fkv_fwd_seq s = {&kv, ids, plen[r], 0, NULL, lg, 0};
-        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
-        for (uint32_t t = 0; t < MAXTOK; t++) {
-            want[r][t] = fkv_argmax(lg, model->hp.n_vocab);
-            ids[plen[r] + t] = want[r][t];
-            if (t + 1 == MAXTOK) break;
-            fkv_fwd_seq d = {&kv, ids + plen[r] + t, 1, plen[r] + t, NULL, lg, 0};
-            REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
-        }
-        fkv_kvref_seq_free(&kv);
-    }
-    free(lg);
-    fkv_fwd_destroy(f);
+    for (int r = 0; r < NREQ; r++) greedy_reference(model, prompts[r], plen[r], want[r], MAXTOK, -1);
 }
 
 /* ---------------------------------------------------------------- runs */

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "model_fixture.h"
 #include "engine/model.h"
 #include "engine/model_init.h"
 #include "engine/sampler.h"
@@ -112,12 +113,6 @@ static uint32_t n_want[NPAR];
  * backend does (the EOS itself is not delivered). */
 static void baseline(void)
 {
-    fkv_fwd_geom g = fkv_llama_geom(model);
-    fkv_fwd *f;
-    REQUIRE(!fkv_fwd_create(model, 1, &f));
-    float *lg = malloc(model->hp.n_vocab * sizeof *lg);
-    REQUIRE(lg);
-    char err[300];
     uint64_t x = 12345;
     for (int r = 0; r < NPAR; r++) {
         for (int i = 0; i < PLEN; i++) {
@@ -125,26 +120,8 @@ static void baseline(void)
             /* the first 32 tokens are shared by every prompt (prefix cache) */
             prompts[r][i] = i < 32 ? (int32_t)(3 + (i * 37) % 256) : (int32_t)(3 + (x >> 33) % 256);
         }
-        fkv_kvref_seq kv;
-        REQUIRE(!fkv_kvref_seq_init(&kv, &g, PLEN + MAXTOK));
-        int32_t ids[PLEN + MAXTOK];
-        memcpy(ids, prompts[r], sizeof prompts[r]);
-        fkv_fwd_seq s = {&kv, ids, PLEN, 0, NULL, lg, 0};
-        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
-        n_want[r] = 0;
-        for (uint32_t t = 0; t < MAXTOK; t++) {
-            int32_t tok = fkv_argmax(lg, model->hp.n_vocab);
-            if (tok == 2) break;
-            want[r][n_want[r]++] = tok;
-            ids[PLEN + t] = tok;
-            if (t + 1 == MAXTOK) break;
-            fkv_fwd_seq d = {&kv, ids + PLEN + t, 1, PLEN + t, NULL, lg, 0};
-            REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
-        }
-        fkv_kvref_seq_free(&kv);
+        n_want[r] = greedy_reference(model, prompts[r], PLEN, want[r], MAXTOK, 2);
     }
-    free(lg);
-    fkv_fwd_destroy(f);
 }
 
 static void json_prompt(char *out, size_t cap, int r, int stream)
