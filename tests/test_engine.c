@@ -4,7 +4,13 @@
  *  recompute and preemption, (c) prefix cache on and off, (d) n samples
  *  vs independent runs: greedy tokens identical;
  *  int8 cold chunks: logits NMSE bound and >= 95% greedy agreement;
- *  sparsity modes drop chunks and finish; submit from another thread. */
+ *  sparsity modes drop chunks, finish, and give the same tokens under
+ *  pressure as without; submit from another thread.
+ *
+ * The equivalence tests run in every cell of a configuration sweep: each
+ * eviction policy x the cache's quotas on / off x fixed / dynamic chunks,
+ * with chunked prefill, plus each policy with non-chunked prefill.  The
+ * sanitizer builds (check_scale() < 1) run three cells. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,6 +32,15 @@
 
 static built tiny; /* the model every test runs */
 static fkv_llama *model;
+
+/* The configuration cell the equivalence tests run in. */
+typedef struct sweep_cell {
+    const char *policy;
+    int quotas, dynamic_chunking, chunked_prefill;
+    int full; /* the default cell: every budget of test_pressure */
+    char name[80];
+} sweep_cell;
+static sweep_cell cell = {"flru", 1, 0, 1, 1, "flru, quotas on, fixed chunks, chunked prefill"};
 
 static void load_model(void)
 {
@@ -163,15 +178,15 @@ static int matches_baseline(const run_out *o, uint32_t n, const char *label)
     for (int r = 0; r < NREQ; r++)
         for (uint32_t s = 0; s < n; s++) {
             if (o->done[r][s] != 1 || o->n_tok[r][s] != MAXTOK) {
-                fprintf(stderr, "%s: request %d sample %u: done %d, %u tokens\n", label, r, s, o->done[r][s],
-                        o->n_tok[r][s]);
+                fprintf(stderr, "[%s] %s: request %d sample %u: done %d, %u tokens\n", cell.name, label, r, s,
+                        o->done[r][s], o->n_tok[r][s]);
                 bad++;
                 continue;
             }
             for (uint32_t t = 0; t < MAXTOK; t++)
                 if (o->tok[r][s][t] != want[r][t]) {
-                    fprintf(stderr, "%s: request %d sample %u: token %u is %d, want %d\n", label, r, s, t,
-                            o->tok[r][s][t], want[r][t]);
+                    fprintf(stderr, "[%s] %s: request %d sample %u: token %u is %d, want %d\n", cell.name, label, r,
+                            s, t, o->tok[r][s][t], want[r][t]);
                     bad++;
                     break;
                 }
@@ -186,7 +201,21 @@ static fkv_engine_config base_cfg(int ref)
     c.ref_attention = ref;
     c.max_batch_tokens = 128;
     c.max_running = 8;
+    c.policy = cell.policy;
+    c.quotas = cell.quotas;
+    c.dynamic_chunking = cell.dynamic_chunking;
+    c.chunked_prefill = cell.chunked_prefill;
     return c;
+}
+
+/* Every token the engine computed is one the scheduler budgeted: prompt
+ * and decode tokens plus exactly the ranges the steps restored. */
+static void check_accounting(const char *label, const run_out *o)
+{
+    CHECKF(o->st.prefill_tokens + o->st.decode_tokens + o->st.recomputed_tokens == o->st.batch_tokens,
+           "[%s] %s: prefill %llu + decode %llu + recomputed %llu tokens, the steps' budgets %llu", cell.name, label,
+           (unsigned long long)o->st.prefill_tokens, (unsigned long long)o->st.decode_tokens,
+           (unsigned long long)o->st.recomputed_tokens, (unsigned long long)o->st.batch_tokens);
 }
 
 /* (a) and (b): no pressure, then a budget that forces eviction, recompute
@@ -210,11 +239,12 @@ static void test_pressure(int ref)
     uint64_t evicted = 0, recomputed = 0, preempted = 0;
     /* sanitizer builds (check_scale() < 1) run one budget per attention path */
     size_t b0 = 0, b1 = sizeof budgets / sizeof *budgets;
-    if (check_scale() < 1) b0 = ref ? 0 : 1, b1 = b0 + 1;
+    if (check_scale() < 1 || !cell.full) b0 = ref ? 0 : 1, b1 = b0 + 1;
     for (size_t b = b0; b < b1; b++) {
         c.kv_budget_bytes = (uint64_t)budgets[b] * token_bytes();
         run(&c, (run_opts){1, 0, 1, NULL}, o);
-        CHECKF(matches_baseline(o, 1, "small budget"), "%s: %u tokens", lab, budgets[b]);
+        CHECKF(matches_baseline(o, 1, "small budget"), "[%s] %s: %u tokens", cell.name, lab, budgets[b]);
+        check_accounting("small budget", o);
         if (ref) { /* the scalar path is batch-invariant: the same bits whatever the step composition */
             int same = 1;
             for (int r = 0; r < NREQ; r++)
@@ -222,11 +252,9 @@ static void test_pressure(int ref)
             CHECKF(same, "%u tokens: logits differ from the unpressured run", budgets[b]);
         }
         free_out(o);
-        printf("%s, %u tokens: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions, "
-               "%llu deferred restores\n",
-               lab, budgets[b], (unsigned long long)o->st.steps, (unsigned long long)o->st.cache.evicted_pages,
-               (unsigned long long)o->st.recomputed_tokens, (unsigned long long)o->st.preemptions,
-               (unsigned long long)o->st.deferred_restores);
+        printf("%s, %u tokens: %llu steps, %llu evicted pages, %llu recomputed tokens, %llu preemptions\n", lab,
+               budgets[b], (unsigned long long)o->st.steps, (unsigned long long)o->st.cache.evicted_pages,
+               (unsigned long long)o->st.recomputed_tokens, (unsigned long long)o->st.preemptions);
         CHECK(o->st.peak_pages_used <= budgets[b] / 16);
         evicted += o->st.cache.evicted_pages;
         recomputed += o->st.recomputed_tokens;
@@ -330,6 +358,11 @@ static void test_samples(void)
     printf("n=3, 384 tokens: %llu forks, %llu preemptions, %llu evicted pages, %llu recomputed tokens\n",
            (unsigned long long)o->st.forks, (unsigned long long)o->st.preemptions,
            (unsigned long long)o->st.cache.evicted_pages, (unsigned long long)o->st.recomputed_tokens);
+    if (!cell.full) { /* the sampler does not depend on the cache's configuration */
+        free(o);
+        free(solo);
+        return;
+    }
     c = base_cfg(1);
     run(&c, (run_opts){3, 0.8f, 0, NULL}, o);
     int diff_samples = 0, bad = 0;
@@ -447,7 +480,91 @@ static void test_sparsity(fkv_sparse_mode mode)
            (unsigned long long)o->st.dropped_tokens);
     printf("%s: %llu tokens dropped, peak pages %u (dense %u)\n", fkv_sparse_mode_name(mode),
            (unsigned long long)o->st.dropped_tokens, sparse_peak, dense_peak);
+    /* Without memory pressure the policy and the quotas decide nothing:
+     * every cell with the same chunk layout (fixed / dynamic) and prefill
+     * mode gives the same tokens as the first such cell.  Under pressure
+     * they may differ, by design: a chunk recomputed after some of its
+     * request's chunks were dropped attends to the sparser context, so its
+     * K/V are not those of its first computation. */
+    static int32_t ref_tok[2][2][2][NREQ][MAXTOK]; /* [mode h2o][dynamic][chunked] */
+    static int have_ref[2][2][2];
+    int m = mode == FKV_SPARSE_H2O, dy = cell.dynamic_chunking, ck = cell.chunked_prefill;
+    if (!have_ref[m][dy][ck]) {
+        for (int r = 0; r < NREQ; r++) memcpy(ref_tok[m][dy][ck][r], o->tok[r][0], sizeof o->tok[r][0]);
+        have_ref[m][dy][ck] = 1;
+    } else {
+        int same = 1;
+        for (int r = 0; r < NREQ; r++) same &= !memcmp(ref_tok[m][dy][ck][r], o->tok[r][0], sizeof o->tok[r][0]);
+        CHECKF(same, "[%s] %s: tokens differ from another policy's without memory pressure", cell.name,
+               fkv_sparse_mode_name(mode));
+    }
+    run_out *p = malloc(sizeof *p);
+    REQUIRE(p);
+    c.kv_budget_bytes = 240 * token_bytes();
+    run(&c, (run_opts){1, 0, 0, NULL}, p);
+    finished = 1;
+    for (int r = 0; r < NREQ; r++) finished &= p->done[r][0] == 1 && p->n_tok[r][0] == MAXTOK;
+    CHECKF(finished && p->st.cache.evicted_pages > 0 && p->st.dropped_tokens > 0,
+           "[%s] %s, 240 tokens: finished %d, %llu evicted pages, %llu dropped tokens", cell.name,
+           fkv_sparse_mode_name(mode), finished, (unsigned long long)p->st.cache.evicted_pages,
+           (unsigned long long)p->st.dropped_tokens);
+    check_accounting("sparsity under pressure", p);
+    free(p);
     free(o);
+}
+
+/* ---------------------------------------------------------------- sweep */
+
+static const char *const policies[] = {"flru", "lru", "fifo", "sieve", "flru-literal"};
+#define N_POLICIES (sizeof policies / sizeof *policies)
+
+static void set_cell(const char *policy, int quotas, int dynamic, int chunked)
+{
+    cell = (sweep_cell){policy, quotas, dynamic, chunked, 0, ""};
+    cell.full = !strcmp(policy, "flru") && quotas && !dynamic && chunked;
+    snprintf(cell.name, sizeof cell.name, "%s, quotas %s, %s chunks, %s prefill", policy, quotas ? "on" : "off",
+             dynamic ? "dynamic" : "fixed", chunked ? "chunked" : "non-chunked");
+    printf("--- cell: %s\n", cell.name);
+}
+
+/* The equivalence tests of one cell. */
+static void run_cell(void)
+{
+    /* sanitizers: the cache paths (pressure, forks, prefixes) in every cell
+     * they run, the kernels' modes in the default one */
+    int lean = check_scale() < 1 && !cell.full;
+    if (!lean) test_pressure(1);
+    test_pressure(0);
+    test_prefix();
+    test_samples();
+    if (lean) return;
+    test_int8();
+    test_sparsity(FKV_SPARSE_STREAMING);
+    test_sparsity(FKV_SPARSE_H2O);
+}
+
+static void sweep(void)
+{
+    int small = check_scale() < 1;
+    unsigned cells = 0;
+    for (size_t p = 0; p < N_POLICIES; p++)
+        for (int q = 1; q >= 0; q--)
+            for (int d = 0; d <= 1; d++) {
+                /* sanitizers: the default cell and lru without quotas
+                 * with dynamic chunks */
+                if (small && !(p == 0 && q == 1 && d == 0) && !(p == 1 && q == 0 && d == 1)) continue;
+                set_cell(policies[p], q, d, 1);
+                run_cell();
+                cells++;
+            }
+    for (size_t p = 0; p < N_POLICIES; p++) {
+        if (small && p != 3) continue; /* sanitizers: sieve */
+        set_cell(policies[p], 1, 0, 0);
+        run_cell();
+        cells++;
+    }
+    printf("sweep: %u cells\n", cells);
+    set_cell("flru", 1, 0, 1);
 }
 
 /* ---------------------------------------------------------------- threads */
@@ -597,14 +714,8 @@ int main(void)
     make_prompts();
     baseline();
     test_bad_args();
-    test_pressure(1);
-    test_pressure(0);
-    test_prefix();
     test_f16();
-    test_samples();
-    test_int8();
-    test_sparsity(FKV_SPARSE_STREAMING);
-    test_sparsity(FKV_SPARSE_H2O);
+    sweep();
     test_submit_thread();
     test_cli();
     unbuild(&tiny);

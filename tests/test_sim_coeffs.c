@@ -28,7 +28,7 @@ static void test_pricing(void)
     REQUIRE(fkv_profile_set_coeffs(&p, c, 4, err, sizeof err) == FKV_OK);
     CHECK(p.overhead_ms == c[0] && p.per_request_ms == c[3] && p.hbm_bytes_per_s == 0);
     fkv_batch_item it[20];
-    fkv_batch b = {it, 0, 20, 0, 0, 0, 0};
+    fkv_batch b = {it, 0, 20, 0, 0, 0, 0, NULL, 0, 0};
     uint64_t s = 7;
     int exact = 0, trials = 200;
     for (int t = 0; t < trials; t++) {
@@ -37,7 +37,7 @@ static void test_pricing(void)
         for (size_t i = 0; i < b.n; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
             it[i] = (fkv_batch_item){NULL, (uint32_t)(s >> 40) % 900, (uint32_t)(s >> 20) % 3 ? 0 : 17,
-                                     (s >> 30) % 5 ? 1 : 64, 0};
+                                     (s >> 30) % 5 ? 1 : 64, 0, 0, 0};
             b.tokens += it[i].n_new + it[i].n_restored;
         }
         double want = c[0] + c[1] * b.tokens + c[2] * attn_work(&b) + c[3] * (double)b.n;
@@ -49,7 +49,7 @@ static void test_pricing(void)
     REQUIRE(fkv_profile_set_coeffs(&p, c, 3, err, sizeof err) == FKV_OK);
     CHECK(p.per_request_ms == 0);
     b.n = 1;
-    it[0] = (fkv_batch_item){NULL, 100, 0, 1, 0};
+    it[0] = (fkv_batch_item){NULL, 100, 0, 1, 0, 0, 0};
     b.tokens = 1;
     CHECK(llabs(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) - llround((c[0] + c[1] + c[2] * 101) * 1e6)) <= 1);
     /* bad values leave an error naming the coefficient */

@@ -27,6 +27,7 @@ void fkv_engine_config_default(fkv_engine_config *c)
     c->admission = FKV_ADMIT_FCFS;
     c->victim = FKV_VICTIM_LAST_STARTED;
     c->max_batch_tokens = 256;
+    c->chunked_prefill = 1;
     c->max_running = 16;
     c->n_threads = 1;
     c->ref_attention = 0;
@@ -103,6 +104,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.admission = cfg->admission;
     sc.victim = cfg->victim;
     sc.max_batch_tokens = e->cfg.max_batch_tokens;
+    sc.chunked_prefill = cfg->chunked_prefill;
     sc.max_running = cfg->max_running;
     sc.n_clients = 64;
     sc.on_preempt = FKV_PREEMPT_KEEP;
@@ -150,7 +152,6 @@ void fkv_engine_destroy(fkv_engine *e)
     free(e->ent);
     free(e->fs);
     free(e->logits);
-    free(e->dirty);
     free(e->dq);
     free(e->dout);
     free(e->dseq);

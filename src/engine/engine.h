@@ -66,6 +66,7 @@ typedef struct fkv_engine_config {
     fkv_admit admission;       /* FCFS; VTC shares service among request.client ids */
     fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
     uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
+    int chunked_prefill;       /* 1: a prompt may be split over steps (fkv_sched_config.chunked_prefill) */
     uint32_t max_running;      /* 16 */
     uint32_t n_threads;        /* 1: forward pool and attention pool threads */
     int ref_attention;         /* 1: scalar reference attention (dense, base-dtype chunks only) */
@@ -128,7 +129,6 @@ typedef struct fkv_engine_stats {
     uint64_t quant_chunk_reads; /* quantized chunks met in attention tables */
     uint64_t dropped_tokens;    /* tokens dropped by the sparsity mode */
     uint32_t peak_pages_used;   /* most cache pages in use after a step */
-    uint64_t deferred_restores; /* items preempted in the step that restored their chunks */
     uint64_t forks;             /* samples forked from their request's sequence */
     uint64_t preemptions, rejections;
     fkv_counters cache;         /* the cache's counters */

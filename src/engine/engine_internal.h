@@ -71,9 +71,6 @@ struct fkv_engine {
     size_t n_ent, cap_ent, cap_fs;
     float *logits; /* [cap_logits][n_vocab] */
     size_t cap_logits;
-    /* chunks made resident again whose K/V are not computed yet */
-    const fkv_chunk_view **dirty;
-    size_t n_dirty, cap_dirty;
     /* deferred decode attention of the current layer */
     float *dq, *dout;
     fkv_attn_seq *dseq;

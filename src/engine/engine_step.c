@@ -2,15 +2,14 @@
  *
  * Which positions a step computes.  The scheduler's cache calls make
  * chunks resident before their K/V exist: appends (computed in the same
- * step) and restores of evicted chunks.  A restored chunk is computed by the
- * first request of the batch whose table holds it; a request preempted in
- * the step that restored its chunks (it could not get memory) is not
- * executed, so its restored chunks stay "dirty" until a later step of a
- * request holding them.  The engine therefore compares each sequence's
- * non-resident chunks before the step with the table after it, and keeps a
- * set of dirty chunks; every entry recomputes the dirty chunks of its table
- * (in position order, up to the first chunk that is still missing) before
- * its new tokens.
+ * step) and restores of evicted chunks.  Each batch item names the ranges
+ * its request restored (fkv_batch_item.range0 / n_ranges); the scheduler
+ * guarantees that a restored range is computed in the step that restored
+ * it, by that item (sched.h), so the engine recomputes exactly those
+ * ranges, in position order, before the item's new tokens.  A chunk shared
+ * by several sequences is restored, and computed, once; the other holders
+ * come later in the batch and read it after it is written (the forward
+ * pass writes each layer's K/V in batch order).
  *
  * Quantization happens inside the cache at append time, before the engine
  * has written that step's K/V.  A chunk turns cold only once quant_hot_tokens
@@ -24,110 +23,9 @@
 
 #include "engine/engine_internal.h"
 
-/* ---------------------------------------------------------------- dirty set */
-
-static int is_dirty(const fkv_engine *e, const fkv_chunk_view *c)
-{
-    for (size_t i = 0; i < e->n_dirty; i++)
-        if (e->dirty[i] == c) return 1;
-    return 0;
-}
-
-static void undirty(fkv_engine *e, const fkv_chunk_view *c)
-{
-    for (size_t i = 0; i < e->n_dirty; i++)
-        if (e->dirty[i] == c) {
-            e->dirty[i] = e->dirty[--e->n_dirty];
-            return;
-        }
-}
-
-/* Missing chunks before the step: (request, chunk index). */
-typedef struct miss_rec {
-    eng_req *q;
-    fkv_seq *seq;
-    uint32_t idx;
-} miss_rec;
-
-static fkv_status snapshot_missing(fkv_engine *e, miss_rec **recs, size_t *n, size_t *cap)
-{
-    *n = 0;
-    for (size_t i = 0; i < e->n_live; i++) {
-        eng_req *q = e->live[i];
-        if (!q->r.seq) continue;
-        const fkv_chunk_view *const *ch;
-        size_t nc;
-        fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
-        if (st) return st;
-        for (size_t c = 0; c < nc; c++) {
-            if (ch[c]->resident || ch[c]->dropped) continue;
-            if (fkv__eng_grow(recs, cap, *n + 1, sizeof **recs)) return FKV_ENOMEM;
-            (*recs)[(*n)++] = (miss_rec){q, q->r.seq, (uint32_t)c};
-        }
-    }
-    return FKV_OK;
-}
-
-static fkv_status mark_restored(fkv_engine *e, const miss_rec *recs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        eng_req *q = recs[i].q;
-        if (q->r.seq != recs[i].seq) continue; /* freed in the step */
-        const fkv_chunk_view *const *ch;
-        size_t nc;
-        fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
-        if (st) return st;
-        if (recs[i].idx < nc && ch[recs[i].idx]->resident && !is_dirty(e, ch[recs[i].idx])) {
-            if (fkv__eng_grow(&e->dirty, &e->cap_dirty, e->n_dirty + 1, sizeof *e->dirty)) return FKV_ENOMEM;
-            e->dirty[e->n_dirty++] = ch[recs[i].idx];
-        }
-    }
-    return FKV_OK;
-}
-
-/* Forgets dirty chunks that a live sequence holds evicted (they will be
- * restored, and found again, before anything reads them).  A dirty chunk
- * no live sequence holds is kept: a rejected request's freed sequence
- * leaves its chunks in the prefix cache, and a later match must recompute
- * them.  Such an entry may outlive its chunk and then name a new chunk at
- * the same address: that chunk is computed once more, which costs time
- * only.  The set is bounded (DIRTY_MAX) for the same reason. */
-#define DIRTY_MAX 4096
-static void prune_dirty(fkv_engine *e)
-{
-    size_t w = 0;
-    for (size_t d = 0; d < e->n_dirty; d++) {
-        int evicted = 0;
-        for (size_t i = 0; i < e->n_live && !evicted; i++) {
-            const fkv_chunk_view *const *ch;
-            size_t nc;
-            if (!e->live[i]->r.seq || fkv_seq_chunks(e->live[i]->r.seq, &ch, &nc)) continue;
-            for (size_t c = 0; c < nc && !evicted; c++) evicted = ch[c] == e->dirty[d] && !ch[c]->resident;
-        }
-        if (!evicted) e->dirty[w++] = e->dirty[d];
-    }
-    e->n_dirty = w;
-    if (e->n_dirty > DIRTY_MAX) {
-        memmove(e->dirty, e->dirty + (e->n_dirty - DIRTY_MAX), DIRTY_MAX * sizeof *e->dirty);
-        e->n_dirty = DIRTY_MAX;
-    }
-}
-
 /* ---------------------------------------------------------------- entries */
 
 static eng_req *req_of(fkv_req *r) { return (eng_req *)(void *)((char *)r - offsetof(eng_req, r)); }
-
-typedef struct claim_set {
-    const fkv_chunk_view **p;
-    size_t n, cap;
-} claim_set;
-
-static int claimed(const claim_set *c, const fkv_chunk_view *v)
-{
-    for (size_t i = 0; i < c->n; i++)
-        if (c->p[i] == v) return 1;
-    return 0;
-}
 
 /* Adds the entry [start, start + n) of q (table ch[nc]).  pure_new: the
  * entry holds only this step's new tokens (a lone one at the table's end
@@ -174,54 +72,44 @@ static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *con
     return FKV_OK;
 }
 
-/* The entries of one batch item: its dirty chunks below ctx, then its new tokens. */
-static fkv_status item_entries(fkv_engine *e, const fkv_batch_item *it, claim_set *cl)
+/* The entries of one batch item: the ranges it restored, in position
+ * order, then its new tokens (one entry with the last range when that ends
+ * where they start). */
+static fkv_status item_entries(fkv_engine *e, const fkv_batch *b, const fkv_batch_item *it)
 {
     eng_req *q = req_of(it->r);
     const fkv_chunk_view *const *ch;
     size_t nc;
     fkv_status st = fkv_seq_chunks(q->r.seq, &ch, &nc);
     if (st) return st;
-    uint32_t a = 0, b = 0; /* open recompute run [a, b), none when a == b */
-    for (size_t c = 0; c < nc && ch[c]->start < it->ctx; c++) {
-        const fkv_chunk_view *v = ch[c];
-        if (!v->resident) {
-            if (v->dropped) continue;
-            if (it->n_new) {
+    if (it->n_new) /* new tokens attend to everything before them */
+        for (size_t c = 0; c < nc && ch[c]->start < it->ctx; c++)
+            if (!ch[c]->resident && !ch[c]->dropped) {
                 snprintf(e->err, sizeof e->err, "request %llu: chunk at %u missing in a step with new tokens",
-                         (unsigned long long)q->r.id, v->start);
+                         (unsigned long long)q->r.id, ch[c]->start);
                 return FKV_ESTATE;
             }
-            break; /* the rest is restored in a later step */
-        }
-        int take = is_dirty(e, v) && !claimed(cl, v);
-        if (take && a != b && b == v->start) {
-            b = v->start + v->n_tokens;
-        } else if (a != b) {
-            e->st.recomputed_tokens += b - a;
-            if ((st = add_entry(e, q, ch, nc, a, b - a, 0, 0))) return st;
-            a = b = 0;
-        }
-        if (take) {
-            if (fkv__eng_grow(&cl->p, &cl->cap, cl->n + 1, sizeof *cl->p)) return FKV_ENOMEM;
-            cl->p[cl->n++] = v;
-            if (a == b) a = v->start, b = v->start + v->n_tokens;
-        }
-    }
     int emits = it->n_new && q->r.computed >= q->r.target;
-    if (a != b) {
-        e->st.recomputed_tokens += b - a;
-        if (it->n_new && b == it->ctx) { /* one entry for the run and the new tokens */
-            if (q->r.generated + q->gen_offset == 0) e->st.prefill_tokens += it->n_new;
-            else e->st.decode_tokens++;
-            return add_entry(e, q, ch, nc, a, b - a + it->n_new, emits, 0);
+    int first_out = q->r.generated + q->gen_offset == 0;
+    for (uint32_t k = 0; k < it->n_ranges; k++) {
+        fkv_range g = b->ranges[it->range0 + k];
+        if (g.start >= g.end || g.end > it->ctx) {
+            snprintf(e->err, sizeof e->err, "request %llu: restored range [%u,%u) outside [0,%u)",
+                     (unsigned long long)q->r.id, g.start, g.end, it->ctx);
+            return FKV_ESTATE;
         }
-        if ((st = add_entry(e, q, ch, nc, a, b - a, 0, 0))) return st;
+        e->st.recomputed_tokens += g.end - g.start;
+        if (k + 1 == it->n_ranges && it->n_new && g.end == it->ctx) {
+            if (first_out) e->st.prefill_tokens += it->n_new;
+            else e->st.decode_tokens++;
+            return add_entry(e, q, ch, nc, g.start, g.end - g.start + it->n_new, emits, 0);
+        }
+        if ((st = add_entry(e, q, ch, nc, g.start, g.end - g.start, 0, 0))) return st;
     }
     if (!it->n_new) return FKV_OK;
     /* the scheduler marks every step "prefill" (it prefills up to the next
      * emission); a lone token after the first emission is a decode */
-    int decode = it->n_new == 1 && q->r.generated + q->gen_offset > 0;
+    int decode = it->n_new == 1 && !first_out;
     if (decode) e->st.decode_tokens++;
     else e->st.prefill_tokens += it->n_new;
     return add_entry(e, q, ch, nc, it->ctx, it->n_new, emits, decode);
@@ -448,25 +336,22 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
     apply_cancels(e);
     if (!e->n_live) return FKV_OK;
     if (busy) *busy = 1;
-    miss_rec *recs = NULL;
-    size_t n_recs = 0, cap_recs = 0;
-    claim_set cl = {0};
-    if ((st = snapshot_missing(e, &recs, &n_recs, &cap_recs))) goto out;
     e->now += 1000000; /* 1 ms of virtual time per step */
     if ((st = fkv_sched_step(e->sched, e->now, &e->batch))) {
         snprintf(e->err, sizeof e->err, "scheduler: %s", fkv_sched_last_error(e->sched));
         goto out;
     }
     e->st.steps++;
-    if ((st = mark_restored(e, recs, n_recs))) goto out;
     if (e->batch.n == 0 && e->batch.wake_ns > e->now) e->now = e->batch.wake_ns;
     for (size_t i = 0; i < e->batch.n && !st; i++) {
         const fkv_batch_item *it = &e->batch.items[i];
-        if (it->r->state != FKV_REQ_RUNNING || !it->r->seq) { /* preempted while forming the step */
-            e->st.deferred_restores += it->n_restored > 0;
-            continue;
+        if (it->r->state != FKV_REQ_RUNNING || !it->r->seq) { /* the scheduler never leaves such an item */
+            snprintf(e->err, sizeof e->err, "request %llu: in the batch but not running",
+                     (unsigned long long)it->r->id);
+            st = FKV_ESTATE;
+            break;
         }
-        st = item_entries(e, it, &cl);
+        st = item_entries(e, &e->batch, it);
     }
     if (st) goto out;
     uint32_t V = e->m->hp.n_vocab;
@@ -513,17 +398,13 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
         if (q->n_kids && q->r.generated == 0) fork_kids(e, q, lg);
     }
     if ((st = fkv_sched_finish(e->sched, &e->batch, e->now))) goto out;
-    for (size_t i = 0; i < cl.n; i++) undirty(e, cl.p[i]);
     if ((st = sparsify(e))) goto out;
-    prune_dirty(e);
     reap(e);
     fkv_cache_info info;
     if (!fkv_cache_get_info(e->cache, &info) && info.n_pages - info.free_pages > e->st.peak_pages_used)
         e->st.peak_pages_used = info.n_pages - info.free_pages;
 out:
     free_entries(e);
-    free(recs);
-    free(cl.p);
     return st;
 }
 

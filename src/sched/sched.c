@@ -20,6 +20,8 @@ struct fkv_sched {
     uint32_t *client_live; /* [n_clients] waiting + running requests */
     int32_t *tok;         /* [tok_cap] token ids of one append */
     size_t tok_cap;
+    const fkv_chunk_view **restored; /* chunks restored in the step being formed */
+    size_t n_restored, cap_restored;
     char err[256];
 };
 
@@ -91,6 +93,7 @@ void fkv_sched_destroy(fkv_sched *s)
     free(s->vtc);
     free(s->client_live);
     free(s->tok);
+    free(s->restored);
     free(s);
 }
 
@@ -252,14 +255,49 @@ static void reject(fkv_sched *s, fkv_req *r)
     s->rejections++;
 }
 
-static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t restored, uint32_t n_new, int prefill)
+/* The item's restored ranges are the batch's ranges from range0 on. */
+static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t restored, uint32_t n_new, int prefill,
+                           size_t range0)
 {
     if (grow(&b->items, &b->cap, b->n + 1, sizeof *b->items)) return FKV_ENOMEM;
-    b->items[b->n++] = (fkv_batch_item){r, ctx, restored, n_new, prefill};
+    b->items[b->n++] =
+        (fkv_batch_item){r, ctx, restored, n_new, prefill, (uint32_t)range0, (uint32_t)(b->n_ranges - range0)};
     return FKV_OK;
 }
 
-enum { SERVED = 0, GONE = 1, NOROOM = 2 };
+/* Records [a, e) as restored in this step: in the batch (merged with the
+ * item's previous range when adjacent) and the chunk in the step's set. */
+static fkv_status note_restored(fkv_sched *s, fkv_batch *b, size_t range0, const fkv_chunk_view *ch, uint32_t a,
+                                uint32_t e)
+{
+    if (grow(&s->restored, &s->cap_restored, s->n_restored + 1, sizeof *s->restored)) return FKV_ENOMEM;
+    s->restored[s->n_restored++] = ch;
+    if (b->n_ranges > range0 && b->ranges[b->n_ranges - 1].end == a) {
+        b->ranges[b->n_ranges - 1].end = e;
+        return FKV_OK;
+    }
+    if (grow(&b->ranges, &b->cap_ranges, b->n_ranges + 1, sizeof *b->ranges)) return FKV_ENOMEM;
+    b->ranges[b->n_ranges++] = (fkv_range){a, e};
+    return FKV_OK;
+}
+
+/* r's last chunk is shared and was restored in this step: an append would
+ * copy its partial page before that page's K/V exist. */
+static int tail_restored_shared(const fkv_sched *s, fkv_req *r)
+{
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    if (!s->n_restored || fkv_seq_chunks(r->seq, &ch, &n) || !n || ch[n - 1]->refs < 2) return 0;
+    for (size_t i = 0; i < s->n_restored; i++)
+        if (s->restored[i] == ch[n - 1]) return 1;
+    return 0;
+}
+
+/* serve() results: SERVED; GONE (preempted, rejected or failed); NOROOM
+ * (an admission that found no memory: it goes back to the queue); STALLED
+ * (no memory after restoring chunks: the item carries the restores, the
+ * request stays running and tries again next step). */
+enum { SERVED = 0, GONE = 1, NOROOM = 2, STALLED = 3 };
 
 /* On a full cache: preempt a victim other than r and report 0, or report 1
  * when r itself must go (it is the only or the chosen victim). */
@@ -289,11 +327,13 @@ static int give_up(fkv_sched *s, fkv_req *r, fkv_batch *b, int admitting, fkv_st
 }
 
 /* Recomputation of evicted chunks, chunk by chunk so a partial restore
- * never splits a chunk.  Returns SERVED with *missing_left set, or
- * GONE/NOROOM. */
+ * never splits a chunk.  Returns SERVED with *missing_left set (the rest
+ * next step: the budget ran out), STALLED (no memory for the next chunk
+ * after restoring some), or GONE/NOROOM (no memory before restoring any). */
 static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int admitting,
                            uint32_t *restored, uint32_t *missing_left, fkv_status *st)
 {
+    size_t range0 = b->n_ranges;
     uint32_t missing = 0;
     *missing_left = 0;
     if ((*st = fkv_seq_touch(r->seq, &missing)) != FKV_OK) return GONE;
@@ -310,7 +350,11 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         uint32_t got = 0;
         fkv_status rs = fkv_seq_restore(r->seq, a, e, NULL, &got);
         if (rs == FKV_EFULL) {
-            if (make_room(s, r, b, st)) return give_up(s, r, b, admitting, st);
+            if (make_room(s, r, b, st)) {
+                if (!*restored) return give_up(s, r, b, admitting, st);
+                *missing_left = missing; /* what it restored is computed in this step */
+                return STALLED;
+            }
             if (*st) return GONE;
             continue;
         }
@@ -323,6 +367,7 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
                        (unsigned long long)r->id, a, e);
             return GONE;
         }
+        if ((*st = note_restored(s, b, range0, ch[i], a, e)) != FKV_OK) return GONE;
         *restored += got;
         missing = missing > got ? missing - got : 0;
         if (counts) {
@@ -342,6 +387,7 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
 {
     uint32_t restored = 0, missing = 0, n = 0, ctx = r->computed;
     int rc = SERVED, prefill = 0;
+    size_t range0 = b->n_ranges;
     *st = FKV_OK;
     if (s->cache && r->seq && r->computed) {
         rc = restore_missing(s, r, b, budget, admitting, &restored, &missing, st);
@@ -361,6 +407,7 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
     } else {
         n = *budget ? 1 : 0;
     }
+    if (n && s->cache && tail_restored_shared(s, r)) n = 0; /* next step */
     if (n && s->cache) {
         for (;;) {
             const int32_t *tok = tokens_for(s, r, r->computed, n);
@@ -375,7 +422,8 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
                 return GONE;
             }
             if (make_room(s, r, b, st)) {
-                rc = give_up(s, r, b, admitting, st);
+                /* after restores, the step computes them; the new tokens wait */
+                rc = restored ? STALLED : give_up(s, r, b, admitting, st);
                 n = 0;
                 goto out;
             }
@@ -395,11 +443,11 @@ out:
     if (*st) return GONE;
     if (n || restored) {
         int counts = s->cfg.miss == FKV_MISS_RECOMPUTE;
-        if ((*st = add_item(b, r, ctx, restored, n, prefill)) != FKV_OK) return GONE;
+        if ((*st = add_item(b, r, ctx, restored, n, prefill, range0)) != FKV_OK) return GONE;
         b->tokens += n + (counts ? restored : 0);
         if (!counts) b->reload_tokens += restored;
     }
-    if (rc == SERVED) r->served = 1;
+    if (rc == SERVED || rc == STALLED) r->served = 1;
     return rc;
 }
 
@@ -447,6 +495,8 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
 {
     fkv_status st = FKV_OK;
     b->n = 0;
+    b->n_ranges = 0;
+    s->n_restored = 0;
     b->tokens = 0;
     b->reload_tokens = 0;
     b->preempted = 0;
@@ -463,7 +513,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
         size_t before = s->n_run;
         int rc = serve(s, r, b, &budget, 0, &st);
         if (st) return st;
-        if (rc == SERVED) i++;
+        if (rc == SERVED || rc == STALLED) i++;
         else if (s->n_run == before) i++; /* defensive: r stayed */
         /* else r left the running set: the same index now holds the next one */
     }
@@ -519,6 +569,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
             break;
         }
         if (rc == GONE && r->state == FKV_REQ_REJECTED) continue;
+        if (rc == STALLED) break; /* admitted with its restores; no memory for more */
     }
     if (b->tokens > s->cfg.max_batch_tokens)
         return fail(s, FKV_ESTATE, "step of %u tokens over the budget %u", b->tokens, s->cfg.max_batch_tokens);
@@ -566,5 +617,6 @@ fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns)
 void fkv_batch_free(fkv_batch *b)
 {
     free(b->items);
+    free(b->ranges);
     memset(b, 0, sizeof *b);
 }

@@ -31,9 +31,24 @@
  *
  * An engine executing a step finds where each new token's K/V goes with
  * fkv_seq_chunks + fkv_chunks_locate for positions [ctx, ctx + n_new) of the
- * item, and recomputes the evicted ranges it restored (fkv_seq_missing
- * before the step names them; the scheduler restores whole chunks in
- * position order).
+ * item, and recomputes (or reloads) exactly the ranges the item names as
+ * restored: the scheduler restores whole chunks in position order and
+ * records each one in the batch.  Restored pages hold no K/V until the
+ * step runs, so two rules keep every restored range computed in the step
+ * that restored it, by the item that restored it:
+ *   - a request that restored chunks in a step is not preempted, rejected
+ *     or sent back to the queue in that step: when it then finds no memory
+ *     for the rest of its restores or for its new tokens, its item carries
+ *     the restores alone and the rest waits for the next step (where it
+ *     may be preempted with its restored K/V intact);
+ *   - a request whose last chunk is shared with another sequence (a fork,
+ *     or a matched partial chunk) and was restored in this step appends
+ *     nothing in this step: its append would copy the shared partial page
+ *     (copy-on-write) before that page's K/V exist.
+ * A chunk restored by one holder is resident for all of them; the others
+ * read it after the restoring item in batch order, which an engine that
+ * writes each layer's K/V in batch order before later items read it
+ * (src/engine) computes in time.
  *
  * Dynamic (windowed) batching: a batch is admitted only when nothing runs,
  * once the oldest waiting request has waited batch_window_ns or
@@ -118,6 +133,9 @@ typedef struct fkv_batch_item {
     uint32_t n_restored; /* evicted tokens recomputed or reloaded this step */
     uint32_t n_new;      /* prefill chunk or 1 decode token */
     int prefill;         /* n_new are prefill tokens */
+    /* the positions restored: fkv_batch.ranges[range0 .. range0 + n_ranges),
+     * ascending, disjoint, below ctx; their lengths sum to n_restored */
+    uint32_t range0, n_ranges;
 } fkv_batch_item;
 
 typedef struct fkv_batch {
@@ -127,6 +145,8 @@ typedef struct fkv_batch {
     uint64_t reload_tokens; /* host-tier reloads (not in the budget) */
     uint32_t preempted;     /* preemptions while forming the step */
     int64_t wake_ns;        /* empty batch in dynamic mode: retry at this time */
+    fkv_range *ranges;      /* restored ranges of all items (see fkv_batch_item) */
+    size_t n_ranges, cap_ranges;
 } fkv_batch;
 
 typedef struct fkv_sched fkv_sched;

@@ -60,6 +60,7 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
         } else if (KEY("quotas")) bad = onoff(v, &cfg->quotas);
         else if (KEY("dynamic_chunking")) bad = onoff(v, &cfg->dynamic_chunking);
         else if (KEY("prefix_cache")) bad = onoff(v, &cfg->prefix_cache);
+        else if (KEY("chunked_prefill")) bad = onoff(v, &cfg->chunked_prefill);
         else if (KEY("quant")) {
             if (!strcmp(v, "off")) cfg->quant_mode = FKV_QUANT_OFF;
             else if (!strcmp(v, "always")) cfg->quant_mode = FKV_QUANT_ALWAYS;
