@@ -33,7 +33,9 @@
  * or 15, u = one fp16 ulp of the group minimum: the zero point is the
  * minimum rounded down to fp16 and the scale is rounded up, so every value
  * of the group lies inside the code range (nothing is clipped).  Values
- * must be finite and within fp16 range (|x| <= 65504).
+ * must be finite and within fp16 range (|x| <= 65504).  The largest codes
+ * of a group whose maximum is near 65504 decode a little above it: into an
+ * fp16 base they saturate at +-65504 (closer to x, never infinite).
  *
  * Memory: with an fp16 base and page_tokens 16, a 64-token chunk takes
  * 0.531 (int8) and 0.297 (int4) of its fp16 bytes, scales included.  Pages

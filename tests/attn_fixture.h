@@ -103,31 +103,39 @@ static inline void fx_store(const fx *f, float x, void *dst)
     }
 }
 
-/* Builds a sequence of n tokens cut into chunks of 1..max_chunk tokens,
- * each chunk's dtype drawn from dtypes[n_dtypes] (quantized in place). */
-static inline void fx_seq(fx *f, fxseq *s, uint32_t n, uint32_t max_chunk, const fkv_dtype *dtypes,
-                          int n_dtypes, int outliers, rng *r)
+/* Allocates a sequence of n tokens (data not filled, no chunks yet). */
+static inline void fx_seq_alloc(const fx *f, fxseq *s, uint32_t n)
 {
     const fkv_kv_geom *g = &f->g;
-    size_t E = (size_t)g->n_kv_heads * g->head_dim, es = g->base == FKV_F32 ? 4 : 2;
-    uint64_t stride = g->page_stride ? g->page_stride : fkv_kv_page_bytes(g);
+    size_t E = (size_t)g->n_kv_heads * g->head_dim;
     s->n = n;
     s->k = malloc((size_t)g->n_layers * n * E * sizeof(float) + 1);
     s->v = malloc((size_t)g->n_layers * n * E * sizeof(float) + 1);
     s->views = calloc(n + 1, sizeof *s->views);
     s->tab = calloc(n + 1, sizeof *s->tab);
     REQUIRE(s->k && s->v && s->views && s->tab);
-    fx_fill(f, s, r, outliers);
     s->n_chunks = 0;
-    for (uint32_t pos = 0; pos < n;) {
-        uint32_t len = 1 + rng_below(r, max_chunk);
-        if (len > n - pos) len = n - pos;
+}
+
+/* Lays the sequence's data (s->k, s->v) out in chunks of lens[i] tokens
+ * (summing to s->n) over free pages, chunk i quantized in place to dts[i]
+ * when that is not the base dtype. */
+static inline void fx_seq_place(fx *f, fxseq *s, const uint32_t *lens, const fkv_dtype *dts, size_t n_chunks)
+{
+    const fkv_kv_geom *g = &f->g;
+    size_t E = (size_t)g->n_kv_heads * g->head_dim, es = g->base == FKV_F32 ? 4 : 2;
+    uint64_t stride = g->page_stride ? g->page_stride : fkv_kv_page_bytes(g);
+    const uint32_t n = s->n;
+    s->n_chunks = 0;
+    for (uint32_t pos = 0, i = 0; i < n_chunks; i++) {
+        uint32_t len = lens[i];
+        REQUIRE(len >= 1 && len <= n - pos);
         fkv_chunk_view *c = &s->views[s->n_chunks];
         uint32_t nb = fkv_quant_pages_needed(g, g->base, len);
         REQUIRE(f->n_free >= nb);
         uint32_t *pages = malloc(nb * sizeof *pages);
         REQUIRE(pages);
-        for (uint32_t i = 0; i < nb; i++) pages[i] = f->free_pages[--f->n_free];
+        for (uint32_t j = 0; j < nb; j++) pages[j] = f->free_pages[--f->n_free];
         for (uint32_t l = 0; l < g->n_layers; l++)
             for (uint32_t t = 0; t < len; t++)
                 for (size_t e = 0; e < E; e++) {
@@ -136,7 +144,7 @@ static inline void fx_seq(fx *f, fxseq *s, uint32_t n, uint32_t max_chunk, const
                     fx_store(f, s->k[src], (char *)f->layers[l].k + off);
                     fx_store(f, s->v[src], (char *)f->layers[l].v + off);
                 }
-        fkv_dtype dt = dtypes[rng_below(r, (uint32_t)n_dtypes)];
+        fkv_dtype dt = dts[i];
         c->start = pos;
         c->n_tokens = len;
         c->cap_tokens = len;
@@ -160,6 +168,28 @@ static inline void fx_seq(fx *f, fxseq *s, uint32_t n, uint32_t max_chunk, const
         s->tab[s->n_chunks++] = c;
         pos += len;
     }
+}
+
+/* Builds a sequence of n tokens cut into chunks of 1..max_chunk tokens,
+ * each chunk's dtype drawn from dtypes[n_dtypes] (quantized in place). */
+static inline void fx_seq(fx *f, fxseq *s, uint32_t n, uint32_t max_chunk, const fkv_dtype *dtypes,
+                          int n_dtypes, int outliers, rng *r)
+{
+    fx_seq_alloc(f, s, n);
+    fx_fill(f, s, r, outliers);
+    uint32_t *lens = malloc((n + 1) * sizeof *lens);
+    fkv_dtype *dts = malloc((n + 1) * sizeof *dts);
+    REQUIRE(lens && dts);
+    size_t nc = 0;
+    for (uint32_t pos = 0; pos < n; nc++) { /* draws in the order: length, dtype, per chunk */
+        uint32_t len = 1 + rng_below(r, max_chunk);
+        if (len > n - pos) len = n - pos;
+        lens[nc] = len;
+        dts[nc] = dtypes[rng_below(r, (uint32_t)n_dtypes)];
+        pos += len;
+    }
+    fx_seq_place(f, s, lens, dts, nc);
+    free(lens), free(dts);
 }
 
 static inline void fx_seq_free(fxseq *s)

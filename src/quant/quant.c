@@ -366,6 +366,8 @@ fkv_status fkv_dequant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, u
                         }
                     }
                 }
+                if (g->base == FKV_F16) /* code * scale + zero may pass 65504 when the group's max is near it */
+                    for (size_t e = 0; e < E; e++) out[e] = out[e] > 65504.0f ? 65504.0f : out[e] < -65504.0f ? -65504.0f : out[e];
                 write_row(ops, g->base, out, row_at(&b, t), E);
             }
         }
