@@ -448,12 +448,15 @@ int main(void)
     const char *dir = getenv("FKV_DATA_DIR");
     char az[1024], mc[1024];
     struct stat st;
-    if (!dir || snprintf(az, sizeof az, "%s/azure_llm_conv_2023.csv", dir) < 0 || stat(az, &st) != 0) {
+    if (dir) {
+        snprintf(az, sizeof az, "%s/azure_llm_conv_2023.csv", dir);
+        snprintf(mc, sizeof mc, "%s/mooncake_synthetic.jsonl", dir);
+    }
+    if (!dir || stat(az, &st) != 0 || stat(mc, &st) != 0) {
         printf("SKIP: data folder absent (FKV_DATA_DIR=%s): needs azure_llm_conv_2023.csv, "
                "mooncake_synthetic.jsonl, vidur/*.csv\n", dir ? dir : "(unset)");
         return 77;
     }
-    snprintf(mc, sizeof mc, "%s/mooncake_synthetic.jsonl", dir);
     char err[512] = "";
     fkv_workload w;
     REQUIRE(fkv_trace_load(az, FKV_TRACE_AUTO, 0, 4, &w, err, sizeof err) == FKV_OK);
