@@ -207,9 +207,51 @@ static void overruns(void)
     fkv_cache_destroy(c);
 }
 
+/* The periodic refresh (evict.c: quotas are refreshed when a request
+ * arrives or leaves, and otherwise every capacity/64 allocated pages): no
+ * expected_tokens, so a request's demand is its length, and no request
+ * arrives or leaves while B grows, so only the periodic refresh sees it.
+ * 64 pages of 4 tokens, T = 1 (quota proportional to demand): the period is
+ * one page, so every eviction sees fresh quotas.
+ *   A and B append 32 pages each: the pool is full, nothing evicted yet.
+ *   B then appends one page 64 times; each append evicts one chunk (one
+ *   page).  Before append k, A's demand is 32 pages and B's 31 + k, so
+ *   qA(k) = 64 x 32 / (63 + k).  usage A + usage B = 64 = qA + qB, so A's
+ *   excess is minus B's and the victim is A's iff usage A >= qA (a tie at
+ *   k = 1, qA = 32, goes to A, the first owner).  qA falls by less than a
+ *   page per append (2048 / (63 x 64) = 0.51 at most), so after each
+ *   append A holds the largest whole number of pages below qA(k): after the
+ *   last, qA(64) = 2048 / 127 = 16.13, A keeps 16 pages (64 tokens) and B
+ *   48 (192 tokens).
+ * With only the refresh at the first eviction (the arrivals made the
+ * quotas dirty), the quotas stay 32 and 32: A loses one page then and B
+ * every later one, and A would keep 31 pages. */
+static void periodic_refresh(void)
+{
+    fkv_cache *c = open_cache(64, 1, 1.0, 0);
+    now = 0;
+    fkv_seq *a = fx_seq(c, 1), *b = fx_seq(c, 2);
+    REQUIRE(fkv_seq_append(a, NULL, 128, NULL) == FKV_OK);
+    REQUIRE(fkv_seq_append(b, NULL, 128, NULL) == FKV_OK);
+    CHECK(c->n_free == 0 && c->stats.fairkv_evicted_pages_total[0] == 0);
+    for (int k = 1; k <= 64; k++) {
+        now = k;
+        REQUIRE(fkv_seq_append(b, NULL, 4, NULL) == FKV_OK);
+    }
+    CHECK(c->stats.fairkv_evicted_pages_total[0] == 64);
+    CHECKF(resident_tokens(a) == 64 && resident_tokens(b) == 192, "resident A %u B %u tokens, want 64 and 192",
+           resident_tokens(a), resident_tokens(b));
+    /* the quotas of the last refresh, before the 64th append */
+    CHECKF(fabs(a->quota_pages - 2048.0 / 127) < 1e-9 && fabs(b->quota_pages - 64.0 * 95 / 127) < 1e-9,
+           "quotas %g %g", a->quota_pages, b->quota_pages);
+    CHECK(fx_invariants(c));
+    fkv_cache_destroy(c);
+}
+
 int main(void)
 {
     formula();
+    periodic_refresh();
     over_quota_first();
     cached_first();
     retention();

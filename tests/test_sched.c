@@ -122,6 +122,80 @@ static void scenario3(void)
     fkv_workload_free(&w);
 }
 
+/* Scenario 4: no chunked prefill (a prompt runs whole), budget 64;
+ * A(0, prompt 20, output 3), B(0, 44, 1), C(0, 100, 1), E(0, 30, 1).
+ *  step 1 t=0:     A 20 + B 44: B's prompt equals the budget left, so it
+ *                  runs (exactly full)  lin(64) = 10.63 -> 10.63  A 1, B done
+ *  step 2 t=10.63: A decode 1; C (100 > 63 left) waits, admitted; E 30 packs
+ *                                       lin(31) = 10.30 -> 20.93  A 2, E done
+ *  step 3 t=20.93: A decode 1; C still waits (63 left)
+ *                                       lin(1)  = 10.00 -> 30.93  A 3 done
+ *  step 4 t=30.93: C alone in an empty step: 64 of its 100 tokens (still
+ *                  bounded by the budget) lin(64) = 10.63 -> 41.56
+ *  step 5 t=41.56: C's other 36         lin(36) = 10.35 -> 51.91  C done
+ * TTFT A 10.63, B 10.63, C 51.91, E 20.93; e2e A 30.93, B 10.63, C 51.91,
+ * E 20.93.  Deferring a prompt equal to the budget left would run A alone
+ * in step 1 (B then in step 2: e2e 20.63). */
+static void scenario4(const fkv_scheme *sc, uint64_t capacity)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.capacity_tokens = capacity;
+    c.sched.chunked_prefill = 0;
+    c.sched.max_batch_tokens = 64;
+    spec s[] = {{0, 20, 3}, {0, 44, 1}, {0, 100, 1}, {0, 30, 1}};
+    fkv_workload w;
+    make(&w, s, 4);
+    fkv_sim_result r;
+    char err[256] = "";
+    REQUIRE(fkv_sim_run(&w, sc, &c, &r, err, sizeof err) == FKV_OK);
+    expect(&r, 0, 10.63, 30.93);
+    expect(&r, 1, 10.63, 10.63);
+    expect(&r, 2, 51.91, 51.91);
+    expect(&r, 3, 20.93, 20.93);
+    CHECKF(r.steps == 5 && r.done == 4 && r.max_step_tokens == 64, "steps %llu", (unsigned long long)r.steps);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+/* No chunked prefill, budget 64: a prompt of exactly 64 tokens alone runs
+ * in one step, lin(64) = 10.63 ms, then decodes: 10.63 + 10 = 20.63; two
+ * prompts of 30 and 34 fill one step together (lin(64)), a third of 1 token
+ * does not fit beside them and runs in the next step with their decodes:
+ *  step 1 t=0:     A 30 + B 34          lin(64) = 10.63 -> 10.63  A 1, B 1
+ *  step 2 t=10.63: A 1 + B 1 + C 1      lin(3)  = 10.02 -> 20.65  A, B, C done
+ * Deferring B (34 = the budget left) would run A and C in step 1. */
+static void nonchunked_small(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    c.sched.chunked_prefill = 0;
+    c.sched.max_batch_tokens = 64;
+    spec one[] = {{0, 64, 2}};
+    fkv_workload w;
+    make(&w, one, 1);
+    fkv_sim_result r;
+    char err[256] = "";
+    REQUIRE(fkv_sim_run(&w, NULL, &c, &r, err, sizeof err) == FKV_OK);
+    expect(&r, 0, 10.63, 20.63);
+    CHECK(r.steps == 2 && r.max_step_tokens == 64);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+    spec three[] = {{0, 30, 2}, {0, 34, 2}, {0, 1, 1}};
+    make(&w, three, 3);
+    REQUIRE(fkv_sim_run(&w, NULL, &c, &r, err, sizeof err) == FKV_OK);
+    expect(&r, 0, 10.63, 20.65);
+    expect(&r, 1, 10.63, 20.65);
+    expect(&r, 2, 20.65, 20.65);
+    CHECK(r.steps == 2 && r.max_step_tokens == 64);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
 /* VTC: client 0 floods, client 1 sends one request later; with FCFS the
  * latecomer waits behind the flood, with VTC it goes first at the next
  * admission.  max_running 1 makes admission order visible. */
@@ -324,6 +398,9 @@ int main(void)
     scenario1(fkv_scheme_find("flru-dyn"), 100000);
     scenario2();
     scenario3();
+    scenario4(NULL, 0);
+    scenario4(fkv_scheme_find("lru"), 100000); /* ample cache: same times */
+    nonchunked_small();
     vtc();
     size_t n;
     const fkv_scheme *all = fkv_scheme_list(&n);

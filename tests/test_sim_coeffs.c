@@ -10,13 +10,34 @@
 #include "check.h"
 #include "sim/bench.h"
 
-static double attn_work(const fkv_batch *b)
+/* Hand-priced steps.  Coefficients c = (0.25, 0.32, 7.4e-5, 0.13) ms: a
+ * step, a token, a unit of attention work, a request.  The attention work of
+ * an item of n new tokens after ctx, r of them recomputed (restored) inside
+ * ctx, is n (ctx + (n + 1) / 2) + r ctx / 2 (profile.h).
+ *  A, one decode: ctx 100, n 1: 1 token, work 101
+ *     0.25 + 0.32 + 7.4e-5 x 101 + 0.13 = 0.707474 ms
+ *  B, three items: a prefill of 64 at ctx 0 (work 64 x 32.5 = 2080), a
+ *     decode at ctx 500 (501), a decode at ctx 300 that recomputes 17
+ *     evicted tokens first (301 + 17 x 150 = 2851): 64 + 1 + 17 + 1 = 83
+ *     tokens, work 5432
+ *     0.25 + 0.32 x 83 + 7.4e-5 x 5432 + 0.13 x 3 = 27.601968 ms
+ *  B with the 17 tokens reloaded instead: not in the budget (66 tokens),
+ *     no attention of their own (work 2882), and the fitted form has no
+ *     transfer term
+ *     0.25 + 0.32 x 66 + 7.4e-5 x 2882 + 0.39 = 21.973268 ms
+ *  A with three coefficients (no per-request term): 0.577474 ms */
+static void batch_a(fkv_batch *b, fkv_batch_item *it)
 {
-    double a = 0;
-    for (size_t i = 0; i < b->n; i++)
-        a += (double)b->items[i].n_new * (b->items[i].ctx + (b->items[i].n_new + 1) / 2.0) +
-             (double)b->items[i].n_restored * b->items[i].ctx / 2.0;
-    return a;
+    it[0] = (fkv_batch_item){NULL, 100, 0, 1, 0, 0, 0};
+    *b = (fkv_batch){it, 1, 3, 1, 0, 0, 0, NULL, 0, 0};
+}
+
+static void batch_b(fkv_batch *b, fkv_batch_item *it, int reload)
+{
+    it[0] = (fkv_batch_item){NULL, 0, 0, 64, 1, 0, 0};
+    it[1] = (fkv_batch_item){NULL, 500, 0, 1, 0, 0, 0};
+    it[2] = (fkv_batch_item){NULL, 300, 17, 1, 0, 0, 0};
+    *b = (fkv_batch){it, 3, 3, reload ? 66 : 83, reload ? 17 : 0, 0, 0, NULL, 0, 0};
 }
 
 static void test_pricing(void)
@@ -27,31 +48,23 @@ static void test_pricing(void)
     const double c[4] = {0.25, 0.32, 7.4e-5, 0.13};
     REQUIRE(fkv_profile_set_coeffs(&p, c, 4, err, sizeof err) == FKV_OK);
     CHECK(p.overhead_ms == c[0] && p.per_request_ms == c[3] && p.hbm_bytes_per_s == 0);
-    fkv_batch_item it[20];
-    fkv_batch b = {it, 0, 20, 0, 0, 0, 0, NULL, 0, 0};
-    uint64_t s = 7;
-    int exact = 0, trials = 200;
-    for (int t = 0; t < trials; t++) {
-        b.n = 1 + (size_t)(t % 20);
-        b.tokens = 0;
-        for (size_t i = 0; i < b.n; i++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            it[i] = (fkv_batch_item){NULL, (uint32_t)(s >> 40) % 900, (uint32_t)(s >> 20) % 3 ? 0 : 17,
-                                     (s >> 30) % 5 ? 1 : 64, 0, 0, 0};
-            b.tokens += it[i].n_new + it[i].n_restored;
-        }
-        double want = c[0] + c[1] * b.tokens + c[2] * attn_work(&b) + c[3] * (double)b.n;
-        double got = (double)fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) / 1e6;
-        exact += fabs(got - want) <= 1e-6 + 1e-9 * want;
-    }
-    CHECKF(exact == trials, "%d of %d steps priced as the formula", exact, trials);
+    fkv_batch_item it[3];
+    fkv_batch b;
+    batch_a(&b, it);
+    CHECKF(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) == 707474, "A: %lld ns",
+           (long long)fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE));
+    batch_b(&b, it, 0);
+    CHECKF(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) == 27601968, "B: %lld ns",
+           (long long)fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE));
+    batch_b(&b, it, 1);
+    CHECKF(fkv_profile_step_ns(&p, &b, FKV_MISS_RELOAD) == 21973268, "B reloaded: %lld ns",
+           (long long)fkv_profile_step_ns(&p, &b, FKV_MISS_RELOAD));
     /* three values: no per-request term */
     REQUIRE(fkv_profile_set_coeffs(&p, c, 3, err, sizeof err) == FKV_OK);
     CHECK(p.per_request_ms == 0);
-    b.n = 1;
-    it[0] = (fkv_batch_item){NULL, 100, 0, 1, 0, 0, 0};
-    b.tokens = 1;
-    CHECK(llabs(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) - llround((c[0] + c[1] + c[2] * 101) * 1e6)) <= 1);
+    batch_a(&b, it);
+    CHECKF(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) == 577474, "A, 3 values: %lld ns",
+           (long long)fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE));
     /* bad values leave an error naming the coefficient */
     const double bad1[4] = {0.1, 0, 1e-5, 0}, bad2[4] = {0.1, 0.3, -1e-5, 0}, bad3[4] = {0.1, NAN, 1e-5, 0},
                  bad4[4] = {-1, 0.3, 1e-5, 0.2};
@@ -61,13 +74,59 @@ static void test_pricing(void)
     CHECK(fkv_profile_set_coeffs(&p, bad4, 4, err, sizeof err) == FKV_EINVAL && strstr(err, "one-token"));
     CHECK(fkv_profile_set_coeffs(&p, c, 2, err, sizeof err) == FKV_EINVAL && strstr(err, "3 or 4"));
     fkv_profile_free(&p);
+
+    /* The built-in cpu-tiny prices steps as its documented fit (profile.c):
+     * 0.204025 + 0.299427 x tokens + 7.48289e-05 x work + 0.160692 x
+     * requests ms.  A: 0.204025 + 0.299427 + 0.0075577189 + 0.160692 =
+     * 0.6717017 ms; B: 0.204025 + 24.852441 + 0.4064706 + 0.482076 =
+     * 25.9450126 ms.  (The profile stores c2 as the "peak" 2.73691e10 FLOP/s
+     * for 4 L H D = 2048: the same ns.) */
+    REQUIRE(fkv_profile_get("cpu-tiny", NULL, &p, err, sizeof err) == FKV_OK);
+    batch_a(&b, it);
+    CHECKF(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) == 671702, "cpu-tiny A: %lld ns",
+           (long long)fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE));
+    batch_b(&b, it, 0);
+    CHECKF(fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE) == 25945013, "cpu-tiny B: %lld ns",
+           (long long)fkv_profile_step_ns(&p, &b, FKV_MISS_RECOMPUTE));
+    fkv_profile_free(&p);
     /* no built-in profile has a per-request term but the fitted cpu-tiny */
     for (const char *const *nm = fkv_profile_names(); *nm; nm++) {
         REQUIRE(fkv_profile_get(*nm, NULL, &p, err, sizeof err) == FKV_OK);
-        CHECKF(strncmp(*nm, "cpu-", 4) ? p.per_request_ms == 0 : p.per_request_ms >= 0, "%s: %g", *nm,
+        CHECKF(strncmp(*nm, "cpu-", 4) ? p.per_request_ms == 0 : p.per_request_ms == 0.160692, "%s: %g", *nm,
                p.per_request_ms);
         fkv_profile_free(&p);
     }
+}
+
+/* The GPU profiles' attention from the datasheet figures profile.c cites
+ * (A100 80GB SXM: 2,039 GB/s HBM, 312 TFLOPS dense fp16, efficiency 0.5)
+ * and the Llama 2 geometry: the larger of KV bytes read / bandwidth and
+ * 4 L H D x work / (tp x peak x efficiency).
+ *  7B (32 layers, 32 heads of 128; K+V 2 x 32 x 32 x 128 x 2 = 524288 B a
+ *  token), tp 1:
+ *   decode at ctx 4095: memory 4096 x 524288 / 2.039e12 = 1.0532 ms,
+ *     compute 524288 x 4096 / 1.56e14 = 0.0138 ms: memory-bound
+ *   prefill of 2048 at ctx 0: work 2048 x 1024.5 = 2098176, compute
+ *     524288 x 2098176 / 1.56e14 = 7.0516 ms, memory 0.5266 ms
+ *  70B (80 layers, 8 KV heads: 327680 B a token), tp 4: decode at ctx
+ *   4095: memory 4096 x 327680 / 4 / 2.039e12 = 0.16456 ms, compute
+ *   4 x 80 x 64 x 128 x 4096 / (4 x 1.56e14) = 0.0172 ms */
+static void test_gpu_attention(void)
+{
+    fkv_profile p;
+    char err[256];
+    REQUIRE(fkv_profile_get("a100-llama2-7b", NULL, &p, err, sizeof err) == FKV_OK);
+    double want = 1e3 * 4096.0 * 524288 / 2.039e12, got = fkv_profile_attn_ms(&p, 4095, 1, 0);
+    CHECKF(fabs(got - want) < 1e-12 * want && fabs(want - 1.0532) < 1e-4, "7B decode %.9g ms, want %.9g", got, want);
+    want = 1e3 * 524288.0 * 2098176 / (312e12 * 0.5);
+    got = fkv_profile_attn_ms(&p, 0, 2048, 0);
+    CHECKF(fabs(got - want) < 1e-12 * want && fabs(want - 7.0516) < 1e-4, "7B prefill %.9g ms, want %.9g", got, want);
+    fkv_profile_free(&p);
+    REQUIRE(fkv_profile_get("a100-llama2-70b", NULL, &p, err, sizeof err) == FKV_OK);
+    want = 1e3 * 4096.0 * 327680 / 4 / 2.039e12;
+    got = fkv_profile_attn_ms(&p, 4095, 1, 0);
+    CHECKF(fabs(got - want) < 1e-12 * want && fabs(want - 0.16456) < 1e-5, "70B decode %.9g ms, want %.9g", got, want);
+    fkv_profile_free(&p);
 }
 
 static int parse(fkv_bench_opts *o, const char *v)
@@ -142,6 +201,7 @@ static void test_bench(void)
 int main(void)
 {
     test_pricing();
+    test_gpu_attention();
     test_option();
     test_bench();
     return check_done();
