@@ -155,8 +155,55 @@ static void dynamic_split(void)
     fkv_cache_destroy(c);
 }
 
+/* A page's key chains through the page before it: with [X, W] and [Z, Y]
+ * cached, the prompt [X, Y] matches X only (Y's K/V were computed after Z,
+ * not after X).  Pages of 16 tokens take the hash's fixed-length path,
+ * pages of 4 the general one. */
+static void key_chain(uint32_t page_tokens)
+{
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = 1;
+    cfg.head_dim = 2;
+    cfg.page_tokens = page_tokens;
+    cfg.chunk_tokens = 2 * page_tokens;
+    cfg.capacity_pages = 64;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &now;
+    fkv_cache *c = NULL;
+    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    uint32_t pt = page_tokens;
+    int32_t xw[32], zy[32], xy[33];
+    for (uint32_t i = 0; i < pt; i++) {
+        xw[i] = xy[i] = 100 + (int32_t)i;      /* X */
+        xw[pt + i] = 200 + (int32_t)i;         /* W */
+        zy[i] = 300 + (int32_t)i;              /* Z */
+        zy[pt + i] = xy[pt + i] = 400 + (int32_t)i; /* Y */
+    }
+    xy[2 * pt] = 5;
+    fkv_seq *a = fx_seq(c, 1), *b = fx_seq(c, 2);
+    REQUIRE(fkv_seq_append(a, xw, 2 * pt, NULL) == FKV_OK);
+    REQUIRE(fkv_seq_append(b, zy, 2 * pt, NULL) == FKV_OK);
+    fkv_seq_free(a);
+    fkv_seq_free(b);
+    fkv_seq *q = fx_seq(c, 3);
+    uint32_t m = 99;
+    CHECK(fkv_seq_match(q, xy, 2 * pt + 1, 2 * pt, &m) == FKV_OK);
+    CHECKF(m == pt, "%u-token pages: [X, Y] matched %u tokens, want %u (X only)", pt, m, pt);
+    fkv_seq_free(q);
+    /* and the whole of a cached prompt still matches */
+    q = fx_seq(c, 4);
+    CHECK(fkv_seq_match(q, zy, 2 * pt, 2 * pt, &m) == FKV_OK && m == 2 * pt);
+    fkv_seq_free(q);
+    CHECK(fx_invariants(c));
+    fkv_cache_destroy(c);
+}
+
 int main(void)
 {
+    key_chain(16);
+    key_chain(4);
     token_mode();
     prefix_off();
     hash_id_mode();

@@ -224,6 +224,46 @@ static void vtc(void)
     fkv_workload_free(&w);
 }
 
+/* VTC's cost weights (1 x input + 2 x output): client 0 runs A (10 prompt,
+ * 30 output tokens: counter 10 + 2 x 30 = 70), then client 1 runs B (40
+ * prompt, 1 output: 40 + 2 = 42); of the two one-token requests waiting
+ * behind them, client 1's D goes before client 0's C.  With output
+ * weighed as input (40 vs 41) C goes first.  No cache: only the order. */
+static void vtc_weights(double out_weight, int d_first)
+{
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.admission = FKV_ADMIT_VTC;
+    sc.n_clients = 2;
+    sc.max_running = 1;
+    sc.vtc_out_weight = out_weight;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
+    fkv_req r[4];
+    memset(r, 0, sizeof r);
+    const uint32_t prompt[4] = {10, 40, 1, 1}, output[4] = {30, 1, 1, 1}, client[4] = {0, 1, 0, 1};
+    for (int i = 0; i < 4; i++) {
+        r[i].id = (uint64_t)i + 1;
+        r[i].client = client[i];
+        r[i].prompt = prompt[i];
+        r[i].output = output[i];
+        REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+    }
+    fkv_batch b = {0};
+    int64_t t = 0;
+    for (int steps = 0; steps < 1000 && fkv_sched_finished(s) < 4; steps++) {
+        REQUIRE(fkv_sched_step(s, t, &b) == FKV_OK);
+        t += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, t) == FKV_OK);
+    }
+    CHECK(fkv_sched_finished(s) == 4);
+    CHECKF(r[0].finish_ns < r[1].first_token_ns, "A ends before B starts");
+    CHECKF((r[3].finish_ns < r[2].first_token_ns) == d_first, "output weight %g: D %s C (C ends %lld, D ends %lld)",
+           out_weight, d_first ? "before" : "after", (long long)r[2].finish_ns, (long long)r[3].finish_ns);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+}
+
 static int64_t never(void *ctx, const fkv_chunk_view *v)
 {
     (void)ctx;
@@ -402,6 +442,8 @@ int main(void)
     scenario4(fkv_scheme_find("lru"), 100000); /* ample cache: same times */
     nonchunked_small();
     vtc();
+    vtc_weights(2.0, 1);
+    vtc_weights(1.0, 0);
     size_t n;
     const fkv_scheme *all = fkv_scheme_list(&n);
     for (size_t i = 0; i < n; i++)
