@@ -24,6 +24,16 @@
 extern "C" {
 #endif
 
+/* Every public function is declared FKV_API: the shared library is built
+ * with hidden visibility and exports these alone. */
+#ifndef FKV_API
+#if defined(__GNUC__) || defined(__clang__)
+#define FKV_API __attribute__((visibility("default")))
+#else
+#define FKV_API
+#endif
+#endif
+
 #define FKV_VERSION_MAJOR 0
 #define FKV_VERSION_MINOR 1
 #define FKV_VERSION_PATCH 0
@@ -43,7 +53,7 @@ typedef enum fkv_status {
 } fkv_status;
 
 /* Pure.  Static string for a status code. */
-const char *fkv_strerror(fkv_status st);
+FKV_API const char *fkv_strerror(fkv_status st);
 
 /* ---------------------------------------------------------------- types */
 
@@ -56,9 +66,9 @@ typedef enum fkv_dtype {
 #define FKV_N_DTYPES 4
 
 /* Pure.  "f32", "f16", "int8", "int4". */
-const char *fkv_dtype_name(fkv_dtype t);
+FKV_API const char *fkv_dtype_name(fkv_dtype t);
 /* Pure.  Bits per stored element: 32, 16, 8, 4. */
-unsigned fkv_dtype_bits(fkv_dtype t);
+FKV_API unsigned fkv_dtype_bits(fkv_dtype t);
 
 typedef enum fkv_storage_kind {
     FKV_STORAGE_PHANTOM = 0, /* accounts bytes, allocates no K/V memory */
@@ -72,7 +82,7 @@ typedef enum fkv_class {
     FKV_CLASS_LONG = 2
 } fkv_class;
 #define FKV_N_CLASSES 3
-const char *fkv_class_name(fkv_class c); /* pure: "short" ... */
+FKV_API const char *fkv_class_name(fkv_class c); /* pure: "short" ... */
 
 /* Injectable clock, in nanoseconds.  NULL now_ns = monotonic clock. */
 typedef struct fkv_clock {
@@ -81,8 +91,8 @@ typedef struct fkv_clock {
 } fkv_clock;
 
 /* A virtual clock for simulations: now_ns returns *ctx. */
-int64_t fkv_virtual_clock_now(void *ctx); /* ctx: int64_t* */
-int64_t fkv_monotonic_now_ns(void);       /* pure */
+FKV_API int64_t fkv_virtual_clock_now(void *ctx); /* ctx: int64_t* */
+FKV_API int64_t fkv_monotonic_now_ns(void);       /* pure */
 
 typedef struct fkv_chunk_view fkv_chunk_view;
 
@@ -148,14 +158,14 @@ typedef struct fkv_config {
 
 /* Pure.  Fills the defaults above.  Then fkv_config_from_env() may override
  * fields from FAIRKV_<NAME> environment variables (docs/OPERATIONS.md). */
-void fkv_config_default(fkv_config *cfg);
-fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen);
+FKV_API void fkv_config_default(fkv_config *cfg);
+FKV_API fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen);
 
 /* Pure.  Bytes of one token's K and V over all layers at the config's dtype. */
-uint64_t fkv_config_token_bytes(const fkv_config *cfg);
+FKV_API uint64_t fkv_config_token_bytes(const fkv_config *cfg);
 
 /* Names of the registered eviction policies, NULL-terminated.  Pure. */
-const char *const *fkv_policy_names(void);
+FKV_API const char *const *fkv_policy_names(void);
 
 /* ---------------------------------------------------------------- cache */
 
@@ -164,13 +174,13 @@ typedef struct fkv_seq fkv_seq;
 
 /* Creates a cache.  On error returns the status and, if err != NULL, a
  * message naming the offending field. */
-fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, size_t errlen);
+FKV_API fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, size_t errlen);
 /* Frees the cache and every sequence still open on it. */
-void fkv_cache_destroy(fkv_cache *c);
+FKV_API void fkv_cache_destroy(fkv_cache *c);
 
 /* Detail of the last error on this cache ("" if none).  The returned string
  * is the calling thread's own copy. */
-const char *fkv_cache_last_error(fkv_cache *c);
+FKV_API const char *fkv_cache_last_error(fkv_cache *c);
 
 typedef struct fkv_cache_info {
     uint32_t page_tokens;
@@ -181,17 +191,17 @@ typedef struct fkv_cache_info {
     uint32_t n_chunks;    /* resident chunks */
     uint32_t n_seqs;      /* open sequences */
 } fkv_cache_info;
-fkv_status fkv_cache_get_info(fkv_cache *c, fkv_cache_info *out);
+FKV_API fkv_status fkv_cache_get_info(fkv_cache *c, fkv_cache_info *out);
 
 /* Real storage (FKV_STORAGE_CPU).  Layer l's K of page p, slot s, head h
  * starts at k + p*page_stride + (s*n_kv_heads + h)*head_dim elements:
  * K[l] and V[l] are [n_pages][page_tokens][n_kv_heads][head_dim] of dtype.
  * page_stride is in bytes.  FKV_EUNSUPPORTED for phantom storage. */
-fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **k, void **v,
+FKV_API fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **k, void **v,
                                    uint64_t *page_stride);
 
 /* Evicts chunks until `pages` pages are free; *freed gets the pages freed. */
-fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed);
+FKV_API fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed);
 
 /* ---------------------------------------------------------------- chunks */
 
@@ -234,7 +244,7 @@ typedef struct fkv_seq_params {
     uint32_t n_block_ids;
 } fkv_seq_params;
 
-void fkv_seq_params_default(fkv_seq_params *p); /* pure */
+FKV_API void fkv_seq_params_default(fkv_seq_params *p); /* pure */
 
 /* Where the caller writes K/V for one appended token. */
 typedef struct fkv_slot {
@@ -246,70 +256,70 @@ typedef struct fkv_range {
     uint32_t start, end; /* token positions [start, end) */
 } fkv_range;
 
-fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out);
+FKV_API fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out);
 
 /* Matches the start of `tokens` (or, in hash-id mode with tokens == NULL,
  * the sequence's block ids) against the prefix cache and attaches the
  * matching resident pages to the empty sequence by reference.  At most
  * max_tokens are matched (pass n-1 to keep one token to compute).
  * *matched gets the number of tokens now present; append the rest. */
-fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+FKV_API fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
                          uint32_t *matched);
 
 /* Appends n tokens (token ids may be NULL when prefix caching is off or in
  * hash-id mode).  slots (may be NULL) gets where each token's K/V goes.
  * Evicts as needed; on FKV_EFULL nothing was appended or lost. */
-fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slot *slots);
+FKV_API fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slot *slots);
 
 /* Creates a child that shares every chunk of s by reference; the first
  * write into a shared page copies that page only. */
-fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child);
+FKV_API fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child);
 
 /* Ends the sequence.  Its chunks stay cached (prefix cache on) until evicted. */
-void fkv_seq_free(fkv_seq *s);
+FKV_API void fkv_seq_free(fkv_seq *s);
 
 /* One engine step reads [0, len) of the sequence: counts hit and missing
  * tokens for the sequence's class, heats the resident chunks.  *missing
  * (may be NULL) gets the tokens that must be recomputed. */
-fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing);
+FKV_API fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing);
 
 /* Pinned chunks (the running batch) are never evicted; pins nest. */
-fkv_status fkv_seq_pin(fkv_seq *s);
-fkv_status fkv_seq_unpin(fkv_seq *s);
+FKV_API fkv_status fkv_seq_pin(fkv_seq *s);
+FKV_API fkv_status fkv_seq_unpin(fkv_seq *s);
 
 /* Token ranges whose chunks were evicted, in order; *n gets the count
  * (may exceed cap: then only cap were written). */
-fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
+FKV_API fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
 
 /* Gives the evicted chunks in [start, end) pages again (evicting others as
  * needed) so the caller can recompute or reload them; slots (may be NULL)
  * gets one entry per restored token, in position order; *n_restored the
  * number of tokens restored.  FKV_EFULL: nothing changed. */
-fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
+FKV_API fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
                            uint32_t *n_restored);
 
 /* Attention sparsity (StreamingLLM, H2O): the chunks wholly inside
  * [start, end) are dropped: their pages are freed now and they are neither
  * missing (fkv_seq_missing, fkv_seq_touch) nor restored.  *n_dropped
  * (may be NULL) gets the tokens dropped. */
-fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dropped);
+FKV_API fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dropped);
 
-uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
-uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */
-fkv_class fkv_seq_class(const fkv_seq *s);
+FKV_API uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
+FKV_API uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */
+FKV_API fkv_class fkv_seq_class(const fkv_seq *s);
 
 /* The sequence's chunk table, zero-copy: (*chunks)[i] points at the live
  * chunk metadata, in position order.  Valid until the next call that
  * changes this sequence or evicts. */
-fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n);
+FKV_API fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n);
 
 /* Pure.  The prefix index's key of a page: parent = key of the previous
  * page (0 for the first), tokens = the page's page_tokens ids.  Equal keys
  * mean equal prefixes; a simulator can predict future matches with it. */
-uint64_t fkv_page_key(uint64_t parent, const int32_t *tokens, uint32_t page_tokens);
+FKV_API uint64_t fkv_page_key(uint64_t parent, const int32_t *tokens, uint32_t page_tokens);
 
 /* Pure.  Where token `pos` of a sequence with this chunk table lives. */
-fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens,
+FKV_API fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens,
                              uint32_t pos, fkv_slot *out);
 
 /* ---------------------------------------------------------------- metrics */
@@ -317,8 +327,8 @@ fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint
 /* Prometheus text exposition format 0.0.4 / a JSON object.  Writes at most
  * cap bytes including the NUL; *len gets the full length (call again with a
  * larger buffer if *len >= cap). */
-fkv_status fkv_cache_metrics_prometheus(fkv_cache *c, char *buf, size_t cap, size_t *len);
-fkv_status fkv_cache_metrics_json(fkv_cache *c, char *buf, size_t cap, size_t *len);
+FKV_API fkv_status fkv_cache_metrics_prometheus(fkv_cache *c, char *buf, size_t cap, size_t *len);
+FKV_API fkv_status fkv_cache_metrics_json(fkv_cache *c, char *buf, size_t cap, size_t *len);
 
 /* Snapshot of a few counters for programs (the full list is in the text
  * formats). */
@@ -334,7 +344,7 @@ typedef struct fkv_counters {
     uint32_t pages_used;
     uint32_t pages_free;
 } fkv_counters;
-fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
+FKV_API fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
 
 #ifdef __cplusplus
 }

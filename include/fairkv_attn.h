@@ -43,14 +43,14 @@ typedef struct fkv_attn_pool fkv_attn_pool;
 
 /* n_threads >= 1 workers in all, the calling thread included (n_threads-1
  * pthreads are started).  0 = number of online CPUs. */
-fkv_status fkv_attn_pool_create(unsigned n_threads, fkv_attn_pool **out);
-void fkv_attn_pool_destroy(fkv_attn_pool *p);
-unsigned fkv_attn_pool_threads(const fkv_attn_pool *p);
+FKV_API fkv_status fkv_attn_pool_create(unsigned n_threads, fkv_attn_pool **out);
+FKV_API void fkv_attn_pool_destroy(fkv_attn_pool *p);
+FKV_API unsigned fkv_attn_pool_threads(const fkv_attn_pool *p);
 
 /* Runs fn(ctx, i, thread) for i in [0, n) over the pool's threads and
  * returns when all are done (thread in [0, n_threads)).  NULL pool: runs
  * on the caller.  Exposed for benchmarks that want the same threads. */
-void fkv_attn_pool_run(fkv_attn_pool *p, size_t n, void (*fn)(void *ctx, size_t i, unsigned thread),
+FKV_API void fkv_attn_pool_run(fkv_attn_pool *p, size_t n, void (*fn)(void *ctx, size_t i, unsigned thread),
                        void *ctx);
 
 /* ---------------------------------------------------------------- inputs */
@@ -83,7 +83,7 @@ typedef struct fkv_attn_seq {
  * its chunk table (the query's own K/V already appended).  n_heads must be a
  * multiple of n_kv_heads.  A sequence with no kept token gets a zero output.
  * pool may be NULL (single-threaded).  err (may be NULL) names a bad field. */
-fkv_status fkv_attn_decode(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t n_heads,
+FKV_API fkv_status fkv_attn_decode(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t n_heads,
                            const fkv_attn_seq *seqs, size_t n_seqs, const float *q, float *out,
                            float scale, char *err, size_t errlen);
 
@@ -92,7 +92,7 @@ fkv_status fkv_attn_decode(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t 
  * every kept token at position <= q_pos0 + i; the new tokens' K/V must be in
  * the chunk table already (chunked prefill: q_pos0 > 0 attends to the
  * resident prefix too).  seq->mass is not updated by prefill. */
-fkv_status fkv_attn_prefill(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t n_heads,
+FKV_API fkv_status fkv_attn_prefill(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t n_heads,
                             const fkv_attn_seq *seq, uint32_t q_pos0, uint32_t n_q,
                             const float *q, float *out, float scale, char *err, size_t errlen);
 
@@ -121,12 +121,12 @@ typedef struct fkv_sparse_config {
  *             only in the other modes.
  * A chunk not kept is skipped by attention, and the cache may evict it
  * without recompute. */
-fkv_status fkv_sparse_select(const fkv_sparse_config *cfg, const fkv_chunk_view *const *chunks,
+FKV_API fkv_status fkv_sparse_select(const fkv_sparse_config *cfg, const fkv_chunk_view *const *chunks,
                              size_t n, const float *mass, uint8_t *keep, uint32_t *kept_tokens);
 
 /* Pure.  "dense", "streaming", "h2o"; parse returns FKV_ENOENT if unknown. */
-const char *fkv_sparse_mode_name(fkv_sparse_mode m);
-fkv_status fkv_sparse_mode_parse(const char *s, fkv_sparse_mode *out);
+FKV_API const char *fkv_sparse_mode_name(fkv_sparse_mode m);
+FKV_API fkv_status fkv_sparse_mode_parse(const char *s, fkv_sparse_mode *out);
 
 #ifdef __cplusplus
 }

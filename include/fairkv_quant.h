@@ -77,25 +77,25 @@ typedef struct fkv_kv_layer {
 } fkv_kv_layer;
 
 /* Pure.  FKV_OK if the geometry is usable (names the bad field in err). */
-fkv_status fkv_kv_geom_check(const fkv_kv_geom *g, char *err, size_t errlen);
+FKV_API fkv_status fkv_kv_geom_check(const fkv_kv_geom *g, char *err, size_t errlen);
 
 /* Pure.  Natural page size in bytes: page_tokens*n_kv_heads*head_dim*sizeof(base). */
-uint64_t fkv_kv_page_bytes(const fkv_kv_geom *g);
+FKV_API uint64_t fkv_kv_page_bytes(const fkv_kv_geom *g);
 
 /* Pure.  Tokens one page holds in `dtype` (base dtype: page_tokens). 0 if
  * dtype is not base, int8 or int4, or the geometry is invalid. */
-uint32_t fkv_quant_tokens_per_page(const fkv_kv_geom *g, fkv_dtype dtype);
+FKV_API uint32_t fkv_quant_tokens_per_page(const fkv_kv_geom *g, fkv_dtype dtype);
 
 /* Pure.  Pages a chunk of n_tokens needs in `dtype` (base or quantized). */
-uint32_t fkv_quant_pages_needed(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n_tokens);
+FKV_API uint32_t fkv_quant_pages_needed(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n_tokens);
 
 /* Pure.  Bytes of the chunk's qmeta buffer (0 for the base dtype). */
-size_t fkv_quant_meta_bytes(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n_tokens);
+FKV_API size_t fkv_quant_meta_bytes(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n_tokens);
 
 /* Pure.  Bytes a chunk of n_tokens occupies in `dtype`, K and V of all
  * layers: whole pages at their natural size plus qmeta.  The memory target
  * compares this with the same chunk at fp16. */
-uint64_t fkv_quant_chunk_bytes(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n_tokens);
+FKV_API uint64_t fkv_quant_chunk_bytes(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n_tokens);
 
 /* Pure, thread-safe (writes only the destination pages and qmeta).
  * Quantizes all layers of one chunk of n_tokens (n_tokens >= 1), stored in
@@ -109,7 +109,7 @@ uint64_t fkv_quant_chunk_bytes(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n
  * other overlap is FKV_EINVAL.  FKV_EINVAL also for non-finite values or
  * values beyond fp16 range (the destination is then partly written).
  * FKV_ENOMEM if the scratch row buffer cannot be allocated. */
-fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
+FKV_API fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
                            const uint32_t *src_pages, uint32_t n_src, fkv_dtype dtype,
                            const uint32_t *dst_pages, uint32_t n_dst, void *qmeta,
                            size_t qmeta_bytes, char *err, size_t errlen);
@@ -118,19 +118,19 @@ fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uin
  * src_pages[n_src] with its qmeta into base dtype in dst_pages[n_dst]
  * (n_dst >= pages_needed(base)).  In place: src_pages may be exactly the
  * first n_src entries of dst_pages; otherwise disjoint. */
-fkv_status fkv_dequant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
+FKV_API fkv_status fkv_dequant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
                              fkv_dtype dtype, const uint32_t *src_pages, uint32_t n_src,
                              const void *qmeta, size_t qmeta_bytes, const uint32_t *dst_pages,
                              uint32_t n_dst, char *err, size_t errlen);
 
 /* Pure.  IEEE binary16 conversions (round to nearest even). */
-uint16_t fkv_f32_to_f16(float x);
-float fkv_f16_to_f32(uint16_t h);
+FKV_API uint16_t fkv_f32_to_f16(float x);
+FKV_API float fkv_f16_to_f32(uint16_t h);
 
 /* Which vector path the codecs and kernels use: "avx2" (AVX2+FMA+F16C,
  * detected at run time) or "scalar".  FAIRKV_SIMD=scalar in the environment
  * forces the portable path. */
-const char *fkv_simd_path(void);
+FKV_API const char *fkv_simd_path(void);
 
 #ifdef __cplusplus
 }
