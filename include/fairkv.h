@@ -198,7 +198,7 @@ FKV_API fkv_status fkv_cache_get_info(fkv_cache *c, fkv_cache_info *out);
  * K[l] and V[l] are [n_pages][page_tokens][n_kv_heads][head_dim] of dtype.
  * page_stride is in bytes.  FKV_EUNSUPPORTED for phantom storage. */
 FKV_API fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **k, void **v,
-                                   uint64_t *page_stride);
+                                           uint64_t *page_stride);
 
 /* Evicts chunks until `pages` pages are free; *freed gets the pages freed. */
 FKV_API fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed);
@@ -264,7 +264,7 @@ FKV_API fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq
  * max_tokens are matched (pass n-1 to keep one token to compute).
  * *matched gets the number of tokens now present; append the rest. */
 FKV_API fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
-                         uint32_t *matched);
+                                 uint32_t *matched);
 
 /* Appends n tokens (token ids may be NULL when prefix caching is off or in
  * hash-id mode).  slots (may be NULL) gets where each token's K/V goes.
@@ -296,7 +296,7 @@ FKV_API fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_
  * gets one entry per restored token, in position order; *n_restored the
  * number of tokens restored.  FKV_EFULL: nothing changed. */
 FKV_API fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
-                           uint32_t *n_restored);
+                                   uint32_t *n_restored);
 
 /* Attention sparsity (StreamingLLM, H2O): the chunks wholly inside
  * [start, end) are dropped: their pages are freed now and they are neither
@@ -320,7 +320,7 @@ FKV_API uint64_t fkv_page_key(uint64_t parent, const int32_t *tokens, uint32_t p
 
 /* Pure.  Where token `pos` of a sequence with this chunk table lives. */
 FKV_API fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens,
-                             uint32_t pos, fkv_slot *out);
+                                     uint32_t pos, fkv_slot *out);
 
 /* ---------------------------------------------------------------- metrics */
 

@@ -51,7 +51,7 @@ FKV_API unsigned fkv_attn_pool_threads(const fkv_attn_pool *p);
  * returns when all are done (thread in [0, n_threads)).  NULL pool: runs
  * on the caller.  Exposed for benchmarks that want the same threads. */
 FKV_API void fkv_attn_pool_run(fkv_attn_pool *p, size_t n, void (*fn)(void *ctx, size_t i, unsigned thread),
-                       void *ctx);
+                               void *ctx);
 
 /* ---------------------------------------------------------------- inputs */
 
@@ -84,8 +84,8 @@ typedef struct fkv_attn_seq {
  * multiple of n_kv_heads.  A sequence with no kept token gets a zero output.
  * pool may be NULL (single-threaded).  err (may be NULL) names a bad field. */
 FKV_API fkv_status fkv_attn_decode(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t n_heads,
-                           const fkv_attn_seq *seqs, size_t n_seqs, const float *q, float *out,
-                           float scale, char *err, size_t errlen);
+                                   const fkv_attn_seq *seqs, size_t n_seqs, const float *q, float *out,
+                                   float scale, char *err, size_t errlen);
 
 /* Prefill of one sequence (call per sequence; work splits over query blocks
  * x kv heads): query i sits at position q_pos0 + i and attends causally to
@@ -93,8 +93,8 @@ FKV_API fkv_status fkv_attn_decode(fkv_attn_pool *pool, const fkv_attn_kv *kv, u
  * the chunk table already (chunked prefill: q_pos0 > 0 attends to the
  * resident prefix too).  seq->mass is not updated by prefill. */
 FKV_API fkv_status fkv_attn_prefill(fkv_attn_pool *pool, const fkv_attn_kv *kv, uint32_t n_heads,
-                            const fkv_attn_seq *seq, uint32_t q_pos0, uint32_t n_q,
-                            const float *q, float *out, float scale, char *err, size_t errlen);
+                                    const fkv_attn_seq *seq, uint32_t q_pos0, uint32_t n_q,
+                                    const float *q, float *out, float scale, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- sparsity */
 
@@ -122,7 +122,7 @@ typedef struct fkv_sparse_config {
  * A chunk not kept is skipped by attention, and the cache may evict it
  * without recompute. */
 FKV_API fkv_status fkv_sparse_select(const fkv_sparse_config *cfg, const fkv_chunk_view *const *chunks,
-                             size_t n, const float *mass, uint8_t *keep, uint32_t *kept_tokens);
+                                     size_t n, const float *mass, uint8_t *keep, uint32_t *kept_tokens);
 
 /* Pure.  "dense", "streaming", "h2o"; parse returns FKV_ENOENT if unknown. */
 FKV_API const char *fkv_sparse_mode_name(fkv_sparse_mode m);

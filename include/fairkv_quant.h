@@ -110,18 +110,18 @@ FKV_API uint64_t fkv_quant_chunk_bytes(const fkv_kv_geom *g, fkv_dtype dtype, ui
  * values beyond fp16 range (the destination is then partly written).
  * FKV_ENOMEM if the scratch row buffer cannot be allocated. */
 FKV_API fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
-                           const uint32_t *src_pages, uint32_t n_src, fkv_dtype dtype,
-                           const uint32_t *dst_pages, uint32_t n_dst, void *qmeta,
-                           size_t qmeta_bytes, char *err, size_t errlen);
+                                   const uint32_t *src_pages, uint32_t n_src, fkv_dtype dtype,
+                                   const uint32_t *dst_pages, uint32_t n_dst, void *qmeta,
+                                   size_t qmeta_bytes, char *err, size_t errlen);
 
 /* Pure, thread-safe.  The reverse: decodes a chunk of `dtype` (int8/int4) in
  * src_pages[n_src] with its qmeta into base dtype in dst_pages[n_dst]
  * (n_dst >= pages_needed(base)).  In place: src_pages may be exactly the
  * first n_src entries of dst_pages; otherwise disjoint. */
 FKV_API fkv_status fkv_dequant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
-                             fkv_dtype dtype, const uint32_t *src_pages, uint32_t n_src,
-                             const void *qmeta, size_t qmeta_bytes, const uint32_t *dst_pages,
-                             uint32_t n_dst, char *err, size_t errlen);
+                                     fkv_dtype dtype, const uint32_t *src_pages, uint32_t n_src,
+                                     const void *qmeta, size_t qmeta_bytes, const uint32_t *dst_pages,
+                                     uint32_t n_dst, char *err, size_t errlen);
 
 /* Pure.  IEEE binary16 conversions (round to nearest even). */
 FKV_API uint16_t fkv_f32_to_f16(float x);
