@@ -97,7 +97,7 @@ FKV_API int64_t fkv_monotonic_now_ns(void);       /* pure */
 typedef struct fkv_chunk_view fkv_chunk_view;
 
 /* When cold chunks (farther than quant_hot_tokens from their sequence's
- * end) are stored quantized (seed 3.1.2). */
+ * end) are stored quantized: the seed keeps distant chunks in 8 bits. */
 typedef enum fkv_quant_mode {
     FKV_QUANT_OFF = 0,           /* never */
     FKV_QUANT_ALWAYS = 1,        /* as soon as a full chunk becomes cold */

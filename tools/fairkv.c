@@ -16,7 +16,7 @@ struct subcmd {
 static const struct subcmd subcmds[] = {
     {"run", NULL, "the main job: the seed's evaluation table on the defaults"},
     {"bench", NULL, "serving simulation over the library (--workload, --trace, --schemes, --load)"},
-    {"grid", NULL, "alpha/beta grid search of F-LRU (seed 2.2)"},
+    {"grid", NULL, "alpha/beta grid search of F-LRU's score"},
     {"size", NULL, "KV bytes per token and per sequence of a model"},
     {"micro", "cache", "cache operation costs (ns per op)"},
     {"micro", "attn", "attention kernel bandwidth over chunked KV"},

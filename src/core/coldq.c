@@ -1,6 +1,7 @@
-/* Cold-chunk quantization (seed 3.1.2): chunks far from their sequence's
- * end are read by every decode step but matter less to it, so they can be
- * stored in int8 (or int4) and free pages.
+/* Cold-chunk quantization (the seed keeps distant chunks in 8 bits):
+ * chunks far from their sequence's end are read by every decode step but
+ * matter less to it, so they can be stored in int8 (or int4) and free
+ * pages.
  *
  * A chunk is *cold* once its sequence holds quant_hot_tokens tokens after it
  * (default: the last 128 tokens stay full precision), or once its request

@@ -81,7 +81,9 @@ struct fkv_seq {
     uint32_t cold_scan;        /* table index up to which chunks were found cold */
 };
 
-/* Prefix index: open addressing, linear probing, key 0 = empty. */
+/* Prefix index: buckets of four entries in one cache line, each with an
+ * overflow count of the entries that moved on to later buckets; key 0 =
+ * empty.  A removal clears its slot (prefix.c). */
 /* Prefix index entry: 16 bytes, four to a cache line.  The page is not
  * stored: a key names page i of a hash chain, and the chunk's page for
  * sequence position i is i - chunk start / page_tokens. */

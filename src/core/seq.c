@@ -1,5 +1,6 @@
-/* Sequences: a request's chunk table, appends, forks, prefix matches, and
- * what an engine step reads (touch, pin, missing, restore). */
+/* Sequences: create, free, append (with copy-on-write of a shared tail)
+ * and fork.  Prefix matches are in match.c; what an engine step does to a
+ * sequence (touch, pin, missing, restore, drop) in step.c. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,7 +1,9 @@
-/* F-LRU (seed 2.2): score = alpha/access_count + beta*(now - create_time).
- * A rarely read, old chunk scores highest, so the score is read as an
- * eviction priority: highest score first (see SEED-en.md's note).  Quotas,
- * min_chunk_retention and TTL sit around it in the cache. */
+/* F-LRU: the seed's utility score = alpha/access_count + beta*(now -
+ * create_time), with alpha = 0.7 and beta = 0.3 by its grid search.  A
+ * rarely read, old chunk scores highest, so the score is read as an
+ * eviction priority: highest score first (the seed says "evict the lowest
+ * utility", which taken literally keeps cold chunks: flru_literal.c).
+ * Quotas, min_chunk_retention and TTL sit around it in the cache. */
 #include "core/internal.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)

@@ -1,6 +1,6 @@
 /* Workloads of the load generator (see load_workload.h).  The simulator
- * will have its own generator of the seed's mix; this one is kept small and
- * self-contained so `fairkv load` works on its own. */
+ * has its own generator of the seed's mix (src/sim/workload.c); this one is
+ * kept small and self-contained so `fairkv load` works on its own. */
 #include "server/load_workload.h"
 
 #include <errno.h>

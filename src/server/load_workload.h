@@ -1,6 +1,6 @@
 /* Request streams for `fairkv load`: open-loop Poisson arrivals with the
- * seed's class mix (section 4.1: 60% short < 128 tokens, 30% medium
- * 128-512, 10% long > 512) or with request lengths read from a trace.
+ * seed's class mix (60% short < 128 tokens, 30% medium 128-512, 10% long
+ * > 512) or with request lengths read from a trace.
  * Same seed, same stream. */
 #ifndef FKV_SERVER_LOAD_WORKLOAD_H
 #define FKV_SERVER_LOAD_WORKLOAD_H

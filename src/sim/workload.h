@@ -3,7 +3,7 @@
  * A workload is an array of requests (sched.h's fkv_req, caller part filled)
  * sorted by arrival.  Request ids are index + 1.
  *
- * Seed workload (seed section 4.1): a request's class is drawn first, 60%
+ * Seed workload (the mix the seed evaluates on): a request's class is drawn first, 60%
  * short, 30% medium, 10% long; its total tokens (prompt + output) are then
  * uniform within the class: short [16, 127], medium [128, 512], long
  * [513, 2048] (2048 = a common context limit of the Llama-2 era).  The
