@@ -1,61 +1,13 @@
-/* The cache facade: configuration, creation, errors, clock, public queries. */
+/* The cache facade: configuration, creation, public queries.  Errors and
+ * the clock are in status.c. */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/internal.h"
 #include "fairkv_quant.h"
-
-/* ---------------------------------------------------------------- errors */
-
-static _Thread_local char errbuf[256];
-
-void fkv__set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-}
-
-fkv_status fkv__fail(fkv_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-const char *fkv_cache_last_error(fkv_cache *c)
-{
-    (void)c;
-    return errbuf;
-}
-
-/* ---------------------------------------------------------------- clock */
-
-int64_t fkv_monotonic_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t fkv_virtual_clock_now(void *ctx)
-{
-    return *(const int64_t *)ctx;
-}
-
-void fkv__tick(fkv_cache *c)
-{
-    c->tnow = c->cfg.clock.now_ns ? c->cfg.clock.now_ns(c->cfg.clock.ctx) : fkv_monotonic_now_ns();
-    c->tnow_valid = 1;
-}
 
 /* ---------------------------------------------------------------- names */
 
@@ -320,7 +272,8 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
         if (!c->shared_inst) st = FKV_ENOMEM;
     }
     if (st) {
-        snprintf(err, errlen, "%s", st == FKV_ENOMEM ? "out of memory allocating the page pool" : errbuf);
+        snprintf(err, errlen, "%s",
+                 st == FKV_ENOMEM ? "out of memory allocating the page pool" : fkv_cache_last_error(NULL));
         fkv_cache_destroy(c);
         return st;
     }

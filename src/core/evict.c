@@ -236,3 +236,22 @@ fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free)
     }
     return FKV_OK;
 }
+
+/* The one way to get pages: relieve (quantize cold chunks, under pressure)
+ * -> evict -> take.  All or nothing: on FKV_EFULL no page was taken
+ * (chunks evicted on the way stay evicted: they were evictable and are
+ * reported as missing, nothing is lost). */
+fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out)
+{
+    if (n > c->n_pages) {
+        c->stats.fairkv_alloc_failures_total[0]++;
+        return fkv__fail(FKV_EFULL, "%u pages asked, the pool has %u", n, c->n_pages);
+    }
+    fkv__cold_relieve(c, n);
+    if (c->n_free < n && fkv__evict_until(c, n) != FKV_OK) {
+        c->stats.fairkv_alloc_failures_total[0]++;
+        return fkv__fail(FKV_EFULL, "%u pages needed, %u free and nothing evictable", n, c->n_free);
+    }
+    fkv__pool_take(c, n, out);
+    return FKV_OK;
+}

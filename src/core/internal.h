@@ -227,7 +227,7 @@ fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(
 /* pool.c */
 fkv_status fkv__pool_init(fkv_cache *c);
 void fkv__pool_fini(fkv_cache *c);
-fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out); /* evicts as needed */
+void fkv__pool_take(fkv_cache *c, uint32_t n, uint32_t *out); /* n <= n_free: pops n pages */
 void fkv__page_ref(fkv_cache *c, uint32_t page);
 static inline void fkv__page_unref(fkv_cache *c, uint32_t page)
 {
@@ -264,6 +264,8 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state 
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch);
 fkv_status fkv__evict_one(fkv_cache *c);
 fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
+/* relieve -> evict -> take n pages; FKV_EFULL takes none */
+fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
 void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached chunk with a TTL (evict.c) */

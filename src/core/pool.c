@@ -1,6 +1,8 @@
 /* The page pool: fixed-size pages are the only unit of memory.  Any n free
  * pages satisfy an allocation of n pages (a free stack, no contiguity), so
- * variable-size chunks cost no external fragmentation.  Storage is phantom
+ * variable-size chunks cost no external fragmentation.  The pool only takes
+ * and gives pages: making room (quantizing, evicting) is the eviction
+ * module's reservation step.  Storage is phantom
  * (bytes only) or cpu: per layer, K and V arrays of
  * [n_pages][page_tokens][n_kv_heads][head_dim] elements. */
 #include <stdlib.h>
@@ -64,20 +66,10 @@ void fkv__pool_fini(fkv_cache *c)
     free(c->keys);
 }
 
-/* Takes n pages, evicting chunks while fewer are free.  All or nothing: on
- * FKV_EFULL no page was taken (chunks evicted on the way stay evicted: they
- * were evictable and are reported as missing, nothing is lost). */
-fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out)
+/* Takes n pages from the free stack, which must hold them (the caller
+ * made room: fkv__reserve_pages in evict.c). */
+void fkv__pool_take(fkv_cache *c, uint32_t n, uint32_t *out)
 {
-    if (n > c->n_pages) {
-        c->stats.fairkv_alloc_failures_total[0]++;
-        return fkv__fail(FKV_EFULL, "%u pages asked, the pool has %u", n, c->n_pages);
-    }
-    fkv__cold_relieve(c, n); /* under pressure, quantize before evicting */
-    if (c->n_free < n && fkv__evict_until(c, n) != FKV_OK) {
-        c->stats.fairkv_alloc_failures_total[0]++;
-        return fkv__fail(FKV_EFULL, "%u pages needed, %u free and nothing evictable", n, c->n_free);
-    }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t p = c->free_stack[--c->n_free];
         c->page_ref[p] = 1;
@@ -85,7 +77,6 @@ fkv_status fkv__pool_alloc(fkv_cache *c, uint32_t n, uint32_t *out)
         out[i] = p;
     }
     c->quota_epoch_allocs += n;
-    return FKV_OK;
 }
 
 void fkv__page_ref(fkv_cache *c, uint32_t page)

@@ -328,7 +328,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
         fkv__place_update(c, t);
     }
     c->cur_seq = s;
-    st = fkv__pool_alloc(c, p.pages, c->scratch);
+    st = fkv__reserve_pages(c, p.pages, c->scratch);
     c->cur_seq = NULL;
     if (guard) {
         t->v.pins--;

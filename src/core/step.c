@@ -117,7 +117,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
         goto out;
     }
     c->cur_seq = s;
-    st = fkv__pool_alloc(c, (uint32_t)pages, c->scratch);
+    st = fkv__reserve_pages(c, (uint32_t)pages, c->scratch);
     c->cur_seq = NULL;
     if (st) goto out;
     const uint32_t *fresh = c->scratch;
