@@ -5,50 +5,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/chunk.h"
+#include "core/heap.h"
 #include "fairkv.h"
 #include "metrics/metrics.h"
 #include "policy/policy.h"
-
-typedef struct fkv__chunk fkv__chunk;
-
-/* Where an evictable chunk currently waits. */
-enum fkv__place {
-    FKV__PLACE_NONE = 0, /* not evictable: pinned or evicted */
-    FKV__PLACE_POLICY,   /* in a policy instance (owner's or the shared one) */
-    FKV__PLACE_YOUNG     /* younger than min_chunk_retention: in the young FIFO */
-};
-
-struct fkv__chunk {
-    fkv_chunk_view v;      /* first member: a view pointer is a chunk pointer */
-    uint32_t *pages;       /* [page_cap] page ids; v.pages aliases it while resident */
-    uint64_t *phash;       /* [page_cap] prefix hash of each full page, 0 = none */
-    uint32_t page_cap;
-    uint8_t own_mem;       /* its own malloc (else carved from an arena: chunk.c) */
-    uint64_t id;           /* creation order, unique: tie-break of every ordering */
-    fkv_seq *owner;        /* sequence charged for the pages; NULL = cached */
-    fkv_class cls;         /* class of the request that created it */
-    uint8_t place;         /* enum fkv__place */
-    fkv__policy_inst *inst; /* instance holding it when place == POLICY */
-    fkv__policy_node pn;    /* policy-private links and key */
-    union {                 /* list links, by where the chunk waits: */
-        struct {
-            fkv__chunk *prev, *next;
-        } young;            /* place YOUNG: the young FIFO */
-        struct {
-            fkv__chunk *prev, *next;
-        } ttl;              /* place POLICY, ttl_where WHEEL or OVER: a TTL list */
-    } lk;
-    uint32_t ttl_idx;       /* index in the TTL heap + 1 (ttl_where HEAP) */
-    uint8_t ttl_where;      /* enum fkv__ttl_where */
-    double ttl_key;         /* expiry it is filed under in the TTL tier, requests */
-    uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
-    double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
-    uint64_t prefix_hits;   /* times a new request matched it */
-    fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
-    fkv__chunk *qprev, *qnext; /* cold FIFO (under-pressure quantization) */
-    uint8_t in_cold;
-    size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
-};
 
 /* Where a chunk is in the TTL tier (ttl.c). */
 enum fkv__ttl_where { FKV__TTL_NONE = 0, FKV__TTL_HEAP, FKV__TTL_WHEEL, FKV__TTL_OVER };
@@ -92,30 +53,6 @@ typedef struct fkv__pentry {
     fkv__chunk *chunk;
 } fkv__pentry;
 #define FKV__PBUCKET 4 /* entries in one 64-byte bucket */
-
-/* A heap entry: 16 bytes, so a node's four children fill one cache line
- * (heap.c aligns them).  The key is stored as the bits of the double
- * mapped so that unsigned integer order is the numeric order
- * (fkv__key_enc); ties, rare, are broken by the chunk's id. */
-typedef struct fkv__hent {
-    uint64_t key; /* fkv__key_enc of the key */
-    fkv__chunk *ch;
-} fkv__hent;
-
-/* Order-preserving map of a double (not NaN) to uint64: positive values
- * get the sign bit set, negative ones are inverted; -0.0 and +0.0 map
- * to the same value. */
-static inline uint64_t fkv__key_enc(double d)
-{
-    union { double d; uint64_t u; } x = {d + 0.0};
-    return (x.u >> 63) ? ~x.u : x.u | (1ull << 63);
-}
-
-typedef struct fkv__heap {
-    fkv__hent *a; /* a[0] is the minimum; each chunk stores its position + 1 */
-    uint32_t n, cap;
-    void *mem;    /* the allocation a points into */
-} fkv__heap;
 
 struct fkv_cache {
     fkv_config cfg;
@@ -303,13 +240,6 @@ void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */
 fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);
-
-/* heap.c: indexed 4-ary min-heap on (key, chunk id); idx_off is the
- * offset of the chunk's uint32_t position field */
-fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off);
-void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off);
-void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off);
-void fkv__heap_free(fkv__heap *h);
 
 /* check.c: full invariant check (tests, fuzzing); returns 0 when sound and
  * writes the first broken invariant into msg. */

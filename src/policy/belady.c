@@ -5,7 +5,7 @@
  * next use moves then) and when a chunk re-enters (after a pin). */
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "core/chunk.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {

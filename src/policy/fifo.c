@@ -1,5 +1,5 @@
 /* FIFO: the oldest chunk goes first, reads change nothing (access NULL). */
-#include "core/internal.h"
+#include "core/chunk.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {

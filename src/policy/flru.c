@@ -4,7 +4,7 @@
  * eviction priority: highest score first (the seed says "evict the lowest
  * utility", which taken literally keeps cold chunks: flru_literal.c).
  * Quotas, min_chunk_retention and TTL sit around it in the cache. */
-#include "core/internal.h"
+#include "core/chunk.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {

@@ -1,7 +1,7 @@
 /* The seed's F-LRU taken literally: evict the lowest utility score.  Kept
  * so the benchmark can show why the reading in flru.c is the sensible one:
  * this evicts hot, young chunks. */
-#include "core/internal.h"
+#include "core/chunk.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "core/internal.h"
+#include "core/heap.h"
 
 #define RUNS FKV__HP_RUNS
 

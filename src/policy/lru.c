@@ -1,6 +1,6 @@
 /* LRU: the chunk read longest ago goes first.  Ties (chunks read in the
  * same step) go by creation order, so a sequence's oldest chunks leave first. */
-#include "core/internal.h"
+#include "core/chunk.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/chunk.h"
 
 extern const fkv__policy_ops fkv__policy_fifo, fkv__policy_lru, fkv__policy_flru,
     fkv__policy_flru_literal, fkv__policy_sieve, fkv__policy_belady;

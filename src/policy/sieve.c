@@ -6,7 +6,7 @@
  * between evictions.  A chunk re-entering after a pin counts as visited. */
 #include <stdlib.h>
 
-#include "core/internal.h"
+#include "core/chunk.h"
 
 typedef struct sieve {
     fkv__chunk *head, *tail; /* head = newest; prev points towards the head */

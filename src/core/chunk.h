@@ -1,0 +1,56 @@
+/* The chunk: what the cache keeps per chunk, and all an eviction policy
+ * sees of the cache (policies include this header and policy/policy.h,
+ * never internal.h).  A policy reads the view (heat, times), the id (the
+ * tie-break of every ordering) and its own node `pn`; the other fields
+ * belong to the core. */
+#ifndef FKV_CORE_CHUNK_H
+#define FKV_CORE_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fairkv.h"
+#include "policy/policy.h"
+
+typedef struct fkv__chunk fkv__chunk;
+
+/* Where an evictable chunk currently waits. */
+enum fkv__place {
+    FKV__PLACE_NONE = 0, /* not evictable: pinned or evicted */
+    FKV__PLACE_POLICY,   /* in a policy instance (owner's or the shared one) */
+    FKV__PLACE_YOUNG     /* younger than min_chunk_retention: in the young FIFO */
+};
+
+struct fkv__chunk {
+    fkv_chunk_view v;      /* first member: a view pointer is a chunk pointer */
+    uint32_t *pages;       /* [page_cap] page ids; v.pages aliases it while resident */
+    uint64_t *phash;       /* [page_cap] prefix hash of each full page, 0 = none */
+    uint32_t page_cap;
+    uint8_t own_mem;       /* its own malloc (else carved from an arena: chunk.c) */
+    uint64_t id;           /* creation order, unique: tie-break of every ordering */
+    fkv_seq *owner;        /* sequence charged for the pages; NULL = cached */
+    fkv_class cls;         /* class of the request that created it */
+    uint8_t place;         /* enum fkv__place */
+    fkv__policy_inst *inst; /* instance holding it when place == POLICY */
+    fkv__policy_node pn;    /* policy-private links and key */
+    union {                 /* list links, by where the chunk waits: */
+        struct {
+            fkv__chunk *prev, *next;
+        } young;            /* place YOUNG: the young FIFO */
+        struct {
+            fkv__chunk *prev, *next;
+        } ttl;              /* place POLICY, ttl_where WHEEL or OVER: a TTL list */
+    } lk;
+    uint32_t ttl_idx;       /* index in the TTL heap + 1 (ttl_where HEAP) */
+    uint8_t ttl_where;      /* enum fkv__ttl_where */
+    double ttl_key;         /* expiry it is filed under in the TTL tier, requests */
+    uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
+    double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
+    uint64_t prefix_hits;   /* times a new request matched it */
+    fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
+    fkv__chunk *qprev, *qnext; /* cold FIFO (under-pressure quantization) */
+    uint8_t in_cold;
+    size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
+};
+
+#endif
