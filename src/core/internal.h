@@ -11,6 +11,17 @@
 #include "metrics/metrics.h"
 #include "policy/policy.h"
 
+/* The tier an eviction took its victim from (the `tier` label of
+ * fairkv_evictions_by_tier_total, in this order). */
+enum fkv__tier {
+    FKV__TIER_EXPIRED = 0, /* cached chunk past its predicted TTL */
+    FKV__TIER_CACHED,      /* unowned chunk (finished request) */
+    FKV__TIER_OVER_QUOTA,  /* chunk of a request over its quota */
+    FKV__TIER_IN_QUOTA,    /* chunk of the request nearest its quota */
+    FKV__TIER_YOUNG,       /* younger than min_chunk_retention: last resort */
+    FKV__TIER_GLOBAL       /* quotas off: the policy alone */
+};
+
 /* Where a chunk is in the TTL tier (ttl.c). */
 enum fkv__ttl_where { FKV__TTL_NONE = 0, FKV__TTL_HEAP, FKV__TTL_WHEEL, FKV__TTL_OVER };
 #define FKV__TTL_W 16   /* requests a wheel bucket spans */
@@ -240,6 +251,9 @@ void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */
 fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);
+
+/* metrics.c: fills the gauges from the cache state */
+void fkv__metrics_refresh(fkv_cache *c);
 
 /* check.c: full invariant check (tests, fuzzing); returns 0 when sound and
  * writes the first broken invariant into msg. */

@@ -1,6 +1,7 @@
 /* The cache's metrics, from one X-macro list: the stats struct, the JSON
- * dump and the Prometheus text are all generated from it, so a name cannot
- * drift between them.  The seed's two names (section 5.1) are kept exactly.
+ * dump and the Prometheus text (rendered by src/core/metrics.c, which reads
+ * the cache) are all generated from it, so a name cannot drift between
+ * them.  The seed's two names (section 5.1) are kept exactly.
  *
  * X(name, type, labels, help)
  *   type:   COUNTER or GAUGE
@@ -48,23 +49,11 @@
 
 enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 2 };
 
-enum fkv__tier {
-    FKV__TIER_EXPIRED = 0, /* cached chunk past its predicted TTL */
-    FKV__TIER_CACHED,      /* unowned chunk (finished request) */
-    FKV__TIER_OVER_QUOTA,  /* chunk of a request over its quota */
-    FKV__TIER_IN_QUOTA,    /* chunk of the request nearest its quota */
-    FKV__TIER_YOUNG,       /* younger than min_chunk_retention: last resort */
-    FKV__TIER_GLOBAL       /* quotas off: the policy alone */
-};
-
 typedef struct fkv__stats {
 #define FKV__STAT_FIELD(name, type, labels, help) double name[FKV__L_##labels];
     FKV_METRICS(FKV__STAT_FIELD)
 #undef FKV__STAT_FIELD
 } fkv__stats;
 
-struct fkv_cache;
-/* Fills the gauges from the cache state (lock held). */
-void fkv__metrics_refresh(struct fkv_cache *c);
 
 #endif
