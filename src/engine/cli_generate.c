@@ -14,6 +14,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
+#include "util/bytes.h"
 
 #include <time.h>
 
@@ -77,7 +78,7 @@ static int parse(int argc, char **argv, gen_opts *o)
         else if (!strcmp(a, "--sparsity-budget")) o->sparsity_budget = strtol(v, &end, 10);
         else if (!strcmp(a, "--quant-hot")) o->quant_hot = strtol(v, &end, 10);
         else if (!strcmp(a, "--kv-budget")) {
-            if ((o->kv_budget = fkv__parse_bytes(v)) <= 0) {
+            if ((o->kv_budget = fkv_parse_bytes(v)) <= 0) {
                 fprintf(stderr, "fairkv generate: --kv-budget: '%s' is not a size (65536, 64MiB, 1GiB)\n", v);
                 return 2;
             }

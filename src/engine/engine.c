@@ -210,7 +210,7 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         for (uint32_t s = 1; s < rq->n && !st; s++) made[0]->kids[made[0]->n_kids++] = made[s];
     }
     pthread_mutex_lock(&e->mu);
-    if (!st && fkv__eng_grow(&e->inbox, &e->cap_inbox, e->n_inbox + 1, sizeof *e->inbox)) st = FKV_ENOMEM;
+    if (!st && fkv_grow(&e->inbox, &e->cap_inbox, e->n_inbox + 1, sizeof *e->inbox)) st = FKV_ENOMEM;
     if (!st) {
         uint64_t uid = e->next_id++;
         for (uint32_t s = 0; s < rq->n; s++) {
@@ -233,7 +233,7 @@ fkv_status fkv_engine_cancel(fkv_engine *e, uint64_t id)
 {
     fkv_status st = FKV_OK;
     pthread_mutex_lock(&e->mu);
-    if (fkv__eng_grow(&e->cancels, &e->cap_cancels, e->n_cancels + 1, sizeof *e->cancels)) st = FKV_ENOMEM;
+    if (fkv_grow(&e->cancels, &e->cap_cancels, e->n_cancels + 1, sizeof *e->cancels)) st = FKV_ENOMEM;
     else e->cancels[e->n_cancels++] = id;
     pthread_mutex_unlock(&e->mu);
     return st;
@@ -246,18 +246,3 @@ fkv_status fkv_engine_stats_get(fkv_engine *e, fkv_engine_stats *out)
     return fkv_cache_counters(e->cache, &out->cache);
 }
 
-int64_t fkv__parse_bytes(const char *v)
-{
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || errno || !(x >= 0)) return -1;
-    double mul;
-    if (!strcmp(end, "") || !strcmp(end, "B")) mul = 1;
-    else if (!strcmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "k")) mul = 1024.0;
-    else if (!strcmp(end, "M") || !strcmp(end, "MiB")) mul = 1024.0 * 1024;
-    else if (!strcmp(end, "G") || !strcmp(end, "GiB")) mul = 1024.0 * 1024 * 1024;
-    else return -1;
-    x *= mul;
-    return x < 9e18 ? (int64_t)x : -1;
-}

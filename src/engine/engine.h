@@ -78,9 +78,6 @@ typedef struct fkv_engine_config {
 
 void fkv_engine_config_default(fkv_engine_config *c);
 
-/* "65536", "64MiB", "64M", "512KiB", "1GiB" -> bytes; -1 if malformed (KV
- * budgets, as the CLI and the server's engine options take them). */
-int64_t fkv__parse_bytes(const char *v);
 
 /* Called on the stepping thread for each generated token: logits[n_vocab]
  * (valid during the call) are the ones the token was sampled from. */

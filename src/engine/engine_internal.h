@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "util/array.h"
 
 typedef struct eng_req {
     fkv_req r;              /* the scheduler's view; r.tokens = tokens */
@@ -82,8 +83,6 @@ struct fkv_engine {
 };
 
 extern const fkv_kv_ops fkv__engine_kv_ops; /* ctx: fkv_engine* */
-/* grows *p (elements of size elem) to hold need; 0 on success */
-int fkv__eng_grow(void *p, size_t *cap, size_t need, size_t elem);
 void fkv__eng_req_free(eng_req *q);
 
 #endif

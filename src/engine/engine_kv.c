@@ -9,18 +9,6 @@
 
 #include "engine/engine_internal.h"
 
-int fkv__eng_grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t nc = *cap ? *cap * 2 : 16;
-    while (nc < need) nc *= 2;
-    void *p = realloc(*(void **)pp, nc * elem);
-    if (!p) return -1;
-    *(void **)pp = p;
-    *cap = nc;
-    return 0;
-}
-
 static fkv_status kv_store(void *ctx, const fkv_fwd_geom *g, uint32_t layer, const fkv_fwd_seq *s, const float *k,
                            const float *v)
 {
@@ -88,10 +76,10 @@ static fkv_status kv_attend(void *ctx, const fkv_fwd_geom *g, uint32_t layer, co
         st = attend_ref(e, g, layer, en, q, out);
     } else if (en->decode) {
         size_t qd = (size_t)g->n_heads * g->head_dim, i = e->n_dec;
-        if (fkv__eng_grow(&e->dseq, &e->cap_dseq, i + 1, sizeof *e->dseq) ||
-            fkv__eng_grow(&e->dout_ptr, &e->cap_dptr, i + 1, sizeof *e->dout_ptr) ||
-            fkv__eng_grow(&e->dq, &e->cap_dq, (i + 1) * qd, sizeof *e->dq) ||
-            fkv__eng_grow(&e->dout, &e->cap_dout, (i + 1) * qd, sizeof *e->dout))
+        if (fkv_grow(&e->dseq, &e->cap_dseq, i + 1, sizeof *e->dseq) ||
+            fkv_grow(&e->dout_ptr, &e->cap_dptr, i + 1, sizeof *e->dout_ptr) ||
+            fkv_grow(&e->dq, &e->cap_dq, (i + 1) * qd, sizeof *e->dq) ||
+            fkv_grow(&e->dout, &e->cap_dout, (i + 1) * qd, sizeof *e->dout))
             return FKV_ENOMEM;
         e->dseq[i] = (fkv_attn_seq){en->chunks, en->n_chunks, en->keep,
                                     e->cfg.sparsity == FKV_SPARSE_H2O ? en->q->mass : NULL};

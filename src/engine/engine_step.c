@@ -33,7 +33,7 @@ static eng_req *req_of(fkv_req *r) { return (eng_req *)(void *)((char *)r - offs
 static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *const *ch, size_t nc, uint32_t start,
                             uint32_t n, int want_logits, int pure_new)
 {
-    if (fkv__eng_grow(&e->ent, &e->cap_ent, e->n_ent + 1, sizeof *e->ent)) return FKV_ENOMEM;
+    if (fkv_grow(&e->ent, &e->cap_ent, e->n_ent + 1, sizeof *e->ent)) return FKV_ENOMEM;
     eng_entry *en = &e->ent[e->n_ent];
     memset(en, 0, sizeof *en);
     en->q = q;
@@ -66,7 +66,7 @@ static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *con
     if (want_logits) en->lg = 0; /* numbered after all entries exist */
     if (en->decode && e->cfg.sparsity == FKV_SPARSE_H2O && q->mass_cap < nc) {
         size_t old = q->mass_cap;
-        if (fkv__eng_grow(&q->mass, &q->mass_cap, nc, sizeof *q->mass)) return FKV_ENOMEM;
+        if (fkv_grow(&q->mass, &q->mass_cap, nc, sizeof *q->mass)) return FKV_ENOMEM;
         memset(q->mass + old, 0, (q->mass_cap - old) * sizeof *q->mass);
     }
     return FKV_OK;
@@ -139,7 +139,7 @@ static fkv_status sparsify(fkv_engine *e)
         if (st) return st;
         if (q->mass_cap < nc) {
             size_t old = q->mass_cap;
-            if (fkv__eng_grow(&q->mass, &q->mass_cap, nc, sizeof *q->mass)) return FKV_ENOMEM;
+            if (fkv_grow(&q->mass, &q->mass_cap, nc, sizeof *q->mass)) return FKV_ENOMEM;
             memset(q->mass + old, 0, (q->mass_cap - old) * sizeof *q->mass);
         }
         uint8_t *keep = malloc(nc ? nc : 1);
@@ -206,7 +206,7 @@ static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
         p.expected_tokens = c->n_prompt + c->max_tokens;
         fkv_seq *child = NULL;
         fkv_status st = fkv_seq_fork(q->r.seq, &p, &child);
-        if (!st && fkv__eng_grow(&e->live, &e->cap_live, e->n_live + 1, sizeof *e->live)) st = FKV_ENOMEM;
+        if (!st && fkv_grow(&e->live, &e->cap_live, e->n_live + 1, sizeof *e->live)) st = FKV_ENOMEM;
         /* the scheduler starts a request whose sequence is already set from
          * that sequence (its open_seq skips it): position n_prompt, the
          * fork's first token, is decoded next; it owes max_tokens - 1 more */
@@ -270,7 +270,7 @@ static fkv_status drain_inbox(fkv_engine *e)
 {
     fkv_status st = FKV_OK;
     pthread_mutex_lock(&e->mu);
-    if (fkv__eng_grow(&e->live, &e->cap_live, e->n_live + e->n_inbox, sizeof *e->live)) st = FKV_ENOMEM;
+    if (fkv_grow(&e->live, &e->cap_live, e->n_live + e->n_inbox, sizeof *e->live)) st = FKV_ENOMEM;
     size_t i = 0;
     for (; i < e->n_inbox && !st; i++) {
         eng_req *q = e->inbox[i];
@@ -358,11 +358,11 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
     size_t n_lg = 0;
     for (size_t i = 0; i < e->n_ent; i++)
         if (e->ent[i].lg >= 0) e->ent[i].lg = (int)n_lg++;
-    if (fkv__eng_grow(&e->logits, &e->cap_logits, n_lg * V, sizeof *e->logits)) {
+    if (fkv_grow(&e->logits, &e->cap_logits, n_lg * V, sizeof *e->logits)) {
         st = FKV_ENOMEM;
         goto out;
     }
-    if (fkv__eng_grow(&e->fs, &e->cap_fs, e->n_ent, sizeof *e->fs)) {
+    if (fkv_grow(&e->fs, &e->cap_fs, e->n_ent, sizeof *e->fs)) {
         st = FKV_ENOMEM;
         goto out;
     }

@@ -80,7 +80,7 @@ static fkv_status add_mat(fkv_gguf_writer *w, fkv_rng *rng, const char *name, ui
     void *buf = malloc(n * (f16 ? 2 : 4));
     if (!buf) return FKV_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        float v = (float)((2.0 * fkv_rng_uniform(rng) - 1.0) * a);
+        float v = (float)((2.0 * fkv_rng_unif(rng) - 1.0) * a);
         if (f16)
             ((uint16_t *)buf)[i] = fkv_f2h(v);
         else
@@ -96,7 +96,7 @@ static fkv_status add_norm(fkv_gguf_writer *w, fkv_rng *rng, const char *name, u
 {
     float *buf = malloc((size_t)n * sizeof *buf);
     if (!buf) return FKV_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) buf[i] = (float)(0.9 + 0.2 * fkv_rng_uniform(rng));
+    for (uint32_t i = 0; i < n; i++) buf[i] = (float)(0.9 + 0.2 * fkv_rng_unif(rng));
     uint64_t ne[1] = {n};
     fkv_status st = fkv_gguf_w_tensor(w, name, FKV_GGML_F32, 1, ne, buf);
     free(buf);
@@ -143,7 +143,7 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
             st = FKV_EINVAL;
             goto fail;
         }
-        for (uint32_t i = 0; i < rd / 2; i++) ff[i] = (float)(1.0 + 3.0 * fkv_rng_uniform(&rng));
+        for (uint32_t i = 0; i < rd / 2; i++) ff[i] = (float)(1.0 + 3.0 * fkv_rng_unif(&rng));
         uint64_t ne[1] = {rd / 2};
         if ((st = fkv_gguf_w_tensor(w, "rope_freqs.weight", FKV_GGML_F32, 1, ne, ff))) goto fail;
     }

@@ -10,17 +10,7 @@
 
 #include "engine/half.h"
 #include "engine/model.h"
-
-static fkv_status errf(char *err, size_t errlen, fkv_status st, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
+#include "util/err.h"
 
 /* An integer hyper-parameter in [lo, hi]; def used when absent (def < 0: required). */
 static fkv_status hp_u32(const fkv_gguf *g, const char *key, int64_t def, uint32_t lo, uint32_t hi, uint32_t *out,
@@ -29,13 +19,13 @@ static fkv_status hp_u32(const fkv_gguf *g, const char *key, int64_t def, uint32
     uint64_t v;
     fkv_status st = fkv_gguf_get_u64(g, key, &v, err, errlen);
     if (st == FKV_ENOENT) {
-        if (def < 0) return errf(err, errlen, FKV_EPARSE, "metadata '%s' is missing", key);
+        if (def < 0) return fkv_errf(err, errlen, FKV_EPARSE, "metadata '%s' is missing", key);
         v = (uint64_t)def;
     } else if (st) {
         return st;
     }
     if (v < lo || v > hi)
-        return errf(err, errlen, FKV_EPARSE, "metadata '%s' = %llu is outside [%u, %u]", key, (unsigned long long)v,
+        return fkv_errf(err, errlen, FKV_EPARSE, "metadata '%s' = %llu is outside [%u, %u]", key, (unsigned long long)v,
                     lo, hi);
     *out = (uint32_t)v;
     return FKV_OK;
@@ -51,7 +41,7 @@ static fkv_status hp_f32(const fkv_gguf *g, const char *key, double def, double 
     else if (st)
         return st;
     if (!(v >= lo && v <= hi))
-        return errf(err, errlen, FKV_EPARSE, "metadata '%s' = %g is outside [%g, %g]", key, v, lo, hi);
+        return fkv_errf(err, errlen, FKV_EPARSE, "metadata '%s' = %g is outside [%g, %g]", key, v, lo, hi);
     *out = (float)v;
     return FKV_OK;
 }
@@ -60,14 +50,14 @@ static fkv_status bind_mat(const fkv_gguf *g, const char *name, uint32_t rows, u
                            char *err, size_t errlen)
 {
     const fkv_gguf_tensor *t = fkv_gguf_tensor_find(g, name);
-    if (!t) return errf(err, errlen, FKV_EPARSE, "tensor '%s' is missing", name);
+    if (!t) return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' is missing", name);
     if (t->n_dims != 2 || t->ne[0] != cols || (rows && t->ne[1] != rows))
-        return errf(err, errlen, FKV_EPARSE, "tensor '%s' has shape [%llu, %llu] (%u dims), expected [%u, %u]", name,
+        return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' has shape [%llu, %llu] (%u dims), expected [%u, %u]", name,
                     (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], t->n_dims, cols, rows);
-    if (t->ne[1] > UINT32_MAX) return errf(err, errlen, FKV_EPARSE, "tensor '%s' has too many rows", name);
+    if (t->ne[1] > UINT32_MAX) return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' has too many rows", name);
     size_t es = t->type == FKV_GGML_F32 ? 4 : 2;
     if ((uintptr_t)t->data % es)
-        return errf(err, errlen, FKV_EUNSUPPORTED, "tensor '%s' data is not %zu-byte aligned", name, es);
+        return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "tensor '%s' data is not %zu-byte aligned", name, es);
     w->data = t->data;
     w->type = t->type;
     w->rows = (uint32_t)t->ne[1];
@@ -79,9 +69,9 @@ static fkv_status bind_mat(const fkv_gguf *g, const char *name, uint32_t rows, u
 static fkv_status bind_vec(const fkv_gguf *g, const char *name, uint32_t n, float **out, char *err, size_t errlen)
 {
     const fkv_gguf_tensor *t = fkv_gguf_tensor_find(g, name);
-    if (!t) return errf(err, errlen, FKV_EPARSE, "tensor '%s' is missing", name);
+    if (!t) return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' is missing", name);
     if (t->n_elements != n || t->ne[0] != n)
-        return errf(err, errlen, FKV_EPARSE, "tensor '%s' has %llu elements, expected [%u]", name,
+        return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' has %llu elements, expected [%u]", name,
                     (unsigned long long)t->n_elements, n);
     float *v = malloc((size_t)n * sizeof *v);
     if (!v) return FKV_ENOMEM;
@@ -103,10 +93,10 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
 {
     const char *arch = NULL;
     fkv_status st = fkv_gguf_get_str(g, "general.architecture", &arch, err, errlen);
-    if (st == FKV_ENOENT) return errf(err, errlen, FKV_EPARSE, "metadata 'general.architecture' is missing");
+    if (st == FKV_ENOENT) return fkv_errf(err, errlen, FKV_EPARSE, "metadata 'general.architecture' is missing");
     if (st) return st;
     if (strcmp(arch, "llama"))
-        return errf(err, errlen, FKV_EUNSUPPORTED, "architecture '%s' is not supported (llama only)", arch);
+        return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "architecture '%s' is not supported (llama only)", arch);
     /* bounds keep every product below in size_t and int ranges */
     if ((st = hp_u32(g, "llama.embedding_length", -1, 1, 65536, &hp->dim, err, errlen))) return st;
     if ((st = hp_u32(g, "llama.block_count", -1, 1, 1024, &hp->n_layers, err, errlen))) return st;
@@ -122,20 +112,20 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
         uint32_t vl = 0;
         if ((st = hp_u32(g, "llama.attention.value_length", hp->head_dim, 1, 4096, &vl, err, errlen))) return st;
         if (vl != hp->head_dim)
-            return errf(err, errlen, FKV_EUNSUPPORTED, "llama.attention.value_length %u differs from key_length %u", vl,
+            return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "llama.attention.value_length %u differs from key_length %u", vl,
                         hp->head_dim);
     } else {
         if (hp->dim % hp->n_heads)
-            return errf(err, errlen, FKV_EPARSE, "llama.embedding_length %u is not a multiple of head_count %u",
+            return fkv_errf(err, errlen, FKV_EPARSE, "llama.embedding_length %u is not a multiple of head_count %u",
                         hp->dim, hp->n_heads);
         hp->head_dim = hp->dim / hp->n_heads;
     }
     if (hp->n_heads % hp->n_kv_heads)
-        return errf(err, errlen, FKV_EPARSE, "head_count %u is not a multiple of head_count_kv %u", hp->n_heads,
+        return fkv_errf(err, errlen, FKV_EPARSE, "head_count %u is not a multiple of head_count_kv %u", hp->n_heads,
                     hp->n_kv_heads);
     if ((st = hp_u32(g, "llama.rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rope_dim, err, errlen)))
         return st;
-    if (hp->rope_dim % 2) return errf(err, errlen, FKV_EPARSE, "llama.rope.dimension_count %u is odd", hp->rope_dim);
+    if (hp->rope_dim % 2) return fkv_errf(err, errlen, FKV_EPARSE, "llama.rope.dimension_count %u is odd", hp->rope_dim);
     if ((st = hp_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5, 1e-12, 1.0, &hp->eps, err, errlen))) return st;
     if ((st = hp_f32(g, "llama.rope.freq_base", 10000.0, 1.0, 1e12, &hp->rope_base, err, errlen))) return st;
     /* RoPE scaling: none, or linear (positions divided by the factor) */
@@ -144,7 +134,7 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
     st = fkv_gguf_get_str(g, "llama.rope.scaling.type", &scaling, err, errlen);
     if (st && st != FKV_ENOENT) return st;
     if (scaling && strcmp(scaling, "none") && strcmp(scaling, "linear"))
-        return errf(err, errlen, FKV_EUNSUPPORTED, "llama.rope.scaling.type '%s' is not supported (none, linear)",
+        return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "llama.rope.scaling.type '%s' is not supported (none, linear)",
                     scaling);
     if (scaling && !strcmp(scaling, "linear")) {
         float factor;
@@ -152,9 +142,9 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
         hp->rope_freq_scale = 1.0f / factor;
     }
     const fkv_gguf_tensor *emb = fkv_gguf_tensor_find(g, "token_embd.weight");
-    if (!emb) return errf(err, errlen, FKV_EPARSE, "tensor 'token_embd.weight' is missing");
+    if (!emb) return fkv_errf(err, errlen, FKV_EPARSE, "tensor 'token_embd.weight' is missing");
     if (emb->n_dims != 2 || emb->ne[1] > (1u << 24))
-        return errf(err, errlen, FKV_EPARSE, "tensor 'token_embd.weight' must be [embedding_length, n_vocab <= 2^24]");
+        return fkv_errf(err, errlen, FKV_EPARSE, "tensor 'token_embd.weight' must be [embedding_length, n_vocab <= 2^24]");
     hp->n_vocab = (uint32_t)emb->ne[1];
     return FKV_OK;
 }
@@ -186,7 +176,7 @@ fkv_status fkv_llama_from_gguf(const fkv_gguf *g, fkv_llama **out, char *err, si
      * (Llama 3.1's long-context factors) is optional */
     const fkv_gguf_tensor *ff = fkv_gguf_tensor_find(g, "rope_freqs.weight");
     if (ff && (ff->type != FKV_GGML_F32 || ff->n_elements != hp->rope_dim / 2)) {
-        st = errf(err, errlen, FKV_EPARSE, "tensor 'rope_freqs.weight' must be f32 [%u]", hp->rope_dim / 2);
+        st = fkv_errf(err, errlen, FKV_EPARSE, "tensor 'rope_freqs.weight' must be f32 [%u]", hp->rope_dim / 2);
         goto fail;
     }
     for (uint32_t i = 0; i < hp->rope_dim / 2; i++) {
@@ -195,7 +185,7 @@ fkv_status fkv_llama_from_gguf(const fkv_gguf *g, fkv_llama **out, char *err, si
             float v;
             memcpy(&v, (const uint8_t *)ff->data + 4 * (size_t)i, 4);
             if (!(v > 0) || !isfinite(v)) {
-                st = errf(err, errlen, FKV_EPARSE, "tensor 'rope_freqs.weight'[%u] = %g is not positive", i, v);
+                st = fkv_errf(err, errlen, FKV_EPARSE, "tensor 'rope_freqs.weight'[%u] = %g is not positive", i, v);
                 goto fail;
             }
             f = v;

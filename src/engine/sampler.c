@@ -8,36 +8,6 @@ struct fkv_prob {
     int32_t id;
 };
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-void fkv_rng_seed(fkv_rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t fkv_rng_next(fkv_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-double fkv_rng_uniform(fkv_rng *r) { return (double)(fkv_rng_next(r) >> 11) * 0x1.0p-53; }
-
 fkv_status fkv_sampler_init(fkv_sampler *s, uint32_t n_vocab, float temperature, float top_p, uint64_t seed)
 {
     if (!n_vocab || !(temperature >= 0) || !isfinite(temperature) || !(top_p > 0 && top_p <= 1)) return FKV_EINVAL;
@@ -97,7 +67,7 @@ int32_t fkv_sample(fkv_sampler *s, const float *logits)
         sum = 0;
         for (uint32_t i = 0; i < keep; i++) sum += s->work[i].p;
     }
-    double u = fkv_rng_uniform(&s->rng) * sum, cum = 0;
+    double u = fkv_rng_unif(&s->rng) * sum, cum = 0;
     for (uint32_t i = 0; i < keep; i++) {
         cum += s->work[i].p;
         if (u < cum) return s->work[i].id;

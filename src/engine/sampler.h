@@ -9,14 +9,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
-
-typedef struct fkv_rng {
-    uint64_t s[4];
-} fkv_rng;
-
-void fkv_rng_seed(fkv_rng *r, uint64_t seed);
-uint64_t fkv_rng_next(fkv_rng *r);
-double fkv_rng_uniform(fkv_rng *r); /* [0, 1) */
+#include "util/rng.h"
 
 typedef struct fkv_sampler {
     float temperature; /* 0: greedy */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/errat.h"
+#include "util/err.h"
 
 int fkv_steplog_write(FILE *f, const fkv_step_rec *r)
 {

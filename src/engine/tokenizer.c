@@ -1,5 +1,6 @@
 /* Tokenizer loading, the string map, byte-level encoding, decoding. */
 #include "engine/tokenizer.h"
+#include "util/err.h"
 
 #include <float.h>
 #include <stdarg.h>
@@ -103,17 +104,6 @@ size_t fkv__utf8_len(unsigned char c)
 
 /* ---------------------------------------------------------------- loading */
 
-static fkv_status errf(char *err, size_t errlen, fkv_status st, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -128,7 +118,7 @@ static fkv_status opt_id(const fkv_gguf *g, const char *key, uint32_t n_vocab, i
     fkv_status st = fkv_gguf_get_u64(g, key, &v, err, errlen);
     if (st == FKV_ENOENT) return FKV_OK;
     if (st) return st;
-    if (v >= n_vocab) return errf(err, errlen, FKV_EPARSE, "metadata '%s' = %llu is not a token id (< %u)", key,
+    if (v >= n_vocab) return fkv_errf(err, errlen, FKV_EPARSE, "metadata '%s' = %llu is not a token id (< %u)", key,
                                   (unsigned long long)v, n_vocab);
     *out = (int32_t)v;
     return FKV_OK;
@@ -148,7 +138,7 @@ static const fkv_gguf_kv *num_array(const fkv_gguf *g, const char *key, uint32_t
     *st = FKV_OK;
     if (!kv) return NULL;
     if (kv->type != FKV_GGUF_ARRAY || kv->arr_type == FKV_GGUF_STRING || kv->n != n) {
-        *st = errf(err, errlen, FKV_EPARSE, "metadata '%s' must be a numeric array of %u entries", key, n);
+        *st = fkv_errf(err, errlen, FKV_EPARSE, "metadata '%s' must be a numeric array of %u entries", key, n);
         return NULL;
     }
     return kv;
@@ -158,14 +148,14 @@ static fkv_status load_merges(fkv_tokenizer *t, const fkv_gguf *g, char *err, si
 {
     const fkv_gguf_kv *mk = fkv_gguf_find(g, "tokenizer.ggml.merges");
     if (!mk || mk->type != FKV_GGUF_ARRAY || mk->arr_type != FKV_GGUF_STRING)
-        return errf(err, errlen, FKV_EPARSE, "metadata 'tokenizer.ggml.merges' (array of strings) is required for gpt2");
-    if (mk->n > INT32_MAX) return errf(err, errlen, FKV_EPARSE, "tokenizer.ggml.merges: too many entries");
+        return fkv_errf(err, errlen, FKV_EPARSE, "metadata 'tokenizer.ggml.merges' (array of strings) is required for gpt2");
+    if (mk->n > INT32_MAX) return fkv_errf(err, errlen, FKV_EPARSE, "tokenizer.ggml.merges: too many entries");
     t->merges = fkv__strmap_new((size_t)mk->n);
     if (!t->merges) return FKV_ENOMEM;
     for (uint64_t i = 0; i < mk->n; i++) {
         const char *sp = memchr(mk->strs[i], ' ', mk->str_lens[i]);
         if (!sp || sp == mk->strs[i] || (uint64_t)(sp - mk->strs[i]) + 1 == mk->str_lens[i])
-            return errf(err, errlen, FKV_EPARSE, "tokenizer.ggml.merges[%llu] is not \"left right\"",
+            return fkv_errf(err, errlen, FKV_EPARSE, "tokenizer.ggml.merges[%llu] is not \"left right\"",
                         (unsigned long long)i);
         /* the first rank of a duplicate pair is the one that applies */
         if (fkv__strmap_get(t->merges, mk->strs[i], mk->str_lens[i]) < 0 &&
@@ -180,7 +170,7 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     *out = NULL;
     const char *model;
     fkv_status st = fkv_gguf_get_str(g, "tokenizer.ggml.model", &model, err, errlen);
-    if (st == FKV_ENOENT) return errf(err, errlen, FKV_EPARSE, "metadata 'tokenizer.ggml.model' is missing");
+    if (st == FKV_ENOENT) return fkv_errf(err, errlen, FKV_EPARSE, "metadata 'tokenizer.ggml.model' is missing");
     if (st) return st;
     fkv_tok_kind kind;
     if (!strcmp(model, "llama"))
@@ -190,11 +180,11 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     else if (!strcmp(model, "bytes"))
         kind = FKV_TOK_BYTES;
     else
-        return errf(err, errlen, FKV_EUNSUPPORTED, "tokenizer.ggml.model '%s' is not supported (llama, gpt2, bytes)",
+        return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "tokenizer.ggml.model '%s' is not supported (llama, gpt2, bytes)",
                     model);
     const fkv_gguf_kv *tk = fkv_gguf_find(g, "tokenizer.ggml.tokens");
     if (!tk || tk->type != FKV_GGUF_ARRAY || tk->arr_type != FKV_GGUF_STRING || tk->n == 0 || tk->n > (1u << 24))
-        return errf(err, errlen, FKV_EPARSE, "metadata 'tokenizer.ggml.tokens' must be an array of 1..2^24 strings");
+        return fkv_errf(err, errlen, FKV_EPARSE, "metadata 'tokenizer.ggml.tokens' must be an array of 1..2^24 strings");
     fkv_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return FKV_ENOMEM;
     uint32_t n = (uint32_t)tk->n;
@@ -219,7 +209,7 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     for (int b = 0; b < 256; b++) t->byte_tok[b] = -1;
     for (uint32_t i = 0; i < n; i++) {
         if (tk->str_lens[i] > 1024) {
-            st = errf(err, errlen, FKV_EPARSE, "tokenizer.ggml.tokens[%u] is %llu bytes long (1024 max)", i,
+            st = fkv_errf(err, errlen, FKV_EPARSE, "tokenizer.ggml.tokens[%u] is %llu bytes long (1024 max)", i,
                       (unsigned long long)tk->str_lens[i]);
             goto fail;
         }
@@ -276,7 +266,7 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     if (kind == FKV_TOK_BYTES)
         for (int b = 0; b < 256; b++)
             if (t->byte_tok[b] < 0) {
-                st = errf(err, errlen, FKV_EPARSE, "tokenizer 'bytes': no token <0x%02X>", b);
+                st = fkv_errf(err, errlen, FKV_EPARSE, "tokenizer 'bytes': no token <0x%02X>", b);
                 goto fail;
             }
     *out = t;

@@ -1,5 +1,6 @@
 /* Parsing of the engine backend's options (backend_engine_opts.h). */
 #include "server/backend_engine_opts.h"
+#include "util/bytes.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             if (strlen(v) >= cap) bad = 1;
             else snprintf(model, cap, "%s", v);
         } else if (KEY("kv_budget")) {
-            int64_t x = fkv__parse_bytes(v);
+            int64_t x = fkv_parse_bytes(v);
             if (x <= 0) bad = 1;
             else cfg->kv_budget_bytes = (uint64_t)x;
         } else if (KEY("kv_dtype")) {

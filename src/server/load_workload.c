@@ -2,6 +2,7 @@
  * has its own generator of the seed's mix (src/sim/workload.c); this one is
  * kept small and self-contained so `fairkv load` works on its own. */
 #include "server/load_workload.h"
+#include "util/rng.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,14 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* splitmix64: explicit state, no rand() */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* splitmix64 as the stream: explicit state, no rand() */
+static uint64_t next_u64(uint64_t *s) { return fkv_rng_splitmix(s); }
 
 /* uniform in [0, 1) with 53 bits */
 static double next_unit(uint64_t *s)

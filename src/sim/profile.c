@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/errat.h"
+#include "util/err.h"
 
 /* Model geometries.  Sources: GPT-3 175B, Brown et al. 2020, table 2.1
  * (96 layers, d_model 12288, 96 heads of 128); Llama 2, Touvron et al.

@@ -2,6 +2,7 @@
 #include "sim/sim.h"
 
 #include "sim/oracle.h"
+#include "util/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,17 +20,6 @@ void fkv_sim_config_default(fkv_sim_config *c)
     c->quant = FKV_QUANT_OFF;
     c->quant_dtype = FKV_INT8;
     c->quant_hot = 128;
-}
-
-static fkv_status serr(char *err, size_t errlen, fkv_status st, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
 }
 
 /* What Belady's MIN may know: the simulator's view of every request. */
@@ -107,7 +97,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
     while (fkv_sched_finished(s) < n) {
         while (next < n && reqs[next].arrival_ns <= *now) {
             if ((st = fkv_sched_add(s, &reqs[next])) != FKV_OK) {
-                serr(err, errlen, st, "%s", fkv_sched_last_error(s));
+                fkv_errf(err, errlen, st, "%s", fkv_sched_last_error(s));
                 goto out;
             }
             next++;
@@ -118,7 +108,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             continue;
         }
         if ((st = fkv_sched_step(s, *now, &b)) != FKV_OK) {
-            serr(err, errlen, st, "scheduler: %s (%s)", fkv_sched_last_error(s),
+            fkv_errf(err, errlen, st, "scheduler: %s (%s)", fkv_sched_last_error(s),
                  cache ? fkv_cache_last_error(cache) : "");
             goto out;
         }
@@ -129,7 +119,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             int64_t t = b.wake_ns > *now ? b.wake_ns : INT64_MAX;
             if (next < n && reqs[next].arrival_ns < t) t = reqs[next].arrival_ns;
             if (t == INT64_MAX) {
-                st = serr(err, errlen, FKV_ESTATE, "simulation stuck at t=%lld ns with %zu waiting, %zu running",
+                st = fkv_errf(err, errlen, FKV_ESTATE, "simulation stuck at t=%lld ns with %zu waiting, %zu running",
                           (long long)*now, fkv_sched_n_waiting(s), fkv_sched_n_running(s));
                 goto out;
             }
@@ -139,7 +129,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
         *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
-            serr(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
+            fkv_errf(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
             goto out;
         }
         o->steps++;
@@ -171,7 +161,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.storage = FKV_STORAGE_PHANTOM;
     cc.page_tokens = sc->page_tokens;
     uint64_t pages = (cfg->capacity_tokens + sc->page_tokens - 1) / sc->page_tokens;
-    if (pages > UINT32_MAX) return serr(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
+    if (pages > UINT32_MAX) return fkv_errf(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
                                         (unsigned long long)pages);
     cc.capacity_pages = (uint32_t)pages;
     cc.capacity_bytes = pages * sc->page_tokens * fkv_model_token_bytes(m);
@@ -198,7 +188,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     }
     char e[256] = "";
     fkv_status st = fkv_cache_create(&cc, cache, e, sizeof e);
-    if (st) return serr(err, errlen, st, "scheme %s: fkv_cache_create: %s (%s)", sc->name, fkv_strerror(st), e);
+    if (st) return fkv_errf(err, errlen, st, "scheme %s: fkv_cache_create: %s (%s)", sc->name, fkv_strerror(st), e);
     return FKV_OK;
 }
 
@@ -215,7 +205,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
                        char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
-    if (!w->n || !cfg->profile) return serr(err, errlen, FKV_EINVAL, "empty workload or no profile");
+    if (!w->n || !cfg->profile) return fkv_errf(err, errlen, FKV_EINVAL, "empty workload or no profile");
     fkv_req *reqs = malloc(w->n * sizeof *reqs);
     res->e2e_ns = malloc(w->n * sizeof *res->e2e_ns);
     res->ttft_ns = malloc(w->n * sizeof *res->ttft_ns);
@@ -247,7 +237,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         scfg.pass_tokens = sc->prefix_cache;
     }
     if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
-        serr(err, errlen, st, "scheduler config invalid");
+        fkv_errf(err, errlen, st, "scheduler config invalid");
         goto out;
     }
     loop_out lo;

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "sim/workload.h"
+#include "util/err.h"
 
 typedef struct parser {
     const char *fname;
@@ -24,19 +25,14 @@ typedef struct parser {
     uint32_t n_clients;
 } parser;
 
+static fkv_status perr(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static fkv_status perr(parser *p, const char *fmt, ...)
 {
-    if (p->err && p->errlen) {
-        int k = snprintf(p->err, p->errlen, "%s:%zu: ", p->fname, p->line);
-        if (k < 0) k = 0;
-        if ((size_t)k < p->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + k, p->errlen - (size_t)k, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return FKV_EPARSE;
+    va_list ap;
+    va_start(ap, fmt);
+    fkv_status st = fkv_verr_at(p->err, p->errlen, p->fname, p->line, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 int fkv_trace_format_parse(const char *s)

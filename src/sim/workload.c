@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/rng.h"
+#include "util/rng.h"
 
 fkv_class fkv_sim_class(uint32_t total)
 {

@@ -1,7 +1,9 @@
-/* Explicit-state RNG of the simulator (xoshiro256**, seeded by splitmix64):
- * same seed, same stream, on every platform.  No global state. */
-#ifndef FKV_SIM_RNG_H
-#define FKV_SIM_RNG_H
+/* The project's one random number generator: xoshiro256**, seeded by
+ * splitmix64, with explicit state: same seed, same stream, on every
+ * platform; no global state.  fkv_mix64 is splitmix64's output function as
+ * a pure hash (token ids that are functions of a position). */
+#ifndef FKV_UTIL_RNG_H
+#define FKV_UTIL_RNG_H
 
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +19,10 @@ static inline uint64_t fkv_rng_splitmix(uint64_t *x)
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
+
+/* Pure: the splitmix64 output of state x (the value fkv_rng_splitmix
+ * returns from state x). */
+static inline uint64_t fkv_mix64(uint64_t x) { return fkv_rng_splitmix(&x); }
 
 static inline void fkv_rng_seed(fkv_rng *r, uint64_t seed)
 {
