@@ -343,7 +343,7 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         size_t nch;
         if ((*st = fkv_seq_chunks(r->seq, &ch, &nch)) != FKV_OK) return GONE;
         size_t i = 0;
-        while (i < nch && ch[i]->resident) i++;
+        while (i < nch && (ch[i]->resident || ch[i]->dropped)) i++; /* dropped ones are not missing */
         if (i == nch) break;
         uint32_t a = ch[i]->start, e = ch[i]->start + ch[i]->n_tokens;
         if (counts && e - a > *budget) break; /* the rest next step */
