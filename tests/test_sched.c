@@ -426,8 +426,130 @@ static void real_tokens(void)
     fkv_workload_free(&w);
 }
 
+/* A cache of `pages` pages of 4 tokens, chunks of 8, LRU, no quotas. */
+static fkv_cache *small_cache(int64_t *now, uint32_t pages)
+{
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = pages;
+    cc.page_tokens = 4;
+    cc.chunk_tokens = 8;
+    cc.policy = "lru";
+    cc.quotas = 0;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = now;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    return cache;
+}
+
+/* A dropped chunk (sparsity) is not missing: a request that comes back
+ * from a preemption with its evicted chunks and a dropped one restores the
+ * evicted ones.  12 pages of 4 tokens: A (prompt 8, output 40) and B
+ * (prompt 20, output 20) start together; after B's first token its chunk
+ * [8, 16) is dropped, as the engine's sparsity does.  A, served first,
+ * runs out of pages while both decode and preempts B (last started), whose
+ * chunks are then evicted; B resumes once A is done. */
+static void dropped_not_missing(void)
+{
+    int64_t now = 0;
+    fkv_cache *cache = small_cache(&now, 12);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.block_tokens = 8;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    spec sp[] = {{0, 8, 40}, {0, 20, 20}};
+    fkv_workload w;
+    make(&w, sp, 2);
+    REQUIRE(fkv_sched_add(s, &w.reqs[0]) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &w.reqs[1]) == FKV_OK);
+    fkv_batch b = {0};
+    int steps = 0, dropped = 0, ok = 1, restored_b = 0;
+    while (ok && fkv_sched_finished(s) < 2 && steps < 1000) {
+        fkv_status st = fkv_sched_step(s, now, &b);
+        CHECKF(st == FKV_OK, "step %d: %s", steps, fkv_sched_last_error(s));
+        if (st) ok = 0;
+        for (size_t i = 0; ok && i < b.n; i++) restored_b += b.items[i].r == &w.reqs[1] && b.items[i].n_restored;
+        now += 1000000;
+        if (ok) REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        if (ok && !dropped && w.reqs[1].generated && w.reqs[1].seq) {
+            uint32_t got = 0;
+            REQUIRE(fkv_seq_drop(w.reqs[1].seq, 8, 16, &got) == FKV_OK && got == 8);
+            dropped = 1;
+        }
+        steps++;
+    }
+    CHECK(dropped && w.reqs[1].preemptions > 0 && restored_b > 0);
+    CHECK(fkv_sched_finished(s) == 2 && fkv_sched_rejections(s) == 0);
+    CHECK(w.reqs[0].generated == 40 && w.reqs[1].generated == 20);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+    fkv_workload_free(&w);
+}
+
+/* A forked sample (started from a sequence the engine set, as its
+ * fork_kids does: computed = target = prompt, the token at position prompt
+ * given by the fork) whose sequence is freed before it ran keeps that
+ * token: it prefills it again and emits the one after.  4 pages of 4
+ * tokens: P (prompt 12, output 5) fills 3; after its first token the child
+ * forks, and in the next step P's decode takes the last page, so the
+ * child's first append finds no room and, freeing, goes back to the
+ * queue. */
+static void forked_freed(void)
+{
+    int64_t now = 0;
+    fkv_cache *cache = small_cache(&now, 4);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.on_preempt = FKV_PREEMPT_FREE;
+    sc.block_tokens = 8;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    int32_t tok[2][17];
+    for (int i = 0; i < 17; i++) tok[0][i] = tok[1][i] = 100 + i;
+    tok[1][12] = 7; /* the child's own first token */
+    fkv_req p = {.id = 1, .prompt = 12, .output = 5, .tokens = tok[0]};
+    fkv_req c = {.id = 2, .prompt = 12, .output = 4, .tokens = tok[1]};
+    REQUIRE(fkv_sched_add(s, &p) == FKV_OK);
+    fkv_batch b = {0};
+    int steps = 0, forked = 0, freed = 0;
+    uint32_t first_at = 0;
+    while (fkv_sched_finished(s) < 2 && steps < 1000) {
+        REQUIRE(fkv_sched_step(s, now, &b) == FKV_OK);
+        for (size_t i = 0; i < b.n; i++)
+            if (b.items[i].r == &c && b.items[i].n_new && c.computed >= c.target && c.generated == 0)
+                first_at = c.computed; /* where its first emitted token goes */
+        if (!forked && p.computed >= p.target) {
+            fkv_seq_params sp;
+            fkv_seq_params_default(&sp);
+            sp.request_id = c.id;
+            fkv_seq *child = NULL;
+            REQUIRE(fkv_seq_fork(p.seq, &sp, &child) == FKV_OK);
+            REQUIRE(fkv_sched_add(s, &c) == FKV_OK);
+            c.seq = child;
+            c.computed = c.target = 12;
+            forked = 1;
+        }
+        freed |= forked && c.state == FKV_REQ_WAITING && !c.seq;
+        now += 1000000;
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        steps++;
+    }
+    CHECK(forked && freed && fkv_sched_finished(s) == 2 && p.generated == 5 && c.generated == 4);
+    /* the fork's token is at 12: the child's first emission is at 13 */
+    CHECKF(first_at == 13, "the child's first emitted token went to position %u", first_at);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 int main(void)
 {
+    dropped_not_missing();
+    forked_freed();
     real_tokens();
     victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, 0);
     victims(FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, 0);

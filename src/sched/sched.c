@@ -195,6 +195,12 @@ static void release_seq(fkv_sched *s, fkv_req *r)
     r->seq = NULL;
 }
 
+/* Tokens of r known so far, all prefilled again when its sequence is
+ * freed: the target (the prompt, then each emitted token), or one past the
+ * sequence when it already reaches the target (a request started from a
+ * forked sequence: the fork gave it the token at that position). */
+static uint32_t known_tokens(const fkv_req *r) { return r->computed >= r->target ? r->computed + 1 : r->target; }
+
 /* Takes r out of the running set and back to the waiting queue's front. */
 static fkv_status preempt(fkv_sched *s, fkv_req *r)
 {
@@ -211,9 +217,9 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
     s->preemptions++;
     if (r->seq) fkv_seq_unpin(r->seq);
     if (s->cfg.on_preempt == FKV_PREEMPT_FREE && r->seq) {
-        /* everything computed so far (and the last emitted token) is
-         * prefilled again on resume, less what the prefix cache still holds */
-        uint32_t redo = r->generated ? r->prompt + r->generated : r->prompt;
+        /* everything known so far is prefilled again on resume, less what
+         * the prefix cache still holds */
+        uint32_t redo = known_tokens(r);
         r->redo_until = r->computed > r->redo_until ? r->computed : r->redo_until;
         release_seq(s, r);
         r->computed = 0;
@@ -343,7 +349,7 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         size_t nch;
         if ((*st = fkv_seq_chunks(r->seq, &ch, &nch)) != FKV_OK) return GONE;
         size_t i = 0;
-        while (i < nch && ch[i]->resident) i++;
+        while (i < nch && (ch[i]->resident || ch[i]->dropped)) i++; /* dropped ones are not missing */
         if (i == nch) break;
         uint32_t a = ch[i]->start, e = ch[i]->start + ch[i]->n_tokens;
         if (counts && e - a > *budget) break; /* the rest next step */
@@ -561,7 +567,11 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
                 s->rejections++;
                 continue;
             }
-            if (s->cfg.on_preempt == FKV_PREEMPT_FREE) release_seq(s, r), r->computed = 0;
+            if (s->cfg.on_preempt == FKV_PREEMPT_FREE) {
+                r->target = known_tokens(r);
+                release_seq(s, r);
+                r->computed = 0;
+            }
             memmove(s->wait + wi + 1, s->wait + wi, (s->n_wait - wi) * sizeof *s->wait);
             s->wait[wi] = r;
             s->n_wait++;

@@ -155,7 +155,11 @@ typedef struct fkv_sched fkv_sched;
 fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_sched **out);
 void fkv_sched_destroy(fkv_sched *s); /* frees open sequences it created */
 
-/* The request arrived (state PENDING -> WAITING).  r must outlive s. */
+/* The request arrived (state PENDING -> WAITING).  r must outlive s.
+ * A request may start from a sequence of the caller's (an engine's forked
+ * sample): right after this call, set r->seq to it and r->computed =
+ * r->target = its length; the token at that position (r->tokens) must be
+ * known: it is the first one appended. */
 fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r);
 
 /* Forms the next step at time now (cache clock must read now).  An empty
