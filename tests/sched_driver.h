@@ -25,29 +25,6 @@
 #ifndef FKV_SCHED_DRIVER_H
 #define FKV_SCHED_DRIVER_H
 
-/* Open bugs the driver finds.  SD_AVOID_OPEN_BUGS (default: all bits)
- * keeps the driver clear of them, so that the suites pass and the search
- * goes on; clear a bit (-DSD_AVOID_OPEN_BUGS=...) to see that bug (their
- * reproducers are fuzz/corpus/fuzz_sched/open-*):
- *  1 the cache quantizes a chunk that a request restored in the step being
- *    formed, before its K/V exist, when that request itself allocates
- *    next: "always" at its append (a fork's first append scans the chunks
- *    it inherited; a chunk evicted while hot turns cold with the append),
- *    "under pressure" at its next restore once a freeing preemption of
- *    another holder queued the chunk as cold.  Avoided: cells of mode
- *    "always" run "under pressure", and quantizing cells keep preempted
- *    sequences;
- *  2 in recompute mode a chunk larger than max_batch_tokens is never
- *    restored, and its request stays running with no item, forever.
- *    Avoided: the budget of such cells is raised to the largest chunk;
- *  4 fkv_sched_live_tokens() does not count the tokens of a forked
- *    sample's sequence (set after fkv_sched_add, as the engine does), and
- *    subtracts them when the sample ends.  Avoided: checked before the
- *    first fork only. */
-#ifndef SD_AVOID_OPEN_BUGS
-#define SD_AVOID_OPEN_BUGS 7
-#endif
-
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -153,16 +130,9 @@ static void sd_cell_decode(uint32_t w, sd_cell *c)
     c->sparsity = (int)(w & 1), w >>= 1;
     c->retention = (int)(w & 1), w >>= 1;
     /* as the engine: a step appends at most quant_hot_tokens per request,
-     * so that a chunk an append turns cold holds K/V of earlier steps (not
-     * so for a restored one: bit 1 of SD_AVOID_OPEN_BUGS) */
+     * so that a chunk an append turns cold holds K/V of earlier steps (a
+     * restored one is kept from quantization by the cache until read) */
     if (c->quant != FKV_QUANT_OFF && c->max_batch_tokens > SD_HOT) c->max_batch_tokens = SD_HOT;
-    if (SD_AVOID_OPEN_BUGS & 1) {
-        if (c->quant == FKV_QUANT_ALWAYS) c->quant = FKV_QUANT_UNDER_PRESSURE;
-        if (c->quant != FKV_QUANT_OFF) c->on_preempt = FKV_PREEMPT_KEEP;
-    }
-    uint32_t chunk_max = c->dynamic_chunking ? 16 : 8;
-    if ((SD_AVOID_OPEN_BUGS & 2) && c->miss == FKV_MISS_RECOMPUTE && c->max_batch_tokens < chunk_max)
-        c->max_batch_tokens = chunk_max;
 }
 
 static void sd_cell_describe(const sd_cell *c, char *buf, size_t n)
@@ -664,14 +634,11 @@ static int sd_fork_kids(sd_state *st, sd_req *q)
             return sd_fail(st, "fork of request %llu: %s", (unsigned long long)q->r.id, fkv_cache_last_error(st->c));
         c->r.output = c->max_tokens - 1;
         c->r.arrival_ns = st->now;
-        rc = fkv_sched_add(st->s, &c->r);
+        rc = fkv_sched_add_seq(st->s, &c->r, child);
         if (rc) {
             fkv_seq_free(child);
-            return sd_fail(st, "fkv_sched_add of a fork: %s", fkv_sched_last_error(st->s));
+            return sd_fail(st, "fkv_sched_add_seq of a fork: %s", fkv_sched_last_error(st->s));
         }
-        c->r.seq = child;
-        c->r.computed = c->n_prompt;
-        c->r.target = c->n_prompt;
         c->gen_offset = 1;
         c->state = SD_LIVE;
         st->st.forks++;
@@ -794,7 +761,11 @@ static int sd_step(sd_state *st)
         sum += b->items[i].n_new + (st->cell.miss == FKV_MISS_RECOMPUTE ? b->items[i].n_restored : 0);
         reload += st->cell.miss == FKV_MISS_RELOAD ? b->items[i].n_restored : 0;
     }
-    if (sum != b->tokens || reload != b->reload_tokens || b->tokens > st->cell.max_batch_tokens)
+    /* over the budget only as a step of one item that restores one chunk
+     * larger than the budget (sched.h) */
+    int oversize = b->n == 1 && b->items[0].n_new == 0 && b->items[0].n_ranges == 1 &&
+                   b->ranges[b->items[0].range0].end - b->ranges[b->items[0].range0].start > st->cell.max_batch_tokens;
+    if (sum != b->tokens || reload != b->reload_tokens || (b->tokens > st->cell.max_batch_tokens && !oversize))
         return sd_fail(st, "batch of %zu items: tokens %u (items say %llu), reloads %llu (items say %llu), budget %u",
                        b->n, b->tokens, (unsigned long long)sum, (unsigned long long)b->reload_tokens,
                        (unsigned long long)reload, st->cell.max_batch_tokens);
@@ -826,7 +797,7 @@ static int sd_step(sd_state *st)
     uint64_t live = 0;
     for (uint32_t i = 0; i < st->n_req; i++)
         if (st->req[i].state == SD_LIVE && st->req[i].r.seq) live += st->req[i].r.computed;
-    if (live != fkv_sched_live_tokens(st->s) && !((SD_AVOID_OPEN_BUGS & 4) && st->st.forks))
+    if (live != fkv_sched_live_tokens(st->s))
         return sd_fail(st, "live tokens %llu, the sequences hold %llu",
                        (unsigned long long)fkv_sched_live_tokens(st->s), (unsigned long long)live);
     if (running > st->cell.max_running) return sd_fail(st, "%u running, limit %u", running, st->cell.max_running);

@@ -50,6 +50,9 @@ struct fkv__chunk {
     fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
     fkv__chunk *qprev, *qnext; /* cold FIFO (under-pressure quantization) */
     uint8_t in_cold;
+    uint8_t kv_pending;        /* restored, K/V not yet written: set by fkv_seq_restore, cleared by
+                                * the next fkv_seq_touch of a holder (the engine computes a restore
+                                * in the step that made it; coldq.c does not quantize it before) */
     size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
 };
 

@@ -11,7 +11,9 @@
  * shared whole by several sequences is one object, so it is quantized once
  * for all its holders.  It must not be pinned by another sequence than the
  * one whose call is running: a pinned chunk may be being read by a kernel
- * (with phantom storage, which has no data, pins do not matter).
+ * (with phantom storage, which has no data, pins do not matter).  Nor may
+ * it have been restored since its holders last read it (kv_pending): its
+ * K/V are computed in the step that restored it, after the cache calls.
  *
  *  - always: a cold chunk is quantized as soon as it is found cold (after
  *    each append of its sequence, and when its request ends);
@@ -44,6 +46,10 @@ static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
     if (!ch->v.resident || ch->v.dtype != c->cfg.dtype || ch->v.n_tokens == 0 ||
         ch->v.n_tokens != ch->v.cap_tokens)
         return 0;
+    /* restored in the step being formed: its pages hold no K/V yet (the
+     * restoring request's own append or restore would quantize garbage);
+     * phantom storage has no data */
+    if (c->k && ch->kv_pending) return 0;
     /* a chunk pinned by another sequence may be under a kernel right now;
      * phantom storage has no data to race on */
     uint32_t own_pins = held && c->cur_seq ? c->cur_seq->pins : 0;

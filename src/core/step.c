@@ -22,6 +22,7 @@ fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing)
             continue;
         }
         hit += ch->v.n_tokens;
+        ch->kv_pending = 0; /* a holder's next step: what was restored has been computed */
         fkv__chunk_touch(c, ch, now);
     }
     c->stats.fairkv_hit_tokens_total[cl] += (double)hit;
@@ -137,6 +138,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
         done += ch->v.n_tokens;
         ch->v.pages = ch->pages;
         ch->v.resident = 1;
+        ch->kv_pending = 1;
         ch->v.dtype = c->cfg.dtype;
         c->n_resident++;
         c->resident_tokens += ch->v.n_tokens;

@@ -207,11 +207,11 @@ static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
         fkv_seq *child = NULL;
         fkv_status st = fkv_seq_fork(q->r.seq, &p, &child);
         if (!st && fkv_grow(&e->live, &e->cap_live, e->n_live + 1, sizeof *e->live)) st = FKV_ENOMEM;
-        /* the scheduler starts a request whose sequence is already set from
-         * that sequence (its open_seq skips it): position n_prompt, the
-         * fork's first token, is decoded next; it owes max_tokens - 1 more */
+        /* the scheduler starts a request holding a sequence from that
+         * sequence: position n_prompt, the fork's first token, is decoded
+         * next; it owes max_tokens - 1 more */
         c->r.output = c->max_tokens - 1;
-        if (!st) st = fkv_sched_add(e->sched, &c->r);
+        if (!st) st = fkv_sched_add_seq(e->sched, &c->r, child);
         if (st) {
             /* this sample ends with the error; the others go on */
             if (child) fkv_seq_free(child);
@@ -219,9 +219,6 @@ static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
             fkv__eng_req_free(c);
             continue;
         }
-        c->r.seq = child;
-        c->r.computed = c->n_prompt;
-        c->r.target = c->n_prompt;
         c->gen_offset = 1;
         e->live[e->n_live++] = c;
         e->st.forks++;

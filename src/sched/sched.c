@@ -187,6 +187,17 @@ fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r)
     return wait_push(s, r, 0);
 }
 
+fkv_status fkv_sched_add_seq(fkv_sched *s, fkv_req *r, fkv_seq *seq)
+{
+    if (!s->cache || !seq) return fail(s, FKV_EINVAL, "request %llu: a sequence needs a cache", (unsigned long long)r->id);
+    fkv_status st = fkv_sched_add(s, r);
+    if (st) return st;
+    r->seq = seq;
+    r->computed = r->target = fkv_seq_len(seq);
+    s->live_tokens += r->computed;
+    return FKV_OK;
+}
+
 static void release_seq(fkv_sched *s, fkv_req *r)
 {
     if (!r->seq && s->cache) return;
@@ -352,7 +363,10 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         while (i < nch && (ch[i]->resident || ch[i]->dropped)) i++; /* dropped ones are not missing */
         if (i == nch) break;
         uint32_t a = ch[i]->start, e = ch[i]->start + ch[i]->n_tokens;
-        if (counts && e - a > *budget) break; /* the rest next step */
+        /* the rest next step; a chunk larger than a whole step's budget
+         * is recomputed alone, in a step that has nothing else */
+        int oversize = e - a > s->cfg.max_batch_tokens && b->n == 0 && *budget == s->cfg.max_batch_tokens;
+        if (counts && e - a > *budget && !oversize) break;
         uint32_t got = 0;
         fkv_status rs = fkv_seq_restore(r->seq, a, e, NULL, &got);
         if (rs == FKV_EFULL) {
@@ -377,7 +391,7 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         *restored += got;
         missing = missing > got ? missing - got : 0;
         if (counts) {
-            *budget -= got;
+            *budget = got < *budget ? *budget - got : 0;
             r->recomputed += got;
         } else {
             r->reloaded += got;
@@ -581,7 +595,9 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
         if (rc == GONE && r->state == FKV_REQ_REJECTED) continue;
         if (rc == STALLED) break; /* admitted with its restores; no memory for more */
     }
-    if (b->tokens > s->cfg.max_batch_tokens)
+    /* over the budget only as one item restoring one chunk larger than it */
+    int alone = b->n == 1 && b->items[0].n_new == 0 && b->items[0].n_ranges == 1;
+    if (b->tokens > s->cfg.max_batch_tokens && !alone)
         return fail(s, FKV_ESTATE, "step of %u tokens over the budget %u", b->tokens, s->cfg.max_batch_tokens);
     return FKV_OK;
 }

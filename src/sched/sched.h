@@ -15,7 +15,9 @@
  * admitted (FCFS or VTC) while the token budget, the running-request limit
  * and the cache allow.  The sum of recomputed and new tokens of a step never
  * exceeds max_batch_tokens (reloaded tokens cost transfer time, not compute
- * budget).
+ * budget), with one exception: a chunk larger than the whole budget (dynamic
+ * chunks under a small budget) is recomputed alone, in a step with nothing
+ * else, since a chunk is never restored in parts.
  *
  * Preemption (cache full and nothing evictable): the victim is chosen among
  * running requests not yet served in this step, by the configured rule:
@@ -155,12 +157,15 @@ typedef struct fkv_sched fkv_sched;
 fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_sched **out);
 void fkv_sched_destroy(fkv_sched *s); /* frees open sequences it created */
 
-/* The request arrived (state PENDING -> WAITING).  r must outlive s.
- * A request may start from a sequence of the caller's (an engine's forked
- * sample): right after this call, set r->seq to it and r->computed =
- * r->target = its length; the token at that position (r->tokens) must be
- * known: it is the first one appended. */
+/* The request arrived (state PENDING -> WAITING).  r must outlive s. */
 fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r);
+
+/* As fkv_sched_add, for a request that starts from a sequence of the
+ * caller's (an engine's forked sample): r then holds seq, computed =
+ * target = its length, and its tokens count in fkv_sched_live_tokens; the
+ * token at that position (r->tokens) must be known: it is the first one
+ * appended.  On error seq stays the caller's. */
+fkv_status fkv_sched_add_seq(fkv_sched *s, fkv_req *r, fkv_seq *seq);
 
 /* Forms the next step at time now (cache clock must read now).  An empty
  * batch with wake_ns > 0 means: nothing to do before wake_ns. */
