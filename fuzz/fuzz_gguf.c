@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

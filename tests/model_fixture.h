@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_init.h"
-#include "engine/sampler.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/model_init.h"
+#include "model/sampler.h"
 
 typedef struct built {
     uint8_t *buf;

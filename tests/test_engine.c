@@ -21,10 +21,10 @@
 
 #include "check.h"
 #include "model_fixture.h"
-#include "engine/cli_engine.h"
+#include "engine_cli.h"
 #include "engine/engine.h"
-#include "engine/model_init.h"
-#include "engine/sampler.h"
+#include "model/model_init.h"
+#include "model/sampler.h"
 
 #define NREQ 6
 #define MAXTOK 24

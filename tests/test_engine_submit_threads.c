@@ -10,7 +10,7 @@
 #include "check.h"
 #include "model_fixture.h"
 #include "engine/engine.h"
-#include "engine/model_init.h"
+#include "model/model_init.h"
 
 #define NSUB 3
 #define PER 3

@@ -7,9 +7,9 @@
 
 #include "check.h"
 #include "model_fixture.h"
-#include "engine/model.h"
-#include "engine/model_init.h"
-#include "engine/pool.h"
+#include "model/model.h"
+#include "model/model_init.h"
+#include "model/pool.h"
 
 typedef struct counter {
     atomic_uint hits[257];

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "engine/gguf.h"
-#include "engine/half.h"
-#include "engine/sampler.h"
+#include "gguf/gguf.h"
+#include "model/half.h"
+#include "model/sampler.h"
 
 static float f32s[3 * 5 * 2];
 static uint16_t f16s[7];

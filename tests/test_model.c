@@ -10,12 +10,12 @@
 
 #include "check.h"
 #include "model_fixture.h"
-#include "engine/cli_engine.h"
-#include "engine/gguf.h"
-#include "engine/half.h"
-#include "engine/model.h"
-#include "engine/model_init.h"
-#include "engine/sampler.h"
+#include "engine_cli.h"
+#include "gguf/gguf.h"
+#include "model/half.h"
+#include "model/model.h"
+#include "model/model_init.h"
+#include "model/sampler.h"
 
 /* ---------------------------------------------------------------- fp64 reference */
 

@@ -14,9 +14,9 @@
 
 #include "check.h"
 #include "model_fixture.h"
-#include "engine/model.h"
-#include "engine/model_init.h"
-#include "engine/sampler.h"
+#include "model/model.h"
+#include "model/model_init.h"
+#include "model/sampler.h"
 #include "http_client.h"
 #include "engine/steplog.h"
 #include "server/server.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../tools/cli.h"
+#include "cli.h"
 #include "check.h"
 
 static int run(int (*fn)(int, char **), const char *a0, const char *args, const char *out)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "engine/calibrate.h"
+#include "calib/calibrate.h"
 #include "engine/steplog.h"
 #include "sim/bench.h"
 

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/gguf.h"
-#include "engine/model_init.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "gguf/gguf.h"
+#include "model/model_init.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
 
 #define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
-#include "policy/policy.h"
+#include "core/policy.h"
 
 typedef struct fkv__chunk fkv__chunk;
 

@@ -9,7 +9,7 @@
 #include "core/heap.h"
 #include "fairkv.h"
 #include "metrics/metrics.h"
-#include "policy/policy.h"
+#include "core/policy.h"
 
 /* The tier an eviction took its victim from (the `tier` label of
  * fairkv_evictions_by_tier_total, in this order). */

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/model.h"
+#include "model/model.h"
 #include "fairkv.h"
 #include "fairkv_attn.h"
 #include "sched/sched.h"

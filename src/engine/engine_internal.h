@@ -6,7 +6,7 @@
 #include <pthread.h>
 
 #include "engine/engine.h"
-#include "engine/sampler.h"
+#include "model/sampler.h"
 #include "util/array.h"
 
 typedef struct eng_req {

@@ -31,9 +31,9 @@
 #include <time.h>
 
 #include "engine/engine.h"
-#include "engine/model.h"
+#include "model/model.h"
 #include "engine/steplog.h"
-#include "engine/tokenizer.h"
+#include "model/tokenizer.h"
 #include "server/backend.h"
 #include "server/backend_engine_opts.h"
 

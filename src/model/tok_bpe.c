@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tok_merge.h"
+#include "model/tok_merge.h"
 
 enum { C_SPACE, C_LETTER, C_DIGIT, C_OTHER };
 

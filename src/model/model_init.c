@@ -1,16 +1,16 @@
 /* Random-weight model files.  Weights are uniform with standard deviation
  * 1/sqrt(fan_in), so activations and logits stay O(1) through the layers;
  * norm weights are 1 +- 0.1 so a bug that ignores them shows in tests. */
-#include "engine/model_init.h"
+#include "model/model_init.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/half.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "model/half.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
 
 fkv_status fkv_model_init_preset(const char *name, fkv_model_init_cfg *c)
 {

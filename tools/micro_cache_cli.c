@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/cli.h"
+#include "cli.h"
 #include "fairkv.h"
 
 #define PAGES 65536

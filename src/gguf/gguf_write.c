@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
+#include "gguf/gguf.h"
 
 typedef struct bytes {
     uint8_t *p;

@@ -1,5 +1,5 @@
 /* Tokenizer loading, the string map, byte-level encoding, decoding. */
-#include "engine/tokenizer.h"
+#include "model/tokenizer.h"
 #include "util/err.h"
 
 #include <float.h>

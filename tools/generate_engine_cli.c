@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/cli_gen.h"
+#include "generate_cli.h"
 #include "engine/engine.h"
 
 typedef struct sample_text {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "engine/gguf.h"
+#include "gguf/gguf.h"
 #include "fairkv.h"
 
 typedef struct fkv_model_init_cfg {

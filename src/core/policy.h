@@ -9,8 +9,8 @@
  * registry.c.  Chunks carry a small policy-private node (fkv__policy_node)
  * so no policy allocates per chunk.
  */
-#ifndef FKV_POLICY_H
-#define FKV_POLICY_H
+#ifndef FKV_CORE_POLICY_H
+#define FKV_CORE_POLICY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * anything is allocated: a corrupt count cannot make us allocate gigabytes
  * or read past the buffer.  Messages name the file, the byte offset where the
  * field starts and the field. */
-#include "engine/gguf.h"
+#include "gguf/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../tools/cli.h"
-#include "engine/calibrate.h"
+#include "cli.h"
+#include "calib/calibrate.h"
 #include "sim/bench.h"
 
 #define MAX_SCHEMES 16

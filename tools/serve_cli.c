@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../tools/cli.h"
+#include "cli.h"
 #include "server/server.h"
 
 static void usage(FILE *f)

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "engine/tokenizer.h"
+#include "model/tokenizer.h"
 
 typedef struct fkv__sym {
     size_t start, len;  /* bytes of the text; len 0 = merged away */

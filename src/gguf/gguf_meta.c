@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/gguf.h"
+#include "gguf/gguf.h"
 
 const fkv_gguf_kv *fkv_gguf_find(const fkv_gguf *g, const char *key)
 {

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 #include "fairkv.h"
 #include "fairkv_attn.h"
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/gguf.h"
+#include "gguf/gguf.h"
 #include "fairkv.h"
 
 typedef enum fkv_tok_kind { FKV_TOK_BYTES = 0, FKV_TOK_SPM = 1, FKV_TOK_BPE = 2 } fkv_tok_kind;

@@ -44,10 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/calibrate.h"
-#include "engine/engine_internal.h"
-#include "engine/model.h"
+#include "calib/calibrate.h"
+#include "engine/engine.h"
 #include "engine/steplog.h"
+#include "model/model.h"
 #include "sim/profile.h"
 
 typedef struct rec_set {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/half.h"
-#include "engine/model.h"
+#include "model/half.h"
+#include "model/model.h"
 
 fkv_status fkv_kvref_seq_init(fkv_kvref_seq *s, const fkv_fwd_geom *g, uint32_t max_tokens)
 {

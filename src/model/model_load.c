@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/half.h"
-#include "engine/model.h"
+#include "model/half.h"
+#include "model/model.h"
 #include "util/err.h"
 
 /* An integer hyper-parameter in [lo, hi]; def used when absent (def < 0: required). */

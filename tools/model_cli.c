@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli_engine.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/model_init.h"
+#include "engine_cli.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/model_init.h"
 
 static void usage(FILE *f)
 {

@@ -6,7 +6,7 @@
 
 #include <curl/curl.h>
 
-#include "../../tools/cli.h"
+#include "cli.h"
 #include "server/load.h"
 
 typedef struct summary {

@@ -1,4 +1,4 @@
-#include "engine/pool.h"
+#include "model/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -3,7 +3,7 @@
  * every use, so the table is what keeps f16 matmuls near f32 speed. */
 #include <pthread.h>
 
-#include "engine/half.h"
+#include "model/half.h"
 
 static float table[65536];
 static pthread_once_t once = PTHREAD_ONCE_INIT;

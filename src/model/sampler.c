@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "model/sampler.h"
 
 #include <math.h>
 #include <stdlib.h>

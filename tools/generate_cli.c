@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli_engine.h"
-#include "engine/cli_gen.h"
+#include "engine_cli.h"
+#include "generate_cli.h"
 #include "engine/engine.h"
-#include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
 #include "util/bytes.h"
 
 #include <time.h>

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/half.h"
-#include "engine/model.h"
+#include "model/half.h"
+#include "model/model.h"
 
 #define MAX_TASKS 64u
 

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "engine/gguf.h"
-#include "engine/pool.h"
+#include "gguf/gguf.h"
+#include "model/pool.h"
 #include "fairkv.h"
 
 typedef struct fkv_llama_hparams {
