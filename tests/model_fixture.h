@@ -52,7 +52,7 @@ static inline uint32_t greedy_reference(const fkv_llama *m, const int32_t *promp
 {
     fkv_fwd_geom g = fkv_llama_geom(m);
     fkv_fwd *f;
-    REQUIRE(!fkv_fwd_create(m, 1, &f));
+    REQUIRE(!fkv_fwd_create(m, NULL, &f));
     float *lg = malloc(m->hp.n_vocab * sizeof *lg);
     int32_t *ids = malloc((n + max) * sizeof *ids);
     REQUIRE(lg && ids);

@@ -1,6 +1,7 @@
-/* The engine's thread pool under load (the TSan suite runs every test whose
- * name holds "threads"): many small runs, and forward passes whose logits
- * must be bit-identical for 1, 2 and 4 threads. */
+/* The engine's one thread pool (the attention pool, which the forward pass
+ * borrows) under load (the TSan suite runs every test whose name holds
+ * "threads"): many small runs, and forward passes whose logits must be
+ * bit-identical for 1, 2 and 4 threads. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,28 +10,29 @@
 #include "model_fixture.h"
 #include "model/model.h"
 #include "model/model_init.h"
-#include "model/pool.h"
+#include "fairkv_attn.h"
 
 typedef struct counter {
     atomic_uint hits[257];
 } counter;
 
-static void bump(void *ctx, uint32_t task)
+static void bump(void *ctx, size_t task, unsigned thread)
 {
     counter *c = ctx;
+    (void)thread;
     atomic_fetch_add(&c->hits[task], 1u);
 }
 
 static void test_pool(void)
 {
-    for (uint32_t threads = 1; threads <= 4; threads++) {
-        fkv_pool *p;
-        REQUIRE(fkv_pool_create(threads, &p) == FKV_OK);
-        CHECK(fkv_pool_threads(p) == threads);
+    for (unsigned threads = 1; threads <= 4; threads++) {
+        fkv_attn_pool *p;
+        REQUIRE(fkv_attn_pool_create(threads, &p) == FKV_OK);
+        CHECK(fkv_attn_pool_threads(p) == threads);
         counter c;
         for (int i = 0; i < 257; i++) atomic_init(&c.hits[i], 0u);
         int runs = (int)(2000 * check_scale());
-        for (int r = 0; r < runs; r++) fkv_pool_run(p, bump, &c, 1 + (uint32_t)r % 257);
+        for (int r = 0; r < runs; r++) fkv_attn_pool_run(p, 1 + (size_t)r % 257, bump, &c);
         /* task t ran once in every run with more than t tasks */
         int bad = 0;
         for (uint32_t t = 0; t < 257; t++) {
@@ -39,10 +41,8 @@ static void test_pool(void)
             if (atomic_load(&c.hits[t]) != want) bad++;
         }
         CHECKF(bad == 0, "%u threads: %d tasks ran a wrong number of times", threads, bad);
-        fkv_pool_destroy(p);
+        fkv_attn_pool_destroy(p);
     }
-    fkv_pool *p;
-    CHECK(fkv_pool_create(0, &p) == FKV_EINVAL);
 }
 
 static void test_forward_threads(void)
@@ -62,7 +62,9 @@ static void test_forward_threads(void)
         float *lg = malloc((size_t)n * V * sizeof *lg);
         fkv_kvref_seq kv;
         fkv_fwd *f;
-        REQUIRE(!fkv_kvref_seq_init(&kv, &geom, n) && !fkv_fwd_create(m, threads, &f));
+        fkv_attn_pool *pool;
+        REQUIRE(!fkv_attn_pool_create(threads, &pool));
+        REQUIRE(!fkv_kvref_seq_init(&kv, &geom, n) && !fkv_fwd_create(m, pool, &f));
         /* prefill 20, then one token per step */
         for (uint32_t p = 0; p < n; p += p < 20 ? 20 : 1) {
             uint32_t c = p < 20 ? 20 : 1;
@@ -76,6 +78,7 @@ static void test_forward_threads(void)
             free(lg);
         }
         fkv_fwd_destroy(f);
+        fkv_attn_pool_destroy(pool);
         fkv_kvref_seq_free(&kv);
     }
     free(ref);

@@ -178,7 +178,9 @@ static void run_chunked(const fkv_llama *m, uint32_t threads, const int32_t *tok
     fkv_kvref_seq kv;
     REQUIRE(fkv_kvref_seq_init(&kv, &g, n) == FKV_OK);
     fkv_fwd *f;
-    REQUIRE(fkv_fwd_create(m, threads, &f) == FKV_OK);
+    fkv_attn_pool *pool;
+    REQUIRE(fkv_attn_pool_create(threads, &pool) == FKV_OK);
+    REQUIRE(fkv_fwd_create(m, pool, &f) == FKV_OK);
     for (uint32_t p = 0; p < n; p += chunk) {
         uint32_t c = n - p < chunk ? n - p : chunk;
         fkv_fwd_seq s = {&kv, tok + p, c, p, NULL, logits + (size_t)p * m->hp.n_vocab, 1};
@@ -186,6 +188,7 @@ static void run_chunked(const fkv_llama *m, uint32_t threads, const int32_t *tok
         REQUIRE(fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err) == FKV_OK);
     }
     fkv_fwd_destroy(f);
+    fkv_attn_pool_destroy(pool);
     fkv_kvref_seq_free(&kv);
 }
 
@@ -263,7 +266,9 @@ static void test_batching(void)
     run_chunked(m, 1, tb, n, n, rb);
     run_chunked(m, 1, tc, n, n, rc);
     fkv_fwd *f;
-    REQUIRE(fkv_fwd_create(m, 2, &f) == FKV_OK);
+    fkv_attn_pool *pool;
+    REQUIRE(fkv_attn_pool_create(2, &pool) == FKV_OK);
+    REQUIRE(fkv_fwd_create(m, pool, &f) == FKV_OK);
     uint32_t pa = 0, pb = 0, pc = 0, step = 0;
     while (pa < n || pb < n || pc < n) {
         fkv_fwd_seq s[3];
@@ -330,6 +335,7 @@ static void test_batching(void)
     CHECK(fkv_llama_forward(f, &fkv_kvref_ops, &sb, 1, err, sizeof err) == FKV_EFULL && strstr(err, "layer 0"));
 
     fkv_fwd_destroy(f);
+    fkv_attn_pool_destroy(pool);
     fkv_kvref_seq_free(&ka), fkv_kvref_seq_free(&kb), fkv_kvref_seq_free(&kc);
     free(one), free(each), free(chunk), free(thr), free(lb), free(lc), free(ra), free(rb), free(rc), free(last);
     unbuild(&b);
@@ -426,7 +432,9 @@ static void test_paged(void)
         paged_seq sa = {0}, sb = {0};
         fkv_kv_ops ops = {paged_store, paged_attend, p};
         fkv_fwd *f;
-        REQUIRE(fkv_fwd_create(b.m, 2, &f) == FKV_OK);
+        fkv_attn_pool *pool;
+        REQUIRE(fkv_attn_pool_create(2, &pool) == FKV_OK);
+        REQUIRE(fkv_fwd_create(b.m, pool, &f) == FKV_OK);
         /* two sequences interleaved so their pages alternate in the pool */
         for (uint32_t pos = 0; pos < n;) {
             uint32_t c = pos == 0 ? 6 : (n - pos < 5 ? n - pos : 5);
@@ -452,6 +460,7 @@ static void test_paged(void)
             CHECK(ea > 0);
         }
         fkv_fwd_destroy(f);
+        fkv_attn_pool_destroy(pool);
         paged_free(p, g.n_layers);
     }
     free(ra), free(rb), free(la), free(lb);

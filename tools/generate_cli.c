@@ -134,6 +134,7 @@ int fkv_cli_generate(int argc, char **argv)
     fkv_llama *m = NULL;
     fkv_tokenizer *tok = NULL;
     fkv_fwd *fwd = NULL;
+    fkv_attn_pool *pool = NULL;
     fkv_kvref_seq kv = {0};
     fkv_sampler smp = {0};
     int32_t *ids = NULL;
@@ -169,7 +170,8 @@ int fkv_cli_generate(int argc, char **argv)
         goto out;
     }
     fkv_fwd_geom geom = fkv_llama_geom(m);
-    if ((st = fkv_kvref_seq_init(&kv, &geom, (uint32_t)total)) || (st = fkv_fwd_create(m, (uint32_t)o.threads, &fwd)) ||
+    if ((st = fkv_kvref_seq_init(&kv, &geom, (uint32_t)total)) ||
+        (st = fkv_attn_pool_create((unsigned)o.threads, &pool)) || (st = fkv_fwd_create(m, pool, &fwd)) ||
         (st = fkv_sampler_init(&smp, hp->n_vocab, (float)o.temperature, (float)o.top_p, o.seed)))
         goto out;
     int64_t t0 = now_ns();
@@ -209,6 +211,7 @@ out:
     free(logits);
     fkv_sampler_free(&smp);
     fkv_fwd_destroy(fwd);
+    fkv_attn_pool_destroy(pool);
     fkv_kvref_seq_free(&kv);
     fkv_tokenizer_free(tok);
     fkv_llama_free(m);

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "attn/internal.h"
-#include "attn/pool.h"
+#include "attn/thread_pool.h"
 
 /* fewest tokens per range: below this a merge costs more than it spreads */
 #define MIN_SPLIT_TOKENS 256u

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "attn/internal.h"
-#include "attn/pool.h"
+#include "attn/thread_pool.h"
 
 #define QB 16u /* queries per work item */
 

@@ -172,7 +172,7 @@ static inline int64_t fkv__now(fkv_cache *c);
 void fkv__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* pool.c */
+/* page_pool.c */
 fkv_status fkv__pool_init(fkv_cache *c);
 void fkv__pool_fini(fkv_cache *c);
 void fkv__pool_take(fkv_cache *c, uint32_t n, uint32_t *out); /* n <= n_free: pops n pages */

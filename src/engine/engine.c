@@ -111,8 +111,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.miss = FKV_MISS_RECOMPUTE;
     sc.pass_tokens = 1;
     if ((st = fkv_sched_create(&sc, e->cache, &e->sched))) goto fail;
-    if ((st = fkv_fwd_create(m, cfg->n_threads, &e->fwd))) goto fail;
     if ((st = fkv_attn_pool_create(cfg->n_threads, &e->apool))) goto fail;
+    if ((st = fkv_fwd_create(m, e->apool, &e->fwd))) goto fail;
     *out = e;
     return FKV_OK;
 fail:

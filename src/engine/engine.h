@@ -68,7 +68,7 @@ typedef struct fkv_engine_config {
     uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
     int chunked_prefill;       /* 1: a prompt may be split over steps (fkv_sched_config.chunked_prefill) */
     uint32_t max_running;      /* 16 */
-    uint32_t n_threads;        /* 1: forward pool and attention pool threads */
+    uint32_t n_threads;        /* 1: threads of the engine's one pool (forward pass and attention) */
     int ref_attention;         /* 1: scalar reference attention (dense, base-dtype chunks only) */
     /* NULL, or called on the stepping thread after each step with work,
      * outside the timed part (so a slow observer does not inflate wall_ns) */

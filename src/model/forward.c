@@ -16,7 +16,7 @@
 
 struct fkv_fwd {
     const fkv_llama *m;
-    fkv_pool *pool;
+    fkv_attn_pool *pool; /* borrowed (the engine's one thread pool); NULL: the caller's thread */
     uint32_t cap;     /* token rows the buffers hold */
     uint32_t *pos;    /* [cap] position of each stacked token */
     float *x;         /* [cap][dim] residual stream */
@@ -31,21 +31,21 @@ struct fkv_fwd {
     uint32_t max_cols;
 };
 
-fkv_status fkv_fwd_create(const fkv_llama *m, uint32_t n_threads, fkv_fwd **out)
+fkv_status fkv_fwd_create(const fkv_llama *m, fkv_attn_pool *pool, fkv_fwd **out)
 {
     *out = NULL;
     fkv_fwd *f = calloc(1, sizeof *f);
     if (!f) return FKV_ENOMEM;
     f->m = m;
+    f->pool = pool;
     uint32_t qd = m->hp.n_heads * m->hp.head_dim;
     f->max_cols = m->hp.dim > m->hp.hidden ? m->hp.dim : m->hp.hidden;
     if (qd > f->max_cols) f->max_cols = qd; /* attn_output's input when key_length != dim / heads */
     f->rowbuf = malloc((size_t)MAX_TASKS * f->max_cols * sizeof(float));
     f->h2f = fkv_h2f_table();
-    fkv_status st = f->rowbuf ? fkv_pool_create(n_threads ? n_threads : 1, &f->pool) : FKV_ENOMEM;
-    if (st) {
+    if (!f->rowbuf) {
         fkv_fwd_destroy(f);
-        return st;
+        return FKV_ENOMEM;
     }
     *out = f;
     return FKV_OK;
@@ -54,7 +54,6 @@ fkv_status fkv_fwd_create(const fkv_llama *m, uint32_t n_threads, fkv_fwd **out)
 void fkv_fwd_destroy(fkv_fwd *f)
 {
     if (!f) return;
-    fkv_pool_destroy(f->pool);
     free(f->pos);
     free(f->x);
     free(f->xb);
@@ -150,8 +149,9 @@ typedef struct mm_job {
     uint32_t T, n_tasks;
 } mm_job;
 
-static void mm_task(void *ctx, uint32_t task)
+static void mm_task(void *ctx, size_t task, unsigned thread)
 {
+    (void)thread;
     mm_job *j = ctx;
     const fkv_wmat *w = j->w;
     uint32_t r0 = (uint32_t)((uint64_t)w->rows * task / j->n_tasks);
@@ -174,11 +174,11 @@ static void mm_task(void *ctx, uint32_t task)
 /* y[T][rows] = x[T][cols] . W^T, rows split across the pool. */
 static void matmul(fkv_fwd *f, const fkv_wmat *w, const float *x, float *y, uint32_t T)
 {
-    uint32_t n = fkv_pool_threads(f->pool) * 4;
+    uint32_t n = (f->pool ? fkv_attn_pool_threads(f->pool) : 1) * 4;
     if (n > MAX_TASKS) n = MAX_TASKS;
     if (n > w->rows) n = w->rows;
     mm_job j = {f, w, x, y, T, n};
-    fkv_pool_run(f->pool, mm_task, &j, n);
+    fkv_attn_pool_run(f->pool, n, mm_task, &j);
 }
 
 static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "gguf/gguf.h"
-#include "model/pool.h"
+#include "fairkv_attn.h"
 #include "fairkv.h"
 
 typedef struct fkv_llama_hparams {
@@ -99,9 +99,13 @@ typedef struct fkv_kv_ops {
     void *ctx;
 } fkv_kv_ops;
 
-typedef struct fkv_fwd fkv_fwd; /* scratch buffers + thread pool, reusable across steps */
+typedef struct fkv_fwd fkv_fwd; /* scratch buffers, reusable across steps */
 
-fkv_status fkv_fwd_create(const fkv_llama *m, uint32_t n_threads, fkv_fwd **out);
+/* pool (may be NULL: the caller's thread alone) is borrowed and must
+ * outlive the forward state: the matrix products split their rows over it,
+ * as the attention kernels split their work (one thread pool for a whole
+ * engine).  Results do not depend on the thread count. */
+fkv_status fkv_fwd_create(const fkv_llama *m, fkv_attn_pool *pool, fkv_fwd **out);
 void fkv_fwd_destroy(fkv_fwd *f);
 fkv_fwd_geom fkv_llama_geom(const fkv_llama *m);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "attn/pool.h"
+#include "attn/thread_pool.h"
 
 struct fkv_attn_pool {
     unsigned n;                     /* threads in all, the caller included */

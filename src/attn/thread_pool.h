@@ -1,6 +1,7 @@
-/* Internal side of fkv_attn_pool: per-thread and per-call scratch. */
-#ifndef FKV_ATTN_POOL_H
-#define FKV_ATTN_POOL_H
+/* Internal side of fkv_attn_pool, the thread pool of the kernels (and of an
+ * engine's forward pass): per-thread and per-call scratch. */
+#ifndef FKV_ATTN_THREAD_POOL_H
+#define FKV_ATTN_THREAD_POOL_H
 
 #include "fairkv_attn.h"
 
