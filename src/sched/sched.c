@@ -1,5 +1,7 @@
 /* Iteration-level scheduler: see sched.h for the rules. */
 #include "sched/sched.h"
+#include "util/array.h"
+#include "util/rng.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,36 +106,16 @@ uint64_t fkv_sched_rejections(const fkv_sched *s) { return s->rejections; }
 uint64_t fkv_sched_finished(const fkv_sched *s) { return s->done + s->rejections; }
 uint64_t fkv_sched_live_tokens(const fkv_sched *s) { return s->live_tokens; }
 
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t nc = *cap ? *cap * 2 : 64;
-    while (nc < need) nc *= 2;
-    void *p = realloc(*(void **)pp, nc * elem);
-    if (!p) return -1;
-    *(void **)pp = p;
-    *cap = nc;
-    return 0;
-}
-
-/* splitmix64: token ids are a pure function of (block or request, position) */
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
+/* token ids are a pure function of (block or request, position): fkv_mix64 */
 int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens)
 {
     uint64_t h;
     if (pos < r->shared_tokens && pos < r->prompt)
-        h = mix64(mix64(r->shared_seed ^ 0x2545f4914f6cdd1dULL) + pos);
+        h = fkv_mix64(fkv_mix64(r->shared_seed ^ 0x2545f4914f6cdd1dULL) + pos);
     else if (r->block_ids && block_tokens && pos / block_tokens < r->n_block_ids && pos < r->prompt)
-        h = mix64(mix64(r->block_ids[pos / block_tokens] ^ 0x5bd1e995ULL) + pos % block_tokens);
+        h = fkv_mix64(fkv_mix64(r->block_ids[pos / block_tokens] ^ 0x5bd1e995ULL) + pos % block_tokens);
     else
-        h = mix64(mix64(r->token_seed) + pos);
+        h = fkv_mix64(fkv_mix64(r->token_seed) + pos);
     return (int32_t)(h & 0x7fffffff);
 }
 
@@ -141,14 +123,14 @@ static const int32_t *tokens_for(fkv_sched *s, const fkv_req *r, uint32_t start,
 {
     if (!s->cfg.pass_tokens) return NULL;
     if (r->tokens) return r->tokens + start;
-    if (grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
+    if (fkv_grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
     for (uint32_t i = 0; i < n; i++) s->tok[i] = fkv_req_token(r, start + i, s->cfg.block_tokens);
     return s->tok;
 }
 
 static fkv_status wait_push(fkv_sched *s, fkv_req *r, int front)
 {
-    if (grow(&s->wait, &s->cap_wait, s->n_wait + 1, sizeof *s->wait)) return FKV_ENOMEM;
+    if (fkv_grow(&s->wait, &s->cap_wait, s->n_wait + 1, sizeof *s->wait)) return FKV_ENOMEM;
     if (front) {
         memmove(s->wait + 1, s->wait, s->n_wait * sizeof *s->wait);
         s->wait[0] = r;
@@ -276,7 +258,7 @@ static void reject(fkv_sched *s, fkv_req *r)
 static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t restored, uint32_t n_new, int prefill,
                            size_t range0)
 {
-    if (grow(&b->items, &b->cap, b->n + 1, sizeof *b->items)) return FKV_ENOMEM;
+    if (fkv_grow(&b->items, &b->cap, b->n + 1, sizeof *b->items)) return FKV_ENOMEM;
     b->items[b->n++] =
         (fkv_batch_item){r, ctx, restored, n_new, prefill, (uint32_t)range0, (uint32_t)(b->n_ranges - range0)};
     return FKV_OK;
@@ -287,13 +269,13 @@ static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t rest
 static fkv_status note_restored(fkv_sched *s, fkv_batch *b, size_t range0, const fkv_chunk_view *ch, uint32_t a,
                                 uint32_t e)
 {
-    if (grow(&s->restored, &s->cap_restored, s->n_restored + 1, sizeof *s->restored)) return FKV_ENOMEM;
+    if (fkv_grow(&s->restored, &s->cap_restored, s->n_restored + 1, sizeof *s->restored)) return FKV_ENOMEM;
     s->restored[s->n_restored++] = ch;
     if (b->n_ranges > range0 && b->ranges[b->n_ranges - 1].end == a) {
         b->ranges[b->n_ranges - 1].end = e;
         return FKV_OK;
     }
-    if (grow(&b->ranges, &b->cap_ranges, b->n_ranges + 1, sizeof *b->ranges)) return FKV_ENOMEM;
+    if (fkv_grow(&b->ranges, &b->cap_ranges, b->n_ranges + 1, sizeof *b->ranges)) return FKV_ENOMEM;
     b->ranges[b->n_ranges++] = (fkv_range){a, e};
     return FKV_OK;
 }
@@ -557,7 +539,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
         size_t wi = pick_waiting(s);
         fkv_req *r = s->wait[wi];
         if ((st = open_seq(s, r)) != FKV_OK) return st;
-        if (grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) return FKV_ENOMEM;
+        if (fkv_grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) return FKV_ENOMEM;
         wait_remove(s, wi);
         s->run[s->n_run++] = r;
         r->state = FKV_REQ_RUNNING;
