@@ -55,6 +55,18 @@ typedef enum fkv_status {
 /* Pure.  Static string for a status code. */
 FKV_API const char *fkv_strerror(fkv_status st);
 
+/* Errors, one convention for every public header (fairkv.h, fairkv_attn.h,
+ * fairkv_quant.h): a function that can fail returns an fkv_status, FKV_OK
+ * (0) on success.  On failure it leaves a detail naming what is wrong (the
+ * argument or field, its value, the limit) in a buffer of the calling
+ * thread, which fkv_last_error() returns until that thread's next failing
+ * call.  The functions that also take (char *err, size_t errlen) -- those
+ * that run before a cache exists or outside one: fkv_cache_create,
+ * fkv_config_from_env, the kernels and the codecs -- copy the same detail
+ * there (err may be NULL).  Nothing else reports errors: no global state,
+ * no per-object error string. */
+FKV_API const char *fkv_last_error(void);
+
 /* ---------------------------------------------------------------- types */
 
 typedef enum fkv_dtype {
@@ -178,8 +190,8 @@ FKV_API fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char
 /* Frees the cache and every sequence still open on it. */
 FKV_API void fkv_cache_destroy(fkv_cache *c);
 
-/* Detail of the last error on this cache ("" if none).  The returned string
- * is the calling thread's own copy. */
+/* The same as fkv_last_error() (the detail is the calling thread's, not the
+ * cache's; c is not read), kept for callers written against it. */
 FKV_API const char *fkv_cache_last_error(fkv_cache *c);
 
 typedef struct fkv_cache_info {

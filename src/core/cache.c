@@ -148,14 +148,14 @@ fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
             break;
         }
         if (errno || end == s || *end) {
-            if (err) snprintf(err, errlen, "%s=\"%s\": not a valid value", options[i].env, s);
+            fkv__report(FKV_EINVAL, err, errlen, "%s=\"%s\": not a valid value", options[i].env, s);
             return FKV_EINVAL;
         }
     }
     return FKV_OK;
 }
 
-#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), FKV_EINVAL)
+#define BAD(...) fkv__report(FKV_EINVAL, err, errlen, __VA_ARGS__)
 
 static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
 {
@@ -229,7 +229,7 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
 
     fkv_cache *c = calloc(1, sizeof *c);
     if (!c) {
-        snprintf(err, errlen, "out of memory");
+        fkv__report(FKV_ENOMEM, err, errlen, "out of memory");
         return FKV_ENOMEM;
     }
     c->ttl_end = FKV__TTL_NB; /* the TTL wheel starts at bucket 0 */
@@ -248,10 +248,10 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     if (cfg->quant_mode != FKV_QUANT_OFF) {
         fkv_kv_geom g = {cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, cfg->page_tokens, cfg->dtype,
                          c->layer_page_stride, c->n_pages};
-        char gerr[160];
+        char gerr[160] = "a chunk of chunk_min_tokens has no quantized layout";
         if (fkv_kv_geom_check(&g, gerr, sizeof gerr) != FKV_OK ||
             fkv_quant_pages_needed(&g, cfg->quant_dtype, cfg->chunk_min_tokens) == 0) {
-            snprintf(err, errlen, "quantization: %s", gerr);
+            fkv__report(FKV_EINVAL, err, errlen, "quantization: %s", gerr);
             pthread_mutex_destroy(&c->lock);
             free(c);
             return FKV_EINVAL;
@@ -272,8 +272,8 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
         if (!c->shared_inst) st = FKV_ENOMEM;
     }
     if (st) {
-        snprintf(err, errlen, "%s",
-                 st == FKV_ENOMEM ? "out of memory allocating the page pool" : fkv_cache_last_error(NULL));
+        if (st == FKV_ENOMEM) fkv__report(st, err, errlen, "out of memory allocating the page pool");
+        else if (err && errlen) snprintf(err, errlen, "%s", fkv_last_error());
         fkv_cache_destroy(c);
         return st;
     }

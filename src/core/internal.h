@@ -9,6 +9,7 @@
 #include "core/heap.h"
 #include "fairkv.h"
 #include "metrics/metrics.h"
+#include "util/err.h"
 #include "core/policy.h"
 
 /* The tier an eviction took its victim from (the `tier` label of
@@ -169,8 +170,6 @@ static inline void fkv__prefix_drain(fkv_cache *c)
 
 /* core helpers shared between files (all called with the lock held) */
 static inline int64_t fkv__now(fkv_cache *c);
-void fkv__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-fkv_status fkv__fail(fkv_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* page_pool.c */
 fkv_status fkv__pool_init(fkv_cache *c);

@@ -1,8 +1,6 @@
 /* Status codes, the error detail and the clock.
  *
- * Errors: every public call returns an fkv_status; a failing call of the
- * cache (fkv_cache_*, fkv_seq_*) leaves its detail in a thread-local
- * buffer that fkv_cache_last_error reads (see fairkv.h). */
+ * Errors: the convention is fairkv.h's ("Errors"). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -27,29 +25,12 @@ const char *fkv_strerror(fkv_status st)
 
 /* ---------------------------------------------------------------- errors */
 
-static _Thread_local char errbuf[256];
-
-void fkv__set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-}
-
-fkv_status fkv__fail(fkv_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
+/* The detail buffer is util's (util/err.c), shared by every module of the
+ * library; this is the cache's name for it. */
 const char *fkv_cache_last_error(fkv_cache *c)
 {
     (void)c;
-    return errbuf;
+    return fkv_last_error();
 }
 
 /* ---------------------------------------------------------------- clock */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "fairkv_quant.h"
+#include "util/err.h"
 
 static inline uint32_t fkv__esize(fkv_dtype base) { return base == FKV_F32 ? 4u : 2u; }
 static inline uint32_t fkv__qbits(fkv_dtype t) { return t == FKV_INT8 ? 8u : t == FKV_INT4 ? 4u : 0u; }
@@ -51,15 +52,17 @@ static inline const uint16_t *fkv__vmeta(const uint16_t *layer_meta, const fkv_k
            ((size_t)h * fkv__vgroups(g, t) + gi) * 2u * n_tokens;
 }
 
+/* The library's convention (fairkv.h, "Errors"): the calling thread's
+ * detail, and a copy into err when given. */
 static inline void fkv__err(char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static inline void fkv__err(char *err, size_t len, const char *fmt, ...)
 {
-    if (!err || !len) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
+    fkv__vset_error(fmt, ap);
     va_end(ap);
+    if (err && len) snprintf(err, len, "%s", fkv_last_error());
 }
 
 #endif
