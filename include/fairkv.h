@@ -117,8 +117,11 @@ typedef enum fkv_quant_mode {
 } fkv_quant_mode;
 
 /* Belady's MIN needs the future: the caller (a simulator) returns the time
- * of the chunk's next access in ns, or INT64_MAX for never. */
-typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk);
+ * of the chunk's next access in ns, or INT64_MAX for never.  Called under
+ * the cache's lock, with the chunk's current info (it must not call the
+ * cache). */
+typedef struct fkv_chunk_info fkv_chunk_info;
+typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
 
 typedef struct fkv_config {
     /* model geometry: bytes per token = 2 * n_layers * n_kv_heads * head_dim * sizeof(dtype) */
@@ -217,7 +220,8 @@ FKV_API fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed
 
 /* ---------------------------------------------------------------- chunks */
 
-/* What attention kernels and tools read of a chunk, in place.  A chunk is a
+/* What attention kernels and tools read of a chunk, in place: only what
+ * stays as it is while the chunk's sequence is pinned.  A chunk is a
  * run of tokens [start, start+n_tokens) of a sequence, held in whole pages.
  * Token t of the chunk (0-based) lives in page pages[t / page_tokens],
  * slot t % page_tokens, for fp32/fp16 chunks; quantized layouts are defined
@@ -230,6 +234,14 @@ struct fkv_chunk_view {
     const uint32_t *pages;   /* [n_pages] page ids, NULL if evicted */
     fkv_dtype dtype;         /* precision of the stored K/V */
     int resident;            /* 0 once evicted: the range must be recomputed */
+    const void *qmeta;       /* quantization scales, NULL for fp32/fp16 (and phantom storage) */
+    int dropped;             /* evicted on purpose by fkv_seq_drop: not missing, not read */
+};
+
+/* What changes with every call, even while the chunk's sequence is pinned
+ * (other sequences share it, read it, free it): read a copy, taken under
+ * the cache's lock (fkv_seq_chunk_info), or in a next-use callback. */
+struct fkv_chunk_info {
     uint32_t refs;           /* sequences whose table holds the chunk */
     uint32_t pins;           /* pins of running batches */
     uint64_t access_count;   /* heat: touches since creation (>= 1) */
@@ -238,8 +250,6 @@ struct fkv_chunk_view {
     int64_t expected_ttl_ns; /* predicted remaining life; 0 = unknown */
     uint64_t owner;          /* request id charged for it; 0 = none (cached) */
     uint64_t first_hash;     /* prefix hash of its first full page; 0 = none */
-    const void *qmeta;       /* quantization scales, NULL for fp32/fp16 (and phantom storage) */
-    int dropped;             /* evicted on purpose by fkv_seq_drop: not missing, not read */
 };
 
 /* ---------------------------------------------------------------- sequences */
@@ -324,6 +334,9 @@ FKV_API fkv_class fkv_seq_class(const fkv_seq *s);
  * chunk metadata, in position order.  Valid until the next call that
  * changes this sequence or evicts. */
 FKV_API fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size_t *n);
+
+/* A copy of chunk i's info (fkv_chunk_info), taken under the lock. */
+FKV_API fkv_status fkv_seq_chunk_info(fkv_seq *s, size_t i, fkv_chunk_info *out);
 
 /* Pure.  The prefix index's key of a page: parent = key of the previous
  * page (0 for the first), tokens = the page's page_tokens ids.  Equal keys

@@ -152,7 +152,6 @@ static inline void fx_seq_place(fx *f, fxseq *s, const uint32_t *lens, const fkv
         c->n_pages = nb;
         c->dtype = g->base;
         c->resident = 1;
-        c->refs = 1;
         if (dt != g->base) {
             size_t mb = fkv_quant_meta_bytes(g, dt, len);
             void *meta = malloc(mb);

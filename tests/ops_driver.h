@@ -67,10 +67,10 @@ static float ops_value(int32_t tok, uint32_t pos)
     return (float)(((uint32_t)tok * 31u + pos) % 4093u);
 }
 
-static int64_t ops_next_use(void *ctx, const fkv_chunk_view *v)
+static int64_t ops_next_use(void *ctx, const fkv_chunk_view *v, const fkv_chunk_info *in)
 {
     (void)ctx;
-    return (int64_t)((v->start * 2654435761u) ^ (uint32_t)v->create_ns) & 0xffffff;
+    return (int64_t)((v->start * 2654435761u) ^ (uint32_t)in->create_ns) & 0xffffff;
 }
 
 static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal", "sieve", "belady"};

@@ -222,10 +222,10 @@ static int32_t sd_sampled(uint32_t group, uint32_t sample, uint32_t pos)
     return (int32_t)(16 + sd_mix(((uint64_t)group << 20) ^ ((uint64_t)sample << 12) ^ pos) % 4000);
 }
 
-static int64_t sd_next_use(void *ctx, const fkv_chunk_view *v)
+static int64_t sd_next_use(void *ctx, const fkv_chunk_view *v, const fkv_chunk_info *in)
 {
     (void)ctx;
-    return (int64_t)((v->start * 2654435761u) ^ (uint32_t)v->create_ns ^ (uint32_t)v->owner) & 0xffffff;
+    return (int64_t)((v->start * 2654435761u) ^ (uint32_t)in->create_ns ^ (uint32_t)in->owner) & 0xffffff;
 }
 
 static fkv_status sd_open(sd_state *st, uint32_t word)
@@ -747,10 +747,13 @@ static int sd_step(sd_state *st)
             const fkv_chunk_view *const *ch;
             size_t nc;
             if (q->r.seq && !fkv_seq_chunks(q->r.seq, &ch, &nc))
-                for (size_t c = 0; c < nc; c++)
+                for (size_t c = 0; c < nc; c++) {
+                    fkv_chunk_info in = {0};
+                    fkv_seq_chunk_info(q->r.seq, c, &in);
                     fprintf(stderr, " %u+%u%s%s%s", ch[c]->start, ch[c]->n_tokens,
-                            ch[c]->resident ? "" : (ch[c]->dropped ? "d" : "x"), ch[c]->refs > 1 ? "s" : "",
+                            ch[c]->resident ? "" : (ch[c]->dropped ? "d" : "x"), in.refs > 1 ? "s" : "",
                             ch[c]->dtype != FKV_F32 ? "q" : "");
+                }
             fprintf(stderr, "]\n");
         }
     }

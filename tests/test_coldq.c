@@ -178,7 +178,9 @@ static void shared_once(void)
     size_t nb, nd;
     fkv_seq_chunks(b, &cb, &nb);
     fkv_seq_chunks(d, &cd, &nd);
-    CHECK(nb == 4 && nd == 3 && cb[0] == cd[0] && cb[0]->dtype == FKV_INT8 && cb[0]->refs == 2);
+    CHECK(nb == 4 && nd == 3 && cb[0] == cd[0] && cb[0]->dtype == FKV_INT8);
+    fkv_chunk_info ib;
+    CHECK(fkv_seq_chunk_info(b, 0, &ib) == FKV_OK && ib.refs == 2);
     fkv_cache_counters(c, &cn);
     CHECK(cn.pages_used == 8 && c->stats.fairkv_quantized_chunks_total[0] == 4);
     char msg[256];

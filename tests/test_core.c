@@ -94,7 +94,8 @@ static void append_slots(void)
     CHECK(n == 5); /* 40 tokens in chunks of 8 */
     for (size_t i = 0; i < n; i++) {
         CHECK(ch[i]->start == i * 8 && ch[i]->n_tokens == 8 && ch[i]->n_pages == 2);
-        CHECK(ch[i]->refs == 1 && ch[i]->resident && ch[i]->owner == 1);
+        fkv_chunk_info in;
+        CHECK(fkv_seq_chunk_info(s, i, &in) == FKV_OK && in.refs == 1 && ch[i]->resident && in.owner == 1);
     }
     for (uint32_t pos = 0; pos < 40; pos++) {
         fkv_slot at;
@@ -356,7 +357,7 @@ static void clock_once_per_call(void)
     REQUIRE(fkv_seq_append(s, tok, 16, NULL) == FKV_OK); /* four pages, one new chunk */
     CHECK(clock_reads == 1);
     fkv__chunk *ch = (fkv__chunk *)s->table[0];
-    CHECK(ch->v.create_ns == now && ch->v.last_access_ns == now);
+    CHECK(ch->m.create_ns == now && ch->m.last_access_ns == now);
     clock_reads = 0;
     REQUIRE(fkv_seq_append(s, tok + 16, 4, NULL) == FKV_OK); /* the first chunk is full... */
     CHECK(clock_reads == 1);                                   /* ...so a second one is stamped */

@@ -46,6 +46,8 @@ int main(void)
     fkv_seq *s;
     REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
     CHECK(fkv_seq_restore(s, 5, 2, NULL, NULL) == FKV_EINVAL && strstr(fkv_last_error(), "start=5 > end=2"));
+    fkv_chunk_info in;
+    CHECK(fkv_seq_chunk_info(s, 0, &in) == FKV_EINVAL && strstr(fkv_last_error(), "chunk 0 of 0"));
     fkv_seq_free(s);
     fkv_cache_destroy(c);
 

@@ -26,9 +26,10 @@ static uint64_t obj_hash[MAX_OBJ];
 static int req_obj[MAX_REQ * 2]; /* object of each request id */
 
 /* Belady's future: next request for the chunk's object after `cur`. */
-static int64_t next_use(void *ctx, const fkv_chunk_view *v)
+static int64_t next_use(void *ctx, const fkv_chunk_view *view, const fkv_chunk_info *v)
 {
     (void)ctx;
+    (void)view;
     int obj = -1;
     if (v->owner) { /* still held by the request that wrote it */
         obj = req_obj[v->owner];
@@ -85,8 +86,9 @@ static int request(fkv_cache *c, int x, int64_t t)
         const fkv_chunk_view *const *ch;
         size_t n;
         fkv_seq_chunks(s, &ch, &n);
-        REQUIRE(n == 1 && ch[0]->first_hash);
-        if (x < MAX_OBJ) obj_hash[x] = ch[0]->first_hash;
+        fkv_chunk_info info;
+        REQUIRE(n == 1 && !fkv_seq_chunk_info(s, 0, &info) && info.first_hash);
+        if (x < MAX_OBJ) obj_hash[x] = info.first_hash;
     }
     fkv_seq_free(s);
     return m == PT;

@@ -17,7 +17,7 @@ enum { N = 300, OPS = 20000 };
 /* the keys, from the definitions in the policy files */
 static double key_of(const char *name, const fkv__policy_params *p, const fkv__chunk *ch)
 {
-    const fkv_chunk_view *v = &ch->v;
+    const fkv_chunk_info *v = &ch->m;
     if (!strcmp(name, "fifo")) return (double)ch->id; /* creation order */
     if (!strcmp(name, "lru")) return (double)v->last_access_ns;
     double a = p->alpha / (double)v->access_count, b = p->beta * ((double)v->create_ns / p->age_unit_ns);
@@ -53,9 +53,9 @@ static void run_policy(const char *name, uint64_t seed)
              * reaches the policy long after it was made) */
             memset(c, 0, sizeof *c);
             c->id = next_id++;
-            c->v.create_ns = kind < 7 ? now : now - (int64_t)(next(&r) % 100000);
-            c->v.last_access_ns = kind < 8 ? now : c->v.create_ns;
-            c->v.access_count = 1 + (kind == 9 ? next(&r) % 8 : 0);
+            c->m.create_ns = kind < 7 ? now : now - (int64_t)(next(&r) % 100000);
+            c->m.last_access_ns = kind < 8 ? now : c->m.create_ns;
+            c->m.access_count = 1 + (kind == 9 ? next(&r) % 8 : 0);
             if (ops->insert(in->state, c) != FKV_OK) bad = 1;
             held[i] = 1;
             n_held++;
@@ -73,8 +73,8 @@ static void run_policy(const char *name, uint64_t seed)
             held[v - ch] = 0;
             n_held--;
         } else {
-            c->v.access_count++;
-            c->v.last_access_ns = now;
+            c->m.access_count++;
+            c->m.last_access_ns = now;
             if (ops->access) ops->access(in->state, c);
         }
         /* the expected victim */

@@ -45,7 +45,10 @@ static void token_mode(void)
     fkv_seq_chunks(sa, &ca, &na);
     fkv_seq_chunks(sb, &cb, &nb);
     CHECK(nb == 4); /* four whole chunks of 8, shared as chunks */
-    for (size_t i = 0; i < nb; i++) CHECK(cb[i] == ca[i] && ca[i]->refs == 2 && ca[i]->access_count == 2);
+    for (size_t i = 0; i < nb; i++) {
+        fkv_chunk_info in;
+        CHECK(cb[i] == ca[i] && fkv_seq_chunk_info(sa, i, &in) == FKV_OK && in.refs == 2 && in.access_count == 2);
+    }
     REQUIRE(fkv_seq_append(sb, b + 32, 8, NULL) == FKV_OK);
     fkv_seq_chunks(sb, &cb, &nb);
     CHECK(nb == 5 && cb[4] != ca[4]);
@@ -130,8 +133,10 @@ static void dynamic_split(void)
     CHECK(fkv_seq_match(sb, b, 96, 95, &m) == FKV_OK && m == 68);
     fkv_seq_chunks(sa, &ca, &na);
     CHECK(na == 11); /* 64..68 split from 68..80 */
-    CHECK(ca[8]->start == 64 && ca[8]->n_tokens == 4 && ca[8]->refs == 2);
-    CHECK(ca[9]->start == 68 && ca[9]->n_tokens == 12 && ca[9]->refs == 1 && ca[9]->owner == 1);
+    fkv_chunk_info i8, i9;
+    REQUIRE(fkv_seq_chunk_info(sa, 8, &i8) == FKV_OK && fkv_seq_chunk_info(sa, 9, &i9) == FKV_OK);
+    CHECK(ca[8]->start == 64 && ca[8]->n_tokens == 4 && i8.refs == 2);
+    CHECK(ca[9]->start == 68 && ca[9]->n_tokens == 12 && i9.refs == 1 && i9.owner == 1);
     const fkv_chunk_view *const *cb;
     size_t nb;
     fkv_seq_chunks(sb, &cb, &nb);

@@ -163,8 +163,8 @@ static void ttl_tier(void)
     for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
         if (ch->prefix_hits) pc = ch;
     REQUIRE(pc);
-    CHECK(pc->ttl_req == 8 && pc->v.owner == 0); /* 4 x 2 requests */
-    CHECK(pc->v.expected_ttl_ns == 8 * 50); /* at the mean arrival gap, 50 ns */
+    CHECK(pc->ttl_req == 8 && pc->m.owner == 0); /* 4 x 2 requests */
+    CHECK(pc->m.expected_ttl_ns == 8 * 50); /* at the mean arrival gap, 50 ns */
     /* a long idle period changes nothing: still within 8 requests */
     now = 1000000;
     fkv_seq *w = fx_seq_full(c, 4, 0, 1, NULL, 0);

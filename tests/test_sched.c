@@ -264,9 +264,10 @@ static void vtc_weights(double out_weight, int d_first)
     fkv_sched_destroy(s);
 }
 
-static int64_t never(void *ctx, const fkv_chunk_view *v)
+static int64_t never(void *ctx, const fkv_chunk_view *view, const fkv_chunk_info *v)
 {
     (void)ctx;
+    (void)view;
     return v->owner ? 0 : INT64_MAX;
 }
 

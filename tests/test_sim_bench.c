@@ -62,9 +62,10 @@ static int turn_sess[N_TURNS];
 static int64_t replay_now;
 static int replay_cur;
 
-static int64_t replay_next_use(void *ctx, const fkv_chunk_view *v)
+static int64_t replay_next_use(void *ctx, const fkv_chunk_view *view, const fkv_chunk_info *v)
 {
     (void)ctx;
+    (void)view;
     for (int t = replay_cur + 1; t < N_TURNS; t++)
         if ((uint64_t)turn_sess[t] + 1 == v->owner) return turn_time[t];
     return INT64_MAX;

@@ -72,12 +72,12 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                 if (p >= np || is_free[p]) FAIL("chunk %llu uses page %u which is free or invalid", (unsigned long long)ch->id, p);
                 refs[p]++;
             }
-            int want_place = ch->v.pins == 0;
+            int want_place = ch->m.pins == 0;
             if (want_place != (ch->place != FKV__PLACE_NONE))
-                FAIL("chunk %llu: pins=%u but place=%d", (unsigned long long)ch->id, ch->v.pins, ch->place);
+                FAIL("chunk %llu: pins=%u but place=%d", (unsigned long long)ch->id, ch->m.pins, ch->place);
         } else {
             if (ch->v.n_pages || ch->v.pages) FAIL("evicted chunk %llu still has pages", (unsigned long long)ch->id);
-            if (ch->v.refs == 0) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
+            if (ch->m.refs == 0) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
             if (ch->place != FKV__PLACE_NONE) FAIL("evicted chunk %llu is still evictable", (unsigned long long)ch->id);
         }
         if (ch->place == FKV__PLACE_YOUNG) in_young++;
@@ -182,8 +182,8 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                 for (uint32_t k = 0; k < s->n_chunks; k++)
                     if (s->table[k] == ch) r++, p += s->pins;
             }
-            if (r != ch->v.refs) FAIL("chunk %llu: refs=%u, held by %u tables", (unsigned long long)ch->id, ch->v.refs, r);
-            if (p != ch->v.pins) FAIL("chunk %llu: pins=%u, expected %u", (unsigned long long)ch->id, ch->v.pins, p);
+            if (r != ch->m.refs) FAIL("chunk %llu: refs=%u, held by %u tables", (unsigned long long)ch->id, ch->m.refs, r);
+            if (p != ch->m.pins) FAIL("chunk %llu: pins=%u, expected %u", (unsigned long long)ch->id, ch->m.pins, p);
             placed += ch->place == FKV__PLACE_POLICY;
         }
         if (placed != inst_total) FAIL("policy instances hold %llu chunks, %llu are placed", (unsigned long long)inst_total, (unsigned long long)placed);

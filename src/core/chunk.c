@@ -111,16 +111,16 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     ch->v.pages = ch->pages;
     ch->v.dtype = c->cfg.dtype;
     ch->v.resident = 1;
-    ch->v.access_count = 1;
-    ch->v.create_ns = now;
-    ch->v.last_access_ns = now;
+    ch->m.access_count = 1;
+    ch->m.create_ns = now;
+    ch->m.last_access_ns = now;
     if (owner) {
         ch->cls = fkv__seq_class(owner);
-        ch->v.owner = owner->request_id;
+        ch->m.owner = owner->request_id;
         ch->owner = owner;
         /* predicted life: the owner's remaining tokens at its observed pace */
         if (owner->expected_tokens > owner->len && owner->len > 0 && now > owner->create_ns)
-            ch->v.expected_ttl_ns =
+            ch->m.expected_ttl_ns =
                 (int64_t)((double)(now - owner->create_ns) / owner->len * (owner->expected_tokens - owner->len));
     }
     ch->all_next = c->all_chunks;
@@ -158,7 +158,7 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner)
     if (ch->owner == owner) return;
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
     ch->owner = owner;
-    ch->v.owner = owner ? owner->request_id : 0;
+    ch->m.owner = owner ? owner->request_id : 0;
     if (owner) fkv__owner_usage(c, owner, ch->v.n_pages);
     else fkv__chunk_predict_ttl(c, ch);
     fkv__place_update(c, ch);
@@ -173,19 +173,19 @@ void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch)
 {
     if (!ch->prefix_hits) {
         ch->ttl_req = 0;
-        ch->v.expected_ttl_ns = 0;
+        ch->m.expected_ttl_ns = 0;
         return;
     }
     ch->ttl_req = 4.0 * (double)(ch->last_req - ch->create_req) / (double)ch->prefix_hits;
     if (ch->ttl_req < 1) ch->ttl_req = 1;
-    ch->v.expected_ttl_ns = (int64_t)(ch->ttl_req * c->ns_per_request);
-    if (ch->v.expected_ttl_ns <= 0) ch->v.expected_ttl_ns = 1;
+    ch->m.expected_ttl_ns = (int64_t)(ch->ttl_req * c->ns_per_request);
+    if (ch->m.expected_ttl_ns <= 0) ch->m.expected_ttl_ns = 1;
 }
 
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
 {
-    ch->v.access_count++;
-    if (now > ch->v.last_access_ns) ch->v.last_access_ns = now;
+    ch->m.access_count++;
+    if (now > ch->m.last_access_ns) ch->m.last_access_ns = now;
     if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
     (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (evict.c) */
 }
@@ -199,7 +199,7 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
  *    = 0) that fkv_seq_missing reports). */
 void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->v.pins && !ch->v.dropped) c->pinned_evictions++;
+    if (ch->m.pins && !ch->v.dropped) c->pinned_evictions++;
     fkv__place_remove(c, ch);
     fkv__cold_remove(c, ch);
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
@@ -233,7 +233,7 @@ void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
     ch->v.pages = NULL;
     ch->v.resident = 0;
     ch->v.dtype = c->cfg.dtype;
-    if (ch->v.refs == 0) fkv__chunk_destroy(c, ch);
+    if (ch->m.refs == 0) fkv__chunk_destroy(c, ch);
 }
 
 void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)

@@ -23,6 +23,7 @@ enum fkv__place {
 
 struct fkv__chunk {
     fkv_chunk_view v;      /* first member: a view pointer is a chunk pointer */
+    fkv_chunk_info m;      /* what changes while pinned (fkv_seq_chunk_info copies it) */
     uint32_t *pages;       /* [page_cap] page ids; v.pages aliases it while resident */
     uint64_t *phash;       /* [page_cap] prefix hash of each full page, 0 = none */
     uint32_t page_cap;

@@ -53,7 +53,7 @@ static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
     /* a chunk pinned by another sequence may be under a kernel right now;
      * phantom storage has no data to race on */
     uint32_t own_pins = held && c->cur_seq ? c->cur_seq->pins : 0;
-    if (c->k && ch->v.pins > own_pins) return 0;
+    if (c->k && ch->m.pins > own_pins) return 0;
     for (uint32_t j = 0; j < ch->v.n_pages; j++)
         if (c->page_ref[ch->pages[j]] != 1) return 0;
     return 1;

@@ -82,12 +82,12 @@ static void place_policy(fkv_cache *c, fkv__chunk *ch)
  * position when a request merely starts or stops holding it. */
 void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
 {
-    if (!ch->v.resident || ch->v.pins > 0) {
+    if (!ch->v.resident || ch->m.pins > 0) {
         fkv__place_remove(c, ch);
         return;
     }
     int64_t ret = c->cfg.min_chunk_retention_ns;
-    int young = ret > 0 && fkv__now(c) - ch->v.create_ns < ret;
+    int young = ret > 0 && fkv__now(c) - ch->m.create_ns < ret;
     if (young) {
         if (ch->place == FKV__PLACE_YOUNG) return;
         fkv__place_remove(c, ch);
@@ -113,7 +113,7 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
 static void mature(fkv_cache *c, int64_t now)
 {
     int64_t ret = c->cfg.min_chunk_retention_ns;
-    while (c->young_head && now - c->young_head->v.create_ns >= ret) {
+    while (c->young_head && now - c->young_head->m.create_ns >= ret) {
         fkv__chunk *ch = c->young_head;
         fkv__place_remove(c, ch);
         place_policy(c, ch);

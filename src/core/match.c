@@ -18,7 +18,7 @@
 #define PT(c) ((c)->cfg.page_tokens)
 
 /* Splits ch after its first r pages; the tail becomes a new chunk placed
- * right after ch in its owner's table.  Needs ch->v.refs == 0, or 1 with
+ * right after ch in its owner's table.  Needs ch->m.refs == 0, or 1 with
  * the owner being that one holder. */
 static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
 {
@@ -46,11 +46,11 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     t->cls = ch->cls;
     t->v.dtype = ch->v.dtype;
     t->v.n_tokens = ch->v.n_tokens - r * pt;
-    t->v.first_hash = t->phash[0];
-    t->v.access_count = ch->v.access_count;
-    t->v.create_ns = ch->v.create_ns;
-    t->v.last_access_ns = ch->v.last_access_ns;
-    t->v.expected_ttl_ns = ch->v.expected_ttl_ns;
+    t->m.first_hash = t->phash[0];
+    t->m.access_count = ch->m.access_count;
+    t->m.create_ns = ch->m.create_ns;
+    t->m.last_access_ns = ch->m.last_access_ns;
+    t->m.expected_ttl_ns = ch->m.expected_ttl_ns;
     t->create_req = ch->create_req;
     t->last_req = ch->last_req;
     t->ttl_req = ch->ttl_req;
@@ -67,7 +67,7 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
         uint32_t at = 0;
         while (own->table[at] != ch) at++;
         t->owner = own;
-        t->v.owner = own->request_id;
+        t->m.owner = own->request_id;
         fkv__owner_usage(c, own, moved);
         fkv__seq_attach(own, t, at + 1);
     }
@@ -155,7 +155,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         } else if (!base) {
             break; /* a quantized chunk's pages cannot be shared one by one */
         } else if (r && c->cfg.dynamic_chunking && r < np &&
-                   (ch->v.refs == 0 || (ch->v.refs == 1 && ch->owner)) && split(c, ch, r)) {
+                   (ch->m.refs == 0 || (ch->m.refs == 1 && ch->owner)) && split(c, ch, r)) {
             /* ch is now exactly the matched head */
         } else {
             ch = NULL;
@@ -163,7 +163,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         if (ch) {
             fkv__seq_attach(s, ch, s->n_chunks);
             ch->prefix_hits++;
-            ch->v.last_access_ns = now;
+            ch->m.last_access_ns = now;
             ch->last_req = c->n_requests;
             if (!ch->owner) {
                 fkv__chunk_predict_ttl(c, ch);
@@ -189,7 +189,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             own->phash[k] = keys[i];
             if (k == 0 || ent[i - 1].chunk != src) {
                 src->prefix_hits++;
-                src->v.last_access_ns = now;
+                src->m.last_access_ns = now;
                 src->last_req = c->n_requests;
                 if (!src->owner) {
                     fkv__chunk_predict_ttl(c, src);
@@ -201,7 +201,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             i++;
         }
         own->v.n_tokens = k * pt;
-        own->v.first_hash = own->phash[0];
+        own->m.first_hash = own->phash[0];
         c->resident_tokens += own->v.n_tokens;
         fkv__chunk_add_pages(c, own, k);
         fkv__seq_attach(s, own, s->n_chunks);

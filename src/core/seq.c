@@ -66,8 +66,8 @@ void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at)
     memmove(s->table + at + 1, s->table + at, (size_t)(s->n_chunks - at) * sizeof *s->table);
     s->table[at] = ch;
     s->n_chunks++;
-    ch->v.refs++;
-    ch->v.pins += s->pins;
+    ch->m.refs++;
+    ch->m.pins += s->pins;
     fkv__place_update(s->cache, ch);
 }
 
@@ -75,7 +75,7 @@ void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at)
  * the prefix cache off, resident chunks are freed; the rest stay cached. */
 static void release_if_unused(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->v.refs) return;
+    if (ch->m.refs) return;
     if (!ch->v.resident) fkv__chunk_destroy(c, ch);
     else if (!c->cfg.prefix_cache) fkv__chunk_evict(c, ch);
 }
@@ -84,8 +84,8 @@ static void release_if_unused(fkv_cache *c, fkv__chunk *ch)
 static void drop(fkv_seq *s, fkv__chunk *ch)
 {
     fkv_cache *c = s->cache;
-    ch->v.refs--;
-    ch->v.pins -= s->pins;
+    ch->m.refs--;
+    ch->m.pins -= s->pins;
     if (ch->owner == s) fkv__chunk_set_owner(c, ch, NULL); /* re-places it */
     else fkv__place_update(c, ch);
     release_if_unused(c, ch);
@@ -248,7 +248,7 @@ static plan make_plan(fkv_seq *s, uint32_t n)
         t->v.start + t->v.n_tokens == s->len) {
         p.appendable = 1;
         uint32_t partial = t->v.n_tokens % pt;
-        p.cow_chunk = t->v.refs > 1;
+        p.cow_chunk = t->m.refs > 1;
         p.cow_page = partial && (p.cow_chunk || c->page_ref[t->pages[t->v.n_pages - 1]] > 1);
         take = t->v.cap_tokens - t->v.n_tokens;
         if (take > n) take = n;
@@ -289,9 +289,9 @@ static fkv__chunk *cow_tail(fkv_seq *s, const uint32_t **fresh)
         }
     }
     n->v.n_tokens = t->v.n_tokens;
-    n->v.first_hash = t->v.first_hash;
-    n->v.access_count = t->v.access_count;
-    n->v.create_ns = t->v.create_ns;
+    n->m.first_hash = t->m.first_hash;
+    n->m.access_count = t->m.access_count;
+    n->m.create_ns = t->m.create_ns;
     c->resident_tokens += n->v.n_tokens;
     fkv__chunk_add_pages(c, n, t->v.n_pages);
     fkv__seq_detach(s, at);
@@ -324,14 +324,14 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
     fkv__chunk *t = s->n_chunks ? s->table[s->n_chunks - 1] : NULL;
     int guard = p.appendable && (c->n_free < p.pages || c->cfg.quant_mode == FKV_QUANT_UNDER_PRESSURE);
     if (guard) {
-        t->v.pins++;
+        t->m.pins++;
         fkv__place_update(c, t);
     }
     c->cur_seq = s;
     st = fkv__reserve_pages(c, p.pages, c->scratch);
     c->cur_seq = NULL;
     if (guard) {
-        t->v.pins--;
+        t->m.pins--;
         fkv__place_update(c, t);
     }
     if (st) goto out;
@@ -371,7 +371,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
                 st = fkv__fail(FKV_ENOMEM, "out of memory");
                 goto unused;
             }
-            t->v.pins++;
+            t->m.pins++;
             fkv__seq_attach(s, t, s->n_chunks);
         }
         uint32_t slot = t->v.n_tokens % pt;
@@ -398,7 +398,7 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
             } else {
                 s->chain_hash = h;
                 t->phash[pj] = h;
-                if (pj == 0) t->v.first_hash = h;
+                if (pj == 0) t->m.first_hash = h;
                 c->ins[n_ins++] = (fkv__pentry){h, t};
             }
         }
@@ -410,7 +410,7 @@ unused: /* out of host memory half way: give back the pages not used */
     while (fresh < c->scratch + p.pages) fkv__page_unref(c, *fresh++);
 release:
     for (uint32_t i = first_new; i < s->n_chunks; i++) {
-        s->table[i]->v.pins--;
+        s->table[i]->m.pins--;
         fkv__place_update(c, s->table[i]);
     }
     fkv__cold_scan(c, s, 0);

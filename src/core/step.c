@@ -36,8 +36,8 @@ static void pin_all(fkv_seq *s, int delta)
 {
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        ch->v.pins = (uint32_t)((int)ch->v.pins + delta);
-        if ((delta > 0 && ch->v.pins == 1) || ch->v.pins == 0) fkv__place_update(s->cache, ch);
+        ch->m.pins = (uint32_t)((int)ch->m.pins + delta);
+        if ((delta > 0 && ch->m.pins == 1) || ch->m.pins == 0) fkv__place_update(s->cache, ch);
     }
 }
 
@@ -144,7 +144,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
         c->resident_tokens += ch->v.n_tokens;
         if (!ch->owner && c->cfg.quotas) {
             ch->owner = s;
-            ch->v.owner = s->request_id;
+            ch->m.owner = s->request_id;
         }
         fkv__chunk_add_pages(c, ch, np);
         fkv__place_update(c, ch);
@@ -167,7 +167,7 @@ fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dr
         fkv__chunk *ch = s->table[i];
         if (ch->v.dropped || ch->v.start < start || ch->v.start + ch->v.n_tokens > end) continue;
         /* a chunk other sequences also hold stays: they may still attend to it */
-        if (ch->v.refs > 1) continue;
+        if (ch->m.refs > 1) continue;
         ch->v.dropped = 1;
         if (ch->v.resident) fkv__chunk_evict(c, ch);
         done += ch->v.n_tokens;
@@ -187,6 +187,17 @@ fkv_status fkv_seq_chunks(fkv_seq *s, const fkv_chunk_view *const **chunks, size
     *n = s->n_chunks;
     FKV__UNLOCK(s->cache);
     return FKV_OK;
+}
+
+fkv_status fkv_seq_chunk_info(fkv_seq *s, size_t i, fkv_chunk_info *out)
+{
+    if (!s || !out) return fkv__fail(FKV_EINVAL, "fkv_seq_chunk_info: seq and out must not be NULL");
+    FKV__LOCK(s->cache);
+    fkv_status st = FKV_OK;
+    if (i >= s->n_chunks) st = fkv__fail(FKV_EINVAL, "fkv_seq_chunk_info: chunk %zu of %u", i, s->n_chunks);
+    else *out = s->table[i]->m;
+    FKV__UNLOCK(s->cache);
+    return st;
 }
 
 fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint32_t page_tokens, uint32_t pos,

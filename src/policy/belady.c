@@ -9,7 +9,7 @@
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {
-    int64_t t = p->next_use(p->next_use_ctx, &ch->v);
+    int64_t t = p->next_use(p->next_use_ctx, &ch->v, &ch->m);
     return -(double)t; /* furthest next use = smallest key */
 }
 

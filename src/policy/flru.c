@@ -12,7 +12,7 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
      * beta*now is common to all chunks, so the static key
      * -(alpha/access_count - beta*create/unit) orders them the same way
      * at any time and changes only when the chunk is read. */
-    return p->beta * ((double)ch->v.create_ns / p->age_unit_ns) - p->alpha / (double)ch->v.access_count;
+    return p->beta * ((double)ch->m.create_ns / p->age_unit_ns) - p->alpha / (double)ch->m.access_count;
 }
 
 /* Among chunks read equally often the key grows with creation time: one
@@ -20,7 +20,7 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
  * cache, are count 1); hotter chunks go to the heap. */
 static int run(const fkv__chunk *ch)
 {
-    return ch->v.access_count <= FKV__HP_RUNS ? (int)ch->v.access_count - 1 : -1;
+    return ch->m.access_count <= FKV__HP_RUNS ? (int)ch->m.access_count - 1 : -1;
 }
 
 FKV__HEAP_POLICY(fkv__policy_flru, "flru",

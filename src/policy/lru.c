@@ -5,7 +5,7 @@
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {
     (void)p;
-    return (double)ch->v.last_access_ns;
+    return (double)ch->m.last_access_ns;
 }
 
 /* a read sets the key to now, after every other: one run */

@@ -35,7 +35,7 @@ static fkv_status insert(void *state, fkv__chunk *ch)
     if (s->head) s->head->pn.prev = ch;
     s->head = ch;
     if (!s->tail) s->tail = ch;
-    ch->pn.visited = ch->v.access_count > 1;
+    ch->pn.visited = ch->m.access_count > 1;
     return FKV_OK;
 }
 

@@ -286,7 +286,10 @@ static int tail_restored_shared(const fkv_sched *s, fkv_req *r)
 {
     const fkv_chunk_view *const *ch;
     size_t n;
-    if (!s->n_restored || fkv_seq_chunks(r->seq, &ch, &n) || !n || ch[n - 1]->refs < 2) return 0;
+    fkv_chunk_info info;
+    if (!s->n_restored || fkv_seq_chunks(r->seq, &ch, &n) || !n || fkv_seq_chunk_info(r->seq, n - 1, &info) ||
+        info.refs < 2)
+        return 0;
     for (size_t i = 0; i < s->n_restored; i++)
         if (s->restored[i] == ch[n - 1]) return 1;
     return 0;

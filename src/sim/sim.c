@@ -45,9 +45,10 @@ typedef struct belady_ctx {
  *    first page and when that request arrives; none = never.
  * This is MIN with an ordinal estimate for preempted requests, not an exact
  * oracle of the closed loop (docs/EVALUATION.md, section 3). */
-static int64_t belady_next_use(void *vctx, const fkv_chunk_view *ch)
+static int64_t belady_next_use(void *vctx, const fkv_chunk_view *view, const fkv_chunk_info *ch)
 {
     belady_ctx *b = vctx;
+    (void)view;
     if (ch->owner == 0 || ch->owner > b->n) {
         if (!b->oracle) return INT64_MAX;
         while (b->frontier < b->n) {
