@@ -115,8 +115,15 @@ static void run_policy(const char *name, uint64_t seed)
 
 int main(void)
 {
-    const char *names[] = {"fifo", "lru", "flru", "flru-literal"};
+    /* flru-lowest under its first name too (accepted as an alias) */
+    const char *names[] = {"fifo", "lru", "flru", "flru-lowest", "flru-literal"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         for (uint64_t seed = 1; seed <= 3; seed++) run_policy(names[k], seed);
+    int listed = 0, old = 0;
+    for (const char *const *p = fkv_policy_names(); *p; p++) {
+        listed += !strcmp(*p, "flru-lowest");
+        old += !strcmp(*p, "flru-literal");
+    }
+    CHECKF(listed == 1 && old == 0, "policy names: flru-lowest listed %d times, flru-literal %d", listed, old);
     return check_done();
 }

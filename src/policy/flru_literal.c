@@ -1,6 +1,7 @@
-/* The seed's F-LRU taken literally: evict the lowest utility score.  Kept
- * so the benchmark can show why the reading in flru.c is the sensible one:
- * this evicts hot, young chunks. */
+/* flru-lowest: the seed's F-LRU taken literally, evicting the lowest
+ * utility score first ("flru-literal", its first name, is still accepted).
+ * Kept so the benchmark can show why the reading in flru.c is the sensible
+ * one: this evicts hot, young chunks. */
 #include "core/chunk.h"
 
 static double key(const fkv__policy_params *p, const fkv__chunk *ch)
@@ -10,6 +11,6 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
     return p->alpha / (double)ch->m.access_count - p->beta * ((double)ch->m.create_ns / p->age_unit_ns);
 }
 
-FKV__HEAP_POLICY(fkv__policy_flru_literal, "flru-literal",
-                 "F-LRU as the seed words it: evicts the LOWEST score first (hot young chunks)",
+FKV__HEAP_POLICY(fkv__policy_flru_literal, "flru-lowest",
+                 "F-LRU evicting the lowest score first, as the seed words it (hot young chunks go first)",
                  key, NULL, fkv__hp_access);

@@ -14,7 +14,7 @@ static const fkv__policy_ops *const registry[] = {
 };
 #define N_POLICIES (sizeof registry / sizeof registry[0])
 
-static const char *const names[N_POLICIES + 1] = {"fifo", "lru", "flru", "flru-literal", "sieve",
+static const char *const names[N_POLICIES + 1] = {"fifo", "lru", "flru", "flru-lowest", "sieve",
                                                   "belady", NULL};
 
 const char *const *fkv_policy_names(void)
@@ -25,6 +25,7 @@ const char *const *fkv_policy_names(void)
 const fkv__policy_ops *fkv__policy_find(const char *name)
 {
     if (!name) return NULL;
+    if (!strcmp(name, "flru-literal")) name = "flru-lowest"; /* its first name */
     for (size_t i = 0; i < N_POLICIES; i++)
         if (!strcmp(registry[i]->name, name)) return registry[i];
     return NULL;

@@ -25,7 +25,7 @@ static const fkv_scheme schemes[] = {
      "F-LRU (evict highest alpha/count + beta*age) with per-request quotas, fixed 64-token chunks"},
     {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
      "F-LRU + quotas + dynamic chunking (the seed's 'dynamic chunking' row)"},
-    {"flru-literal", "flru-literal", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
      "the seed's formula read literally (evict the lowest score) + quotas"},
     {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "SIEVE (NSDI'24) over 64-token chunks"},
     {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
