@@ -2,7 +2,7 @@
  * in the contiguous reference store: the prompt is prefilled in chunks (the
  * same batch interface a server uses), then one token per step.  With
  * --engine the request runs through the engine (engine.h) over a fairkv
- * cache of --kv-budget bytes (cli_generate_engine.c). */
+ * cache of --kv-budget bytes (generate_engine_cli.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* Options of `fairkv generate`, shared by the plain path (cli_generate.c)
- * and the engine path (cli_generate_engine.c). */
+/* Options of `fairkv generate`, shared by the plain path (generate_cli.c)
+ * and the engine path (generate_engine_cli.c). */
 #ifndef FKV_ENGINE_CLI_GEN_H
 #define FKV_ENGINE_CLI_GEN_H
 

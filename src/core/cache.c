@@ -233,6 +233,7 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
         return FKV_ENOMEM;
     }
     c->ttl_end = FKV__TTL_NB; /* the TTL wheel starts at bucket 0 */
+    fkv__heap_init(&c->ttl_heap, offsetof(fkv__chunk, ttl_idx), offsetof(fkv__chunk, id));
     c->cfg = *cfg;
     snprintf(c->policy_name, sizeof c->policy_name, "%s", cfg->policy);
     snprintf(c->device_label, sizeof c->device_label, "%s", cfg->device_label ? cfg->device_label : "cpu0");

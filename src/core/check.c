@@ -130,7 +130,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             if (!want) FAIL("chunk %llu: in the TTL tier without a cached TTL", (unsigned long long)ch->id);
             if (ch->ttl_where == FKV__TTL_HEAP) {
                 uint32_t i = ch->ttl_idx - 1;
-                if (!ch->ttl_idx || i >= c->ttl_heap.n || c->ttl_heap.a[i].ch != ch) FAIL("chunk %llu: TTL heap index %u wrong", (unsigned long long)ch->id, ch->ttl_idx);
+                if (!ch->ttl_idx || i >= c->ttl_heap.n || c->ttl_heap.a[i].item != ch) FAIL("chunk %llu: TTL heap index %u wrong", (unsigned long long)ch->id, ch->ttl_idx);
                 if (c->ttl_heap.a[i].key != fkv__key_enc(ch->ttl_key) || !(ch->ttl_key < near)) FAIL("chunk %llu: TTL heap key %g, near below %g", (unsigned long long)ch->id, ch->ttl_key, near);
             } else if (ch->ttl_where == FKV__TTL_WHEEL) {
                 if (ch->ttl_key < near || !(ch->ttl_key < far)) FAIL("chunk %llu: TTL key %g on the wheel [%g, %g)", (unsigned long long)ch->id, ch->ttl_key, near, far);

@@ -1,5 +1,5 @@
 /* The chunk: what the cache keeps per chunk, and all an eviction policy
- * sees of the cache (policies include this header and policy/policy.h,
+ * sees of the cache (policies include this header and core/policy.h,
  * never internal.h).  A policy reads the view (heat, times), the id (the
  * tie-break of every ordering) and its own node `pn`; the other fields
  * belong to the core. */

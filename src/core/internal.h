@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "core/chunk.h"
-#include "core/heap.h"
+#include "util/heap.h"
 #include "fairkv.h"
 #include "metrics/metrics.h"
 #include "util/err.h"

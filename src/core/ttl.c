@@ -21,7 +21,6 @@
 
 #include "core/internal.h"
 
-#define TTL_IDX offsetof(fkv__chunk, ttl_idx)
 
 /* bucket of a key; keys are >= 0 (request counts) */
 static uint64_t bucket(double key)
@@ -55,7 +54,7 @@ static void file(fkv_cache *c, fkv__chunk *ch, double key)
 {
     ch->ttl_key = key;
     if (key < (double)c->ttl_next * FKV__TTL_W) {
-        if (fkv__heap_push(&c->ttl_heap, ch, key, TTL_IDX) != FKV_OK) return; /* out of memory: not in the tier */
+        if (fkv__heap_push(&c->ttl_heap, ch, key) != FKV_OK) return; /* out of memory: not in the tier */
         ch->ttl_where = FKV__TTL_HEAP;
     } else if (key < (double)c->ttl_end * FKV__TTL_W) {
         ch->ttl_where = FKV__TTL_WHEEL;
@@ -77,7 +76,7 @@ void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
 {
     switch (ch->ttl_where) {
     case FKV__TTL_NONE: return;
-    case FKV__TTL_HEAP: fkv__heap_remove(&c->ttl_heap, ch, TTL_IDX); break;
+    case FKV__TTL_HEAP: fkv__heap_remove(&c->ttl_heap, ch); break;
     default:
         c->ttl_n_wheel -= ch->ttl_where == FKV__TTL_WHEEL;
         list_unlink(list_of(c, ch), ch);
@@ -119,7 +118,7 @@ static void advance(fkv_cache *c, double clock)
         fkv__chunk **head = &c->ttl_wheel[c->ttl_next % FKV__TTL_NB];
         while (*head) {
             fkv__chunk *ch = *head;
-            if (fkv__heap_push(&c->ttl_heap, ch, ch->ttl_key, TTL_IDX) != FKV_OK) return; /* retried next time */
+            if (fkv__heap_push(&c->ttl_heap, ch, ch->ttl_key) != FKV_OK) return; /* retried next time */
             list_unlink(head, ch);
             ch->ttl_where = FKV__TTL_HEAP;
             c->ttl_n_wheel--;
@@ -134,12 +133,12 @@ fkv__chunk *fkv__ttl_expired(fkv_cache *c)
     advance(c, clock);
     uint64_t clock_enc = fkv__key_enc(clock);
     while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock_enc) {
-        fkv__chunk *top = c->ttl_heap.a[0].ch;
+        fkv__chunk *top = (fkv__chunk *)c->ttl_heap.a[0].item;
         double real = (double)top->last_req + top->ttl_req;
         if (real < clock) return top;
         if (real < (double)c->ttl_next * FKV__TTL_W) {
             top->ttl_key = real;
-            fkv__heap_fix(&c->ttl_heap, top, real, TTL_IDX);
+            fkv__heap_fix(&c->ttl_heap, top, real);
         } else { /* far again: back to the wheel */
             fkv__ttl_remove(c, top);
             file(c, top, real);

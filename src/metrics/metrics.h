@@ -1,7 +1,7 @@
 /* The cache's metrics, from one X-macro list: the stats struct, the JSON
  * dump and the Prometheus text (rendered by src/core/metrics.c, which reads
  * the cache) are all generated from it, so a name cannot drift between
- * them.  The seed's two names (section 5.1) are kept exactly.
+ * them.  The two metric names the seed gives are kept exactly.
  *
  * X(name, type, labels, help)
  *   type:   COUNTER or GAUGE

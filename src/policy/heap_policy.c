@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "core/heap.h"
+#include "core/chunk.h"
+#include "util/heap.h"
 
 #define RUNS FKV__HP_RUNS
 
@@ -28,7 +29,6 @@ struct fkv__heap_policy {
     fkv__policy_params p;
 };
 
-#define HP_IDX offsetof(fkv__chunk, pn.hidx)
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -41,6 +41,7 @@ fkv_status fkv__hp_create(const fkv__policy_params *p, fkv__keyfn key, fkv__runf
 {
     fkv__heap_policy *hp = calloc(1, sizeof *hp);
     if (!hp) return FKV_ENOMEM;
+    fkv__heap_init(&hp->heap, offsetof(fkv__chunk, pn.hidx), offsetof(fkv__chunk, id));
     hp->key = key;
     hp->run_of = run;
     hp->p = *p;
@@ -82,7 +83,7 @@ static fkv_status place(fkv__heap_policy *hp, fkv__chunk *ch)
         return FKV_OK;
     }
     ch->pn.in_run = 0;
-    return fkv__heap_push(&hp->heap, ch, ch->pn.key, HP_IDX);
+    return fkv__heap_push(&hp->heap, ch, ch->pn.key);
 }
 
 fkv_status fkv__hp_insert(void *state, fkv__chunk *ch)
@@ -96,7 +97,7 @@ void fkv__hp_remove(void *state, fkv__chunk *ch)
 {
     fkv__heap_policy *hp = state;
     if (!ch->pn.in_run) {
-        fkv__heap_remove(&hp->heap, ch, HP_IDX);
+        fkv__heap_remove(&hp->heap, ch);
         return;
     }
     int r = ch->pn.in_run - 1;
@@ -127,7 +128,7 @@ void fkv__hp_access(void *state, fkv__chunk *ch)
         u128 rk = (u128)fkv__key_enc(k) << 64 | ch->id;
         if (r < 0 || (hp->run[r].tail && rk < rank(hp->run[r].tail))) {
             ch->pn.key = k; /* stays in the heap: re-keyed in place */
-            fkv__heap_fix(&hp->heap, ch, k, HP_IDX);
+            fkv__heap_fix(&hp->heap, ch, k);
             return;
         }
     }
@@ -145,7 +146,7 @@ void fkv__hp_access(void *state, fkv__chunk *ch)
 fkv__chunk *fkv__hp_victim(void *state)
 {
     fkv__heap_policy *hp = state;
-    fkv__chunk *v = hp->heap.n ? hp->heap.a[0].ch : NULL;
+    fkv__chunk *v = hp->heap.n ? (fkv__chunk *)hp->heap.a[0].item : NULL;
     u128 rv = v ? (u128)hp->heap.a[0].key << 64 | v->id : 0;
     for (int r = 0; r < RUNS; r++) {
         fkv__chunk *h = hp->run[r].head;

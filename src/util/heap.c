@@ -1,34 +1,43 @@
-/* Indexed 4-ary min-heap of chunks ordered by (key, chunk id).  Keys live
- * in the heap array itself, 16-byte entries whose groups of four children
- * are aligned to one cache line, so a level of a sift reads one line and
- * compares 64-bit keys; only on equal keys (rare) is a chunk's id read.
- * Four children per node halve the depth of a binary heap.  Each chunk
+/* Indexed 4-ary min-heap of items ordered by (key, id).  Keys live in the
+ * heap array itself, 16-byte entries whose groups of four children are
+ * aligned to one cache line, so a level of a sift reads one line and
+ * compares 64-bit keys; only on equal keys (rare) is an item's id read.
+ * Four children per node halve the depth of a binary heap.  Each item
  * stores its position (+1) at idx_off, so removal and key changes are
- * O(log n) without searching.  Used by the heap policies and the TTL tier. */
+ * O(log n) without searching.  Used by the cache's heap policies and its
+ * TTL tier. */
+#include "util/heap.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
-
-#define IDX(ch) (*(uint32_t *)((char *)(ch) + idx_off))
+#define IDX(it) (*(uint32_t *)((char *)(it) + h->idx_off))
+#define ID(it) (*(const uint64_t *)((const char *)(it) + h->id_off))
 #define D 4
 
-static inline int less(const fkv__hent *a, const fkv__hent *b)
+static inline int less(const fkv__heap *h, const fkv__hent *a, const fkv__hent *b)
 {
-    return a->key < b->key || (a->key == b->key && a->ch->id < b->ch->id);
+    return a->key < b->key || (a->key == b->key && ID(a->item) < ID(b->item));
 }
 
-static void sift_up(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
+void fkv__heap_init(fkv__heap *h, size_t idx_off, size_t id_off)
+{
+    memset(h, 0, sizeof *h);
+    h->idx_off = idx_off;
+    h->id_off = id_off;
+}
+
+static void sift_up(fkv__heap *h, uint32_t pos, fkv__hent e)
 {
     while (pos > 0) {
         uint32_t parent = (pos - 1) / D;
-        if (!less(&e, &h->a[parent])) break;
+        if (!less(h, &e, &h->a[parent])) break;
         h->a[pos] = h->a[parent];
-        IDX(h->a[pos].ch) = pos + 1;
+        IDX(h->a[pos].item) = pos + 1;
         pos = parent;
     }
     h->a[pos] = e;
-    IDX(e.ch) = pos + 1;
+    IDX(e.item) = pos + 1;
 }
 
 /* Index of the smallest of the children [first, first + D) clipped to n.
@@ -46,23 +55,23 @@ static inline uint32_t min_child(const fkv__heap *h, uint32_t first)
     }
     uint32_t best = first;
     for (uint32_t k = first + 1; k < h->n && k < first + D; k++)
-        if (less(&h->a[k], &h->a[best])) best = k;
+        if (less(h, &h->a[k], &h->a[best])) best = k;
     return best;
 }
 
-static void sift_down(fkv__heap *h, uint32_t pos, fkv__hent e, size_t idx_off)
+static void sift_down(fkv__heap *h, uint32_t pos, fkv__hent e)
 {
     for (;;) {
         uint32_t first = pos * D + 1;
         if (first >= h->n) break;
         uint32_t best = min_child(h, first);
-        if (!less(&h->a[best], &e)) break;
+        if (!less(h, &h->a[best], &e)) break;
         h->a[pos] = h->a[best];
-        IDX(h->a[pos].ch) = pos + 1;
+        IDX(h->a[pos].item) = pos + 1;
         pos = best;
     }
     h->a[pos] = e;
-    IDX(e.ch) = pos + 1;
+    IDX(e.item) = pos + 1;
 }
 
 /* The array is placed 3 entries past a 64-byte boundary: the children of
@@ -82,11 +91,11 @@ static int grow(fkv__heap *h)
     return 1;
 }
 
-fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off)
+fkv_status fkv__heap_push(fkv__heap *h, void *item, double key)
 {
     if (h->n == h->cap && !grow(h)) return FKV_ENOMEM;
-    fkv__hent e = {fkv__key_enc(key), ch};
-    sift_up(h, h->n++, e, idx_off);
+    fkv__hent e = {fkv__key_enc(key), item};
+    sift_up(h, h->n++, e);
     return FKV_OK;
 }
 
@@ -95,10 +104,10 @@ fkv_status fkv__heap_push(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_o
  * goes into it and rises.  The last entry of a heap usually belongs near
  * the bottom, so it rarely rises more than a level; a top-down sift would
  * compare it at every level on the way down. */
-void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off)
+void fkv__heap_remove(fkv__heap *h, void *item)
 {
-    uint32_t pos = IDX(ch) - 1;
-    IDX(ch) = 0;
+    uint32_t pos = IDX(item) - 1;
+    IDX(item) = 0;
     fkv__hent last = h->a[--h->n];
     if (pos == h->n) return;
     for (;;) {
@@ -106,25 +115,25 @@ void fkv__heap_remove(fkv__heap *h, fkv__chunk *ch, size_t idx_off)
         if (first >= h->n) break;
         uint32_t best = min_child(h, first);
         h->a[pos] = h->a[best];
-        IDX(h->a[pos].ch) = pos + 1;
+        IDX(h->a[pos].item) = pos + 1;
         pos = best;
     }
-    sift_up(h, pos, last, idx_off);
+    sift_up(h, pos, last);
 }
 
-void fkv__heap_fix(fkv__heap *h, fkv__chunk *ch, double key, size_t idx_off)
+void fkv__heap_fix(fkv__heap *h, void *item, double key)
 {
-    uint32_t pos = IDX(ch) - 1;
+    uint32_t pos = IDX(item) - 1;
     fkv__hent e = h->a[pos];
     uint64_t k = fkv__key_enc(key);
     int up = k < e.key;
     e.key = k;
-    if (up) sift_up(h, pos, e, idx_off);
-    else sift_down(h, pos, e, idx_off);
+    if (up) sift_up(h, pos, e);
+    else sift_down(h, pos, e);
 }
 
 void fkv__heap_free(fkv__heap *h)
 {
     free(h->mem);
-    memset(h, 0, sizeof *h);
+    fkv__heap_init(h, h->idx_off, h->id_off);
 }
