@@ -50,7 +50,7 @@ test: test-release test-asan test-tsan fuzz-smoke
 # exploration, so a given commit passes or fails the same way every time.
 # `make fuzz` is the open-ended search.
 fuzz-build: deps
-	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFKV_FUZZ=ON -DFKV_SANITIZE=ON
+	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFKV_FUZZ=ON -DFKV_SANITIZE=ON -DFKV_WERROR=ON
 	$(CMAKE) --build build-fuzz -j $(JOBS)
 
 fuzz-smoke: fuzz-build

@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fkv_kvref_seq kv;
         fkv_fwd *f;
         if (fkv_kvref_seq_init(&kv, &geom, 2) == FKV_OK) {
-            if (fkv_fwd_create(m, 1, &f) == FKV_OK) {
+            if (fkv_fwd_create(m, NULL, &f) == FKV_OK) {
                 int32_t tok[2] = {0, (int32_t)(m->hp.n_vocab - 1)};
                 float *logits = malloc((size_t)m->hp.n_vocab * sizeof *logits);
                 fkv_fwd_seq s = {&kv, tok, 2, 0, NULL, logits, 0};

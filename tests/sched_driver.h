@@ -599,8 +599,11 @@ static int sd_item(sd_state *st, size_t idx, uint32_t *range_next)
         if (sd_write(st, q, g.start, g.end)) return 1;
     }
     if (sd_write(st, q, it->ctx, it->ctx + it->n_new)) return 1;
-    /* (4) attention reads what it attends to */
-    if (sd_verify(st, q, it->ctx + it->n_new)) return 1;
+    /* (4) attention reads what it attends to: everything before its new
+     * tokens; an item of restores alone, what lies before its last range
+     * (a later chunk may be restored by a later item of the step) */
+    uint32_t reads = it->n_new ? it->ctx + it->n_new : it->n_ranges ? b->ranges[it->range0 + it->n_ranges - 1].end : 0;
+    if (sd_verify(st, q, reads)) return 1;
     st->st.items++;
     st->st.new_tokens += it->n_new;
     st->st.restored_tokens += it->n_restored;
