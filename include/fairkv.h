@@ -123,6 +123,14 @@ typedef enum fkv_quant_mode {
 typedef struct fkv_chunk_info fkv_chunk_info;
 typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
 
+/* Who fair shares are computed for (fkv_config.quotas).  Rules and
+ * reasons in docs/ARCHITECTURE.md ("Tenants"). */
+typedef enum fkv_quota_mode {
+    FKV_QUOTA_OFF = 0,     /* the policy alone */
+    FKV_QUOTA_REQUEST = 1, /* per open request: quota ~ weight * demand^(1/T) */
+    FKV_QUOTA_TENANT = 2   /* per tenant: weighted max-min over demand; within a tenant per request */
+} fkv_quota_mode;
+
 typedef struct fkv_config {
     /* model geometry: bytes per token = 2 * n_layers * n_kv_heads * head_dim * sizeof(dtype) */
     uint32_t n_layers;   /* 32 */
@@ -146,8 +154,9 @@ typedef struct fkv_config {
     double alpha;            /* 0.7: F-LRU weight of 1/access_count */
     double beta;             /* 0.3: F-LRU weight of age */
     int64_t age_unit_ns;     /* 1e9: F-LRU age is measured in seconds */
-    int quotas;              /* 1: per-request quotas around the policy */
-    double temperature;      /* 2.0: quota share ~ weight * demand^(1/T) */
+    int quotas;              /* FKV_QUOTA_REQUEST: fair shares around the policy (fkv_quota_mode) */
+    double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
+    uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */
     fkv_next_use_fn next_use; /* required by "belady" */
     void *next_use_ctx;
@@ -218,6 +227,26 @@ FKV_API fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **
 /* Evicts chunks until `pages` pages are free; *freed gets the pages freed. */
 FKV_API fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed);
 
+/* ---------------------------------------------------------------- tenants */
+
+/* A tenant's weight in the max-min shares (default 1; (0, 1e9]).  Creates
+ * the tenant if it has not been seen. */
+FKV_API fkv_status fkv_cache_set_tenant_weight(fkv_cache *c, uint64_t tenant, double weight);
+
+#define FKV_N_RECLAIM_SLOTS 6 /* fkv_reclaim_action values, then 5: idle chunks evicted */
+typedef struct fkv_tenant_info {
+    uint64_t tenant;
+    double weight;
+    uint64_t pages;        /* pages charged to it: running, preempted and cached chunks */
+    double demand_pages;   /* pages it holds or its open requests expect to grow into */
+    double share_pages;    /* weighted max-min fair share of the pool over demands */
+    uint32_t seqs;         /* open sequences */
+    uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* by fkv_reclaim_action; [5] = idle chunks evicted */
+    uint64_t prefix_query_tokens, prefix_hit_tokens;
+} fkv_tenant_info;
+/* Shares are refreshed first.  FKV_ENOENT for a tenant never seen. */
+FKV_API fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out);
+
 /* ---------------------------------------------------------------- chunks */
 
 /* What attention kernels and tools read of a chunk, in place: only what
@@ -264,6 +293,16 @@ typedef struct fkv_seq_params {
      * these ids instead of token contents.  Copied by the call. */
     const uint64_t *block_ids;
     uint32_t n_block_ids;
+    /* Tenant (a user, an API key): fair shares and the charge of pages.
+     * 0 = the anonymous tenant.  Prefix namespaces: a page is matched only
+     * by requests of the same tenant and salt, except the pages wholly
+     * inside the first shared_prefix_tokens tokens, which any tenant with
+     * the same salt matches (a system prompt published to all).  Tenant 0's
+     * pages are all in the public namespace (a request that names no
+     * tenant opts out of isolation, as in an engine without cache salts). */
+    uint64_t tenant;
+    uint64_t cache_salt;           /* 0 = none; else mixed into every page key (vLLM's cache_salt) */
+    uint32_t shared_prefix_tokens; /* leading tokens published to every tenant; 0 = none */
 } fkv_seq_params;
 
 FKV_API void fkv_seq_params_default(fkv_seq_params *p); /* pure */
@@ -326,7 +365,43 @@ FKV_API fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv
  * (may be NULL) gets the tokens dropped. */
 FKV_API fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dropped);
 
+/* Fair reclaim of a running request's memory (docs/ARCHITECTURE.md,
+ * "Reclaim"): frees up to `pages` pages from s's cold chunks (those with
+ * at least quant_hot_tokens tokens after them) by one action, oldest
+ * positions first; *freed (may be NULL) gets the pages freed.  The caller
+ * may hold s pinned but must guarantee that nothing reads s's K/V during
+ * the call (a scheduler forming a step); chunks pinned by another
+ * sequence, shared with one (DROP, EVICT), or restored and not yet
+ * computed are left alone.  Each action's pages are counted for s's
+ * tenant (fairkv_tenant_reclaimed_pages_total{action}).
+ *   QUANTIZE8 / QUANTIZE4  store base-precision chunks in int8 / int4
+ *                          (readers dequantize: nothing to redo);
+ *   DROP                   drop chunks wholly inside [sink, len - window)
+ *                          (attention sparsity: never read again);
+ *   EVICT                  evict: fkv_seq_missing reports them, and the
+ *                          caller restores and recomputes them before s's
+ *                          next step;
+ *   PREEMPT                frees nothing: counts s's pages as reclaimed by
+ *                          preemption (call it just before preempting s). */
+typedef enum fkv_reclaim_action {
+    FKV_RECLAIM_QUANTIZE8 = 0,
+    FKV_RECLAIM_QUANTIZE4 = 1,
+    FKV_RECLAIM_DROP = 2,
+    FKV_RECLAIM_EVICT = 3,
+    FKV_RECLAIM_PREEMPT = 4
+} fkv_reclaim_action;
+#define FKV_N_RECLAIM 5
+FKV_API const char *fkv_reclaim_name(fkv_reclaim_action a); /* pure: "quantize8", ... */
+typedef struct fkv_reclaim_args {
+    uint32_t sink_tokens, window_tokens; /* DROP: the kept sink and recent window */
+} fkv_reclaim_args;
+FKV_API fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_args *args, uint32_t pages,
+                                   uint32_t *freed);
+
 FKV_API uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
+FKV_API uint64_t fkv_seq_tenant(const fkv_seq *s);    /* its tenant id */
+/* Pages charged to s (its chunks' pages: docs/ARCHITECTURE.md, "Tenants"). */
+FKV_API uint64_t fkv_seq_pages(fkv_seq *s);
 FKV_API uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */
 FKV_API fkv_class fkv_seq_class(const fkv_seq *s);
 
