@@ -153,7 +153,8 @@ typedef struct fkv_config {
     const char *policy;      /* "flru" (see fkv_policy_names) */
     double alpha;            /* 0.7: F-LRU weight of 1/access_count */
     double beta;             /* 0.3: F-LRU weight of age */
-    int64_t age_unit_ns;     /* 1e9: F-LRU age is measured in seconds */
+    int64_t age_unit_ns;     /* 0: F-LRU age in turnovers of the pool (pages allocated / pool pages);
+                              * > 0: in units of this many ns (the seed: 1e9, seconds) */
     int quotas;              /* FKV_QUOTA_REQUEST: fair shares around the policy (fkv_quota_mode) */
     double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
     uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */

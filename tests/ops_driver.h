@@ -58,6 +58,9 @@ typedef struct ops_state {
     uint64_t next_id;
     char msg[256];
     uint64_t ops, efull, checks;
+    int tenants; /* tenant mode: the extra draws and ops happen only here, so the
+                  * other variants (and their fuzz seeds) replay as before */
+    uint64_t reclaimed;
 } ops_state;
 
 /* distinct enough to catch misplaced data, and within fp16 range as real
@@ -74,7 +77,11 @@ static int64_t ops_next_use(void *ctx, const fkv_chunk_view *v, const fkv_chunk_
 }
 
 static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal", "sieve", "belady"};
-#define OPS_VARIANTS 288 /* 6 policies x quotas x dynamic x retention x prefix x 3 quantization modes */
+/* 6 policies x quotas x dynamic x retention x prefix x 3 quantization
+ * modes (k < 288), then the same 144 with quotas on in tenant mode: four
+ * tenants of weights 1, 2, 0.5, 1, requests with published prefixes and
+ * salts, and reclaim of running requests' chunks (ops_step case 9). */
+#define OPS_VARIANTS 432
 
 /* Config variant k: policies x quotas x dynamic chunking x retention. */
 static fkv_status ops_open(ops_state *st, uint32_t k)
@@ -93,8 +100,10 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     cfg.block_tokens = 8;
     cfg.capacity_pages = 96;
     cfg.storage = FKV_STORAGE_CPU;
+    st->tenants = k >= 288;
+    if (st->tenants) k = (k - 288) % 6 + 6 + 12 * ((k - 288) / 6); /* as the quotas-on variants */
     cfg.policy = ops_policies[k % 6];
-    cfg.quotas = (k / 6) % 2;
+    cfg.quotas = st->tenants ? FKV_QUOTA_TENANT : (k / 6) % 2;
     cfg.dynamic_chunking = (k / 12) % 2;
     cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
     cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
@@ -107,7 +116,10 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     cfg.clock.ctx = &st->now;
     cfg.thread_safe = 0;
     st->next_id = 1;
-    return fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
+    fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
+    static const double w[4] = {1, 2, 0.5, 1};
+    for (uint32_t t = 0; !rc && st->tenants && t < 4; t++) rc = fkv_cache_set_tenant_weight(st->c, t, w[t]);
+    return rc;
 }
 
 static void ops_close(ops_state *st)
@@ -177,7 +189,7 @@ static void ops_drop(ops_state *st, uint32_t i)
 static int ops_step(ops_state *st, ops_src *src)
 {
     fkv_slot slots[OPS_MAX_LEN];
-    uint32_t op = ops_next(src, 9);
+    uint32_t op = ops_next(src, st->tenants ? 10 : 9);
     st->ops++;
     st->now += ops_next(src, 20);
     ops_seq *q = st->n ? &st->seqs[ops_next(src, st->n)] : NULL;
@@ -193,6 +205,11 @@ static int ops_step(ops_state *st, ops_src *src)
         fkv_seq_params_default(&p);
         p.request_id = st->next_id++;
         p.expected_tokens = plen + ops_next(src, 200);
+        if (st->tenants) {
+            p.tenant = ops_next(src, 4);
+            p.shared_prefix_tokens = ops_next(src, 2) ? same : 0;
+            p.cache_salt = ops_next(src, 8) == 0 ? 1 + ops_next(src, 2) : 0;
+        }
         uint64_t blocks[8];
         int hashmode = ops_next(src, 4) == 0 && plen >= 8;
         if (hashmode) { /* block ids as a trace gives them: same ids for a same prefix */
@@ -318,6 +335,24 @@ static int ops_step(ops_state *st, ops_src *src)
         uint32_t freed = 0;
         fkv_status rc = fkv_cache_evict(st->c, ops_next(src, 40), &freed);
         if (rc && rc != FKV_EFULL) return 1;
+        break;
+    }
+    case 9: { /* fair reclaim from a (maybe pinned) request: what it loses is
+               * quantized, dropped or missing, never wrong */
+        if (!q) break;
+        fkv_reclaim_action a = (fkv_reclaim_action)ops_next(src, FKV_N_RECLAIM);
+        fkv_reclaim_args args = {4 * ops_next(src, 3), 8 + 4 * ops_next(src, 4)};
+        uint32_t freed = 0, want = 1 + ops_next(src, 16);
+        if (fkv_seq_reclaim(q->s, a, &args, want, &freed)) {
+            snprintf(st->msg, sizeof st->msg, "reclaim %s: %s", fkv_reclaim_name(a), fkv_last_error());
+            return 1;
+        }
+        if (a == FKV_RECLAIM_PREEMPT && freed) {
+            snprintf(st->msg, sizeof st->msg, "reclaim preempt freed %u pages", freed);
+            return 1;
+        }
+        st->reclaimed += freed;
+        if (ops_verify(st, q)) return 1;
         break;
     }
     default: /* let time pass */

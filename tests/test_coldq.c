@@ -262,6 +262,101 @@ static void bad_config(void)
     unsetenv("FAIRKV_QUANT_MODE");
 }
 
+/* The bytes of token pos, layer l, as stored now (an fp16 chunk). */
+static int same_as_ref(fkv_cache *c, fkv_seq *s, uint32_t pos)
+{
+    fkv_slot sl;
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    if (fkv_chunks_locate(ch, n, 16, pos, &sl)) return 0;
+    for (uint32_t l = 0; l < 2; l++) {
+        void *k, *v;
+        uint64_t stride;
+        fkv_cache_layer_storage(c, l, &k, &v, &stride);
+        const uint16_t *kp = (const uint16_t *)((char *)k + sl.page * stride) + sl.slot * ROW;
+        const uint16_t *vp = (const uint16_t *)((char *)v + sl.page * stride) + sl.slot * ROW;
+        for (int e = 0; e < ROW; e++)
+            if (fkv_f16_to_f32(kp[e]) != ref[pos][l][0][e] || fkv_f16_to_f32(vp[e]) != ref[pos][l][1][e]) return 0;
+    }
+    return 1;
+}
+
+/* Fair reclaim from a running (pinned) request, in the reclaim order:
+ * int8 of its oldest cold chunks, then int4, drop outside a window, evict;
+ * the hot end keeps its bytes, the quantized chunks decode within the
+ * codec's bound, dropped ones are gone and evicted ones missing; each
+ * action's pages are counted for the tenant; a chunk another pinned
+ * sequence shares is never touched. */
+static void reclaim_running(void)
+{
+    fkv_cache *c = open_cache(FKV_QUANT_OFF, FKV_INT8, 64, FKV_STORAGE_CPU);
+    REQUIRE(c);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = 1;
+    p.tenant = 7;
+    fkv_seq *s = NULL;
+    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = 3 * i + 1;
+    for (int k = 0; k < 8; k++) append_real(c, s, tok + k * 64, 64); /* 8 chunks of 4 pages: the pool is full */
+    REQUIRE(fkv_seq_pin(s) == FKV_OK);
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    uint32_t freed = 0;
+    /* 3 pages wanted: int8 halves a chunk, so two chunks go, oldest first */
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_QUANTIZE8, NULL, 3, &freed) == FKV_OK && freed == 4);
+    fkv_seq_chunks(s, &ch, &n);
+    for (size_t i = 0; i < n; i++) CHECKF(ch[i]->dtype == (i < 2 ? FKV_INT8 : FKV_F16), "chunk %zu: %s", i, fkv_dtype_name(ch[i]->dtype));
+    for (size_t i = 0; i < 2; i++) CHECKF(chunk_nmse(c, ch[i]) <= 1e-3, "chunk %zu NMSE %g", i, chunk_nmse(c, ch[i]));
+    /* int4 takes the remaining cold fp16 chunks (2..5: 128 tokens stay hot) */
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_QUANTIZE4, NULL, 100, &freed) == FKV_OK && freed == 12);
+    fkv_seq_chunks(s, &ch, &n);
+    for (size_t i = 2; i < 6; i++) {
+        CHECKF(ch[i]->dtype == FKV_INT4, "chunk %zu: %s", i, fkv_dtype_name(ch[i]->dtype));
+        CHECKF(chunk_nmse(c, ch[i]) <= 3e-2, "chunk %zu NMSE %g", i, chunk_nmse(c, ch[i]));
+    }
+    for (uint32_t pos = 384; pos < 512; pos++) CHECKF(same_as_ref(c, s, pos), "hot token %u changed", pos);
+    /* drop what lies wholly inside [sink 64, len - window 128) */
+    fkv_reclaim_args w = {64, 128};
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_DROP, &w, 100, &freed) == FKV_OK && freed == 2 + 4);
+    fkv_seq_chunks(s, &ch, &n);
+    for (size_t i = 0; i < n; i++) CHECKF(ch[i]->dropped == (i >= 1 && i < 6), "chunk %zu dropped=%d", i, ch[i]->dropped);
+    /* evict: the sink chunk goes and is the one missing range */
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_EVICT, NULL, 100, &freed) == FKV_OK && freed == 2);
+    fkv_range r[4];
+    size_t nr = 0;
+    CHECK(fkv_seq_missing(s, r, 4, &nr) == FKV_OK && nr == 1 && r[0].start == 0 && r[0].end == 64);
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_PREEMPT, NULL, 100, &freed) == FKV_OK && freed == 0);
+    for (uint32_t pos = 384; pos < 512; pos++) CHECKF(same_as_ref(c, s, pos), "hot token %u changed", pos);
+    fkv_tenant_info ti;
+    REQUIRE(fkv_cache_tenant_info(c, 7, &ti) == FKV_OK);
+    CHECK(ti.reclaimed_pages[FKV_RECLAIM_QUANTIZE8] == 4 && ti.reclaimed_pages[FKV_RECLAIM_QUANTIZE4] == 12);
+    CHECK(ti.reclaimed_pages[FKV_RECLAIM_DROP] == 6 && ti.reclaimed_pages[FKV_RECLAIM_EVICT] == 2);
+    CHECKF(ti.reclaimed_pages[FKV_RECLAIM_PREEMPT] == 8 && ti.pages == 8, "preempt %llu, pages %llu",
+           (unsigned long long)ti.reclaimed_pages[FKV_RECLAIM_PREEMPT], (unsigned long long)ti.pages);
+    CHECK(fx_invariants(c));
+    fkv_seq_unpin(s);
+    fkv_seq_free(s);
+
+    /* shared with a pinned fork: every action leaves it */
+    s = fx_seq(c, 2);
+    for (int k = 0; k < 6; k++) append_real(c, s, tok + k * 64, 64);
+    fkv_seq_params_default(&p);
+    p.request_id = 3;
+    fkv_seq *f = NULL;
+    REQUIRE(fkv_seq_fork(s, &p, &f) == FKV_OK && fkv_seq_pin(f) == FKV_OK);
+    for (int a = 0; a < FKV_N_RECLAIM - 1; a++) {
+        CHECK(fkv_seq_reclaim(s, (fkv_reclaim_action)a, &w, 100, &freed) == FKV_OK);
+        CHECKF(freed == 0, "%s freed %u pages of chunks a pinned fork holds", fkv_reclaim_name((fkv_reclaim_action)a), freed);
+    }
+    CHECK(fkv_seq_reclaim(s, (fkv_reclaim_action)9, NULL, 1, &freed) == FKV_EINVAL);
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_DROP, NULL, 1, &freed) == FKV_EINVAL && strstr(fkv_last_error(), "drop"));
+    CHECK(fx_invariants(c));
+    fkv_cache_destroy(c);
+}
+
 int main(void)
 {
     always_mode(FKV_INT8, 1e-3);
@@ -269,6 +364,7 @@ int main(void)
     shared_once();
     pressure_mode();
     drops();
+    reclaim_running();
     bad_config();
     return check_done();
 }

@@ -20,7 +20,11 @@ static double key_of(const char *name, const fkv__policy_params *p, const fkv__c
     const fkv_chunk_info *v = &ch->m;
     if (!strcmp(name, "fifo")) return (double)ch->id; /* creation order */
     if (!strcmp(name, "lru")) return (double)v->last_access_ns;
-    double a = p->alpha / (double)v->access_count, b = p->beta * ((double)v->create_ns / p->age_unit_ns);
+    double a = p->alpha / (double)v->access_count;
+    /* age in ns units, or in the pool's turnovers (age_unit_ns == 0) */
+    double b = p->beta * (p->age_unit_ns > 0 ? (double)v->create_ns / p->age_unit_ns
+                                             : (double)ch->create_tick / p->age_unit_pages);
+    if (!strcmp(name, "flru-seed")) return p->beta * ((double)v->create_ns / 1e9) - a; /* seconds, always */
     if (!strcmp(name, "flru")) return b - a;
     return a - b; /* flru-literal */
 }
@@ -30,11 +34,11 @@ static int less(double ka, uint64_t ia, double kb, uint64_t ib)
     return ka < kb || (ka == kb && ia < ib);
 }
 
-static void run_policy(const char *name, uint64_t seed)
+static void run_policy(const char *name, uint64_t seed, int turnover)
 {
     const fkv__policy_ops *ops = fkv__policy_find(name);
     REQUIRE(ops != NULL);
-    fkv__policy_params p = {.alpha = 0.7, .beta = 0.3, .age_unit_ns = 1000};
+    fkv__policy_params p = {.alpha = 0.7, .beta = 0.3, .age_unit_ns = turnover ? 0 : 1000, .age_unit_pages = 40};
     fkv__policy_inst *in = fkv__policy_inst_new(ops, &p);
     REQUIRE(in != NULL);
     fkv__chunk *ch = calloc(N, sizeof *ch);
@@ -54,6 +58,7 @@ static void run_policy(const char *name, uint64_t seed)
             memset(c, 0, sizeof *c);
             c->id = next_id++;
             c->m.create_ns = kind < 7 ? now : now - (int64_t)(next(&r) % 100000);
+            c->create_tick = (uint64_t)c->m.create_ns / 50; /* pages allocated so far: grows with time */
             c->m.last_access_ns = kind < 8 ? now : c->m.create_ns;
             c->m.access_count = 1 + (kind == 9 ? next(&r) % 8 : 0);
             if (ops->insert(in->state, c) != FKV_OK) bad = 1;
@@ -116,9 +121,10 @@ static void run_policy(const char *name, uint64_t seed)
 int main(void)
 {
     /* flru-lowest under its first name too (accepted as an alias) */
-    const char *names[] = {"fifo", "lru", "flru", "flru-lowest", "flru-literal"};
+    const char *names[] = {"fifo", "lru", "flru", "flru-lowest", "flru-literal", "flru-seed"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        for (uint64_t seed = 1; seed <= 3; seed++) run_policy(names[k], seed);
+        for (uint64_t seed = 1; seed <= 3; seed++)
+            for (int turnover = 0; turnover < 2; turnover++) run_policy(names[k], seed, turnover);
     int listed = 0, old = 0;
     for (const char *const *p = fkv_policy_names(); *p; p++) {
         listed += !strcmp(*p, "flru-lowest");

@@ -48,9 +48,10 @@ void fkv_config_default(fkv_config *cfg)
     cfg->policy = "flru";
     cfg->alpha = 0.7;
     cfg->beta = 0.3;
-    cfg->age_unit_ns = 1000000000;
+    cfg->age_unit_ns = 0; /* the pool's turnover: docs/ARCHITECTURE.md, "F-LRU's units" */
     cfg->quotas = 1;
     cfg->temperature = 2.0;
+    cfg->tenant_labels = 16;
     cfg->min_chunk_retention_ns = 0;
     cfg->quant_mode = FKV_QUANT_OFF;
     cfg->quant_dtype = FKV_INT8;
@@ -71,7 +72,7 @@ uint64_t fkv_config_token_bytes(const fkv_config *cfg)
 }
 
 /* One options table for the environment: FAIRKV_<NAME>. */
-enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE };
+enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE, OPT_QUOTA };
 static const struct opt {
     const char *env;
     enum opt_type type;
@@ -92,7 +93,8 @@ static const struct opt {
     {"FAIRKV_ALPHA", OPT_DBL, offsetof(fkv_config, alpha)},
     {"FAIRKV_BETA", OPT_DBL, offsetof(fkv_config, beta)},
     {"FAIRKV_AGE_UNIT_NS", OPT_I64, offsetof(fkv_config, age_unit_ns)},
-    {"FAIRKV_QUOTAS", OPT_BOOL, offsetof(fkv_config, quotas)},
+    {"FAIRKV_QUOTAS", OPT_QUOTA, offsetof(fkv_config, quotas)},
+    {"FAIRKV_TENANT_LABELS", OPT_U32, offsetof(fkv_config, tenant_labels)},
     {"FAIRKV_TEMPERATURE", OPT_DBL, offsetof(fkv_config, temperature)},
     {"FAIRKV_MIN_CHUNK_RETENTION_NS", OPT_I64, offsetof(fkv_config, min_chunk_retention_ns)},
     {"FAIRKV_QUANT_MODE", OPT_QMODE, offsetof(fkv_config, quant_mode)},
@@ -136,6 +138,13 @@ fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
             else if (!strcmp(s, "f16")) *(fkv_dtype *)f = FKV_F16;
             else if (!strcmp(s, "int8")) *(fkv_dtype *)f = FKV_INT8;
             else if (!strcmp(s, "int4")) *(fkv_dtype *)f = FKV_INT4;
+            else errno = EINVAL;
+            end = (char *)s + strlen(s);
+            break;
+        case OPT_QUOTA:
+            if (!strcmp(s, "off") || !strcmp(s, "0")) *(int *)f = FKV_QUOTA_OFF;
+            else if (!strcmp(s, "request") || !strcmp(s, "1")) *(int *)f = FKV_QUOTA_REQUEST;
+            else if (!strcmp(s, "tenant") || !strcmp(s, "2")) *(int *)f = FKV_QUOTA_TENANT;
             else errno = EINVAL;
             end = (char *)s + strlen(s);
             break;
@@ -187,7 +196,12 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         return BAD("policy=\"belady\" needs next_use (the future access times)");
     if (!isfinite(cfg->alpha) || !isfinite(cfg->beta) || cfg->alpha < 0 || cfg->beta < 0)
         return BAD("alpha=%g, beta=%g: must be finite and >= 0", cfg->alpha, cfg->beta);
-    if (cfg->age_unit_ns <= 0) return BAD("age_unit_ns=%lld: must be > 0", (long long)cfg->age_unit_ns);
+    if (cfg->age_unit_ns < 0)
+        return BAD("age_unit_ns=%lld: must be >= 0 (0 = the pool's turnover)", (long long)cfg->age_unit_ns);
+    if (cfg->quotas != FKV_QUOTA_OFF && cfg->quotas != FKV_QUOTA_REQUEST && cfg->quotas != FKV_QUOTA_TENANT)
+        return BAD("quotas=%d: must be 0 (off), 1 (request) or 2 (tenant)", cfg->quotas);
+    if (cfg->tenant_labels > FKV__TENANT_LABELS_MAX)
+        return BAD("tenant_labels=%u: at most %d", cfg->tenant_labels, FKV__TENANT_LABELS_MAX);
     if (!(cfg->temperature > 0) || isnan(cfg->temperature))
         return BAD("temperature=%g: must be > 0 (inf = equal shares)", cfg->temperature);
     if (cfg->min_chunk_retention_ns < 0)
@@ -263,11 +277,13 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     c->pparams.alpha = cfg->alpha;
     c->pparams.beta = cfg->beta;
     c->pparams.age_unit_ns = (double)cfg->age_unit_ns;
+    c->pparams.age_unit_pages = (double)c->n_pages;
     c->pparams.next_use = cfg->next_use;
     c->pparams.next_use_ctx = cfg->next_use_ctx;
 
     st = fkv__pool_init(c);
     if (!st) st = fkv__prefix_init(c);
+    if (!st) st = fkv__tenants_init(c);
     if (!st) {
         c->shared_inst = fkv__policy_inst_new(c->ops, &c->pparams);
         if (!c->shared_inst) st = FKV_ENOMEM;
@@ -300,6 +316,7 @@ void fkv_cache_destroy(fkv_cache *c)
     free(c->arenas);
     while (c->n_idle_seqs) fkv__seq_release(c->idle_seqs[--c->n_idle_seqs]);
     fkv__policy_inst_free(c->shared_inst);
+    fkv__tenants_fini(c);
     fkv__heap_free(&c->ttl_heap);
     free(c->owners);
     fkv__prefix_fini(c);

@@ -82,7 +82,9 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
         }
         if (ch->place == FKV__PLACE_YOUNG) in_young++;
         if (ch->place == FKV__PLACE_POLICY) {
-            fkv__policy_inst *want = (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
+            fkv__policy_inst *want = !c->cfg.quotas ? c->shared_inst
+                                     : ch->owner ? ch->owner->inst
+                                     : c->cfg.quotas == FKV_QUOTA_TENANT ? ch->tenant->cached : c->shared_inst;
             if (ch->inst != want) FAIL("chunk %llu is in the wrong policy instance", (unsigned long long)ch->id);
         }
         if (ch->owner) {
@@ -158,6 +160,8 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     /* sequences: tables, refs, pins, usage */
     {
         uint64_t inst_total = c->shared_inst->n;
+        for (uint32_t i = 0; i < c->n_tenants; i++)
+            if (c->tenants[i]->cached) inst_total += c->tenants[i]->cached->n;
         for (uint32_t i = 0; i < c->n_owners; i++) {
             fkv_seq *s = c->owners[i];
             if (s->owner_idx != i) FAIL("request %llu: owner index %u != %u", (unsigned long long)s->request_id, s->owner_idx, i);
@@ -231,8 +235,45 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             free(passed);
         }
     }
+    /* tenants: the charge of every chunk (tenant.c: the tenant of the
+     * request that allocated its pages, so an owned chunk's is its
+     * owner's), the page, seq and evictable counts, the shares */
+    {
+        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+            uint32_t i = 0;
+            while (i < c->n_tenants && c->tenants[i] != ch->tenant) i++;
+            if (i == c->n_tenants) FAIL("chunk %llu: charged to no known tenant", (unsigned long long)ch->id);
+            if (ch->owner && ch->owner->tenant != ch->tenant)
+                FAIL("chunk %llu: owned by request %llu of tenant %llu but charged to tenant %llu",
+                     (unsigned long long)ch->id, (unsigned long long)ch->owner->request_id,
+                     (unsigned long long)ch->owner->tenant->id, (unsigned long long)ch->tenant->id);
+        }
+        double share_sum = 0, demand_sum = 0;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            uint64_t pages = 0, evictable = 0, seqs = 0;
+            double qsum = 0;
+            for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+                if (ch->tenant == t) pages += ch->v.n_pages, evictable += ch->place == FKV__PLACE_POLICY;
+            for (uint32_t k = 0; k < c->n_owners; k++)
+                if (c->owners[k]->tenant == t) seqs++, qsum += c->owners[k]->quota_pages;
+            if (pages != t->pages) FAIL("tenant %llu: %llu pages charged, its chunks hold %llu", (unsigned long long)t->id, (unsigned long long)t->pages, (unsigned long long)pages);
+            if (evictable != t->n_evictable) FAIL("tenant %llu: %u evictable chunks counted, %llu placed", (unsigned long long)t->id, t->n_evictable, (unsigned long long)evictable);
+            if (seqs != t->n_seqs) FAIL("tenant %llu: %u open sequences counted, %llu open", (unsigned long long)t->id, t->n_seqs, (unsigned long long)seqs);
+            if (c->cfg.quotas == FKV_QUOTA_TENANT && !c->quota_dirty) {
+                if (t->share < 0 || (t->demand <= 0 && t->share != 0)) FAIL("tenant %llu: share %.3f for demand %.3f", (unsigned long long)t->id, t->share, t->demand);
+                if (seqs && (qsum < t->share * (1 - 1e-9) - 1e-9 || qsum > t->share * (1 + 1e-9) + 1e-9))
+                    FAIL("tenant %llu: its requests' quotas sum to %.3f, its share is %.3f", (unsigned long long)t->id, qsum, t->share);
+                share_sum += t->share;
+                demand_sum += t->demand;
+            }
+        }
+        if (c->cfg.quotas == FKV_QUOTA_TENANT && !c->quota_dirty && demand_sum > 0 &&
+            (share_sum < c->n_pages * (1 - 1e-9) || share_sum > c->n_pages * (1 + 1e-9)))
+            FAIL("tenant shares sum to %.3f pages, the pool has %u", share_sum, c->n_pages);
+    }
     /* quotas share the whole pool among the open requests */
-    if (c->cfg.quotas && c->n_owners && !c->quota_dirty) {
+    if (c->cfg.quotas == FKV_QUOTA_REQUEST && c->n_owners && !c->quota_dirty) {
         double sum = 0;
         for (uint32_t i = 0; i < c->n_owners; i++) sum += c->owners[i]->quota_pages;
         if (sum < c->n_pages * (1 - 1e-9) || sum > c->n_pages * (1 + 1e-9))

@@ -106,6 +106,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     int64_t now = fkv__now(c);
     ch->id = ++c->next_chunk_id;
     ch->create_req = ch->last_req = c->n_requests;
+    ch->create_tick = c->pages_taken;
     ch->v.start = start;
     ch->v.cap_tokens = cap_tokens;
     ch->v.pages = ch->pages;
@@ -114,6 +115,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     ch->m.access_count = 1;
     ch->m.create_ns = now;
     ch->m.last_access_ns = now;
+    ch->tenant = owner ? owner->tenant : c->tenants[0];
     if (owner) {
         ch->cls = fkv__seq_class(owner);
         ch->m.owner = owner->request_id;
@@ -150,6 +152,7 @@ void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new)
 {
     ch->v.n_pages += n_new;
     c->pages_by_dtype[ch->v.dtype] += n_new;
+    fkv__tenant_pages(ch, n_new);
     if (ch->owner) fkv__owner_usage(c, ch->owner, n_new);
 }
 
@@ -199,11 +202,12 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
  *    = 0) that fkv_seq_missing reports). */
 void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->m.pins && !ch->v.dropped) c->pinned_evictions++;
+    if (ch->m.pins && !ch->v.dropped && !c->reclaiming) c->pinned_evictions++;
     fkv__place_remove(c, ch);
     fkv__cold_remove(c, ch);
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
     c->pages_by_dtype[ch->v.dtype] -= ch->v.n_pages;
+    fkv__tenant_pages(ch, -(int64_t)ch->v.n_pages);
     c->resident_tokens -= ch->v.n_tokens;
     c->n_resident--;
     c->stats.fairkv_evicted_chunks_total[ch->cls]++;

@@ -30,6 +30,7 @@ struct fkv__chunk {
     uint8_t own_mem;       /* its own malloc (else carved from an arena: chunk.c) */
     uint64_t id;           /* creation order, unique: tie-break of every ordering */
     fkv_seq *owner;        /* sequence charged for the pages; NULL = cached */
+    struct fkv__tenant *tenant; /* tenant charged for the pages (never NULL) */
     fkv_class cls;         /* class of the request that created it */
     uint8_t place;         /* enum fkv__place */
     fkv__policy_inst *inst; /* instance holding it when place == POLICY */
@@ -46,6 +47,7 @@ struct fkv__chunk {
     uint8_t ttl_where;      /* enum fkv__ttl_where */
     double ttl_key;         /* expiry it is filed under in the TTL tier, requests */
     uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
+    uint64_t create_tick;   /* pages the cache had allocated before it (F-LRU's turnover clock) */
     double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
     uint64_t prefix_hits;   /* times a new request matched it */
     fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
@@ -56,5 +58,13 @@ struct fkv__chunk {
                                 * in the step that made it; coldq.c does not quantize it before) */
     size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
 };
+
+/* F-LRU's age is beta * (now - origin) / unit: the origin on the clock the
+ * parameters name, nanoseconds (age_unit_ns > 0) or the pool's turnovers
+ * (age_unit_ns == 0: pages allocated over the pool's pages). */
+static inline double fkv__age_origin(const fkv__policy_params *p, const fkv__chunk *ch)
+{
+    return p->age_unit_ns > 0 ? (double)ch->m.create_ns / p->age_unit_ns : (double)ch->create_tick / p->age_unit_pages;
+}
 
 #endif

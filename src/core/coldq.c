@@ -91,12 +91,11 @@ static int convertible(const fkv_cache *c, const fkv__chunk *ch)
     return 1;
 }
 
-/* Quantizes one chunk in place and frees the pages it no longer needs. */
-static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
+/* Quantizes one chunk in place to dt and frees the pages it no longer needs. */
+static fkv_status quantize_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, int reason)
 {
     fkv_kv_geom g;
     geom(c, &g);
-    fkv_dtype dt = c->cfg.quant_dtype;
     uint32_t need = fkv_quant_pages_needed(&g, dt, ch->v.n_tokens);
     size_t meta = fkv_quant_meta_bytes(&g, dt, ch->v.n_tokens);
     if (!need || need > ch->v.n_pages) return FKV_EINVAL;
@@ -139,6 +138,7 @@ static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
         }
     }
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)(old - need));
+    fkv__tenant_pages(ch, -(int64_t)(old - need));
     c->pages_by_dtype[ch->v.dtype] -= old;
     c->pages_by_dtype[dt] += need;
     ch->v.n_pages = need;
@@ -148,6 +148,19 @@ static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
     c->qmeta_bytes[dt] += meta;
     c->stats.fairkv_quantized_chunks_total[reason]++;
     return FKV_OK;
+}
+
+static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
+{
+    return quantize_to(c, ch, c->cfg.quant_dtype, reason);
+}
+
+/* Fair reclaim (fkv_seq_reclaim): ch is one of cur_seq's chunks. */
+int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt)
+{
+    if (!quantizable(c, ch, 1)) return 0;
+    fkv__cold_remove(c, ch);
+    return quantize_to(c, ch, dt, 2) == FKV_OK;
 }
 
 void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch)

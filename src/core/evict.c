@@ -39,6 +39,7 @@ void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
     case FKV__PLACE_POLICY:
         ch->inst->ops->remove(ch->inst->state, ch);
         ch->inst->n--;
+        ch->tenant->n_evictable--;
         ch->inst = NULL;
         break;
     case FKV__PLACE_YOUNG:
@@ -56,7 +57,9 @@ void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
 
 static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
 {
-    return (c->cfg.quotas && ch->owner) ? ch->owner->inst : c->shared_inst;
+    if (!c->cfg.quotas) return c->shared_inst;
+    if (ch->owner) return ch->owner->inst;
+    return c->cfg.quotas == FKV_QUOTA_TENANT ? ch->tenant->cached : c->shared_inst;
 }
 
 /* Puts ch in the TTL tier or takes it out, as its state now says. */
@@ -72,6 +75,7 @@ static void place_policy(fkv_cache *c, fkv__chunk *ch)
     fkv__policy_inst *in = home(c, ch);
     if (in->ops->insert(in->state, ch) != FKV_OK) return; /* out of memory: stays unevictable */
     in->n++;
+    ch->tenant->n_evictable++;
     ch->inst = in;
     ch->place = FKV__PLACE_POLICY;
     fkv__ttl_sync(c, ch);
@@ -151,6 +155,38 @@ void fkv__quota_refresh(fkv_cache *c)
     c->quota_epoch_allocs = 0;
 }
 
+/* Tenant mode: the tenant furthest over its share (pages - share) among
+ * those with an evictable chunk; in it, a cached chunk first, then the
+ * open request furthest over its quota within the tenant. */
+static fkv__chunk *pick_tenant(fkv_cache *c, int *tier)
+{
+    if (c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages) fkv__tenant_shares(c);
+    fkv__tenant *bt = NULL;
+    double bex = 0;
+    for (uint32_t i = 0; i < c->n_tenants; i++) {
+        fkv__tenant *t = c->tenants[i];
+        if (!t->n_evictable) continue;
+        double ex = (double)t->pages - t->share;
+        if (!bt || ex > bex) bt = t, bex = ex;
+    }
+    if (!bt) return NULL;
+    if (bt->cached->n) {
+        *tier = FKV__TIER_CACHED;
+        return bt->cached->ops->victim(bt->cached->state);
+    }
+    fkv_seq *best = NULL;
+    double best_excess = 0;
+    for (uint32_t i = 0; i < c->n_owners; i++) {
+        fkv_seq *s = c->owners[i];
+        if (s->tenant != bt || !s->inst->n) continue;
+        double ex = (double)s->usage_pages - s->quota_pages;
+        if (!best || ex > best_excess) best = s, best_excess = ex;
+    }
+    if (!best) return NULL; /* cannot happen: n_evictable counts these */
+    *tier = bex > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
+    return best->inst->ops->victim(best->inst->state);
+}
+
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
     if (c->young_head) mature(c, fkv__now(c));
@@ -163,10 +199,14 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
             *tier = FKV__TIER_EXPIRED;
             return expired;
         }
-        if (c->shared_inst->n) {
+        if (c->cfg.quotas == FKV_QUOTA_TENANT) {
+            fkv__chunk *v = pick_tenant(c, tier);
+            if (v) return v;
+        } else if (c->shared_inst->n) {
             *tier = FKV__TIER_CACHED;
             return c->shared_inst->ops->victim(c->shared_inst->state);
         }
+        if (c->cfg.quotas == FKV_QUOTA_TENANT) goto young;
         if (c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages) fkv__quota_refresh(c);
         fkv_seq *best = NULL;
         double best_excess = 0;
@@ -184,6 +224,7 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
         *tier = FKV__TIER_GLOBAL;
         return c->shared_inst->ops->victim(c->shared_inst->state);
     }
+young:
     if (c->young_head) {
         *tier = FKV__TIER_YOUNG;
         return c->young_head;
@@ -197,6 +238,7 @@ fkv_status fkv__evict_one(fkv_cache *c)
     fkv__chunk *v = pick(c, &tier);
     if (!v) return FKV_EFULL;
     c->stats.fairkv_evictions_by_tier_total[tier]++;
+    v->tenant->reclaimed[FKV__N_ACTIONS - 1] += v->v.n_pages;
     fkv__chunk_evict(c, v);
     return FKV_OK;
 }
@@ -221,6 +263,7 @@ fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free)
             fkv__chunk *v = pick(c, &tier);
             if (!v) break;
             c->stats.fairkv_evictions_by_tier_total[tier]++;
+            v->tenant->reclaimed[FKV__N_ACTIONS - 1] += v->v.n_pages;
             fkv__chunk_detach(c, v);
             __builtin_prefetch(v->phash);
             __builtin_prefetch(v->pages);

@@ -28,10 +28,36 @@ enum fkv__ttl_where { FKV__TTL_NONE = 0, FKV__TTL_HEAP, FKV__TTL_WHEEL, FKV__TTL
 #define FKV__TTL_W 16   /* requests a wheel bucket spans */
 #define FKV__TTL_NB 256 /* buckets on the wheel: it spans 4096 requests */
 
+/* A tenant (tenant.c): who fair shares are computed for in tenant mode;
+ * its page count is kept in every mode (metrics, fkv_cache_tenant_info).
+ * Entry 0 is the anonymous tenant, always present. */
+#define FKV__TENANT_LABELS_MAX 64 /* metric label slots, then "other" */
+#define FKV__N_ACTIONS FKV_N_RECLAIM_SLOTS
+_Static_assert(FKV__L_TENANT == FKV__TENANT_LABELS_MAX + 1, "metric slots: labels + other");
+_Static_assert(FKV__L_TACTION == FKV__L_TENANT * FKV__N_ACTIONS, "metric slots: tenant x action");
+typedef struct fkv__tenant {
+    uint64_t id;
+    double weight;
+    uint64_t pages;           /* pages charged: sum of v.n_pages of its chunks */
+    double demand;            /* pages, at the last share refresh */
+    double share;             /* weighted max-min share, pages */
+    double qsum;              /* scratch of the refresh: its requests' quota weights */
+    uint32_t n_seqs;          /* open sequences */
+    uint32_t n_evictable;     /* its chunks waiting in a policy instance */
+    fkv__policy_inst *cached; /* its unowned evictable chunks (tenant mode) */
+    uint32_t slot;            /* metric label slot; == tenant_labels for "other" */
+    uint64_t reclaimed[FKV__N_ACTIONS];
+    uint64_t prefix_queries, prefix_hits;
+} fkv__tenant;
+
 /* One open sequence = one request = one quota owner. */
 struct fkv_seq {
     fkv_cache *cache;
     uint64_t request_id, client_id;
+    fkv__tenant *tenant;       /* charged for the chunks it creates or restores */
+    uint64_t ns_public;        /* parent key of its first page: 0, or the salt's */
+    uint64_t ns_private;       /* mixed into the key of page shared_pages; 0 = public throughout */
+    uint32_t shared_pages;     /* leading pages in the public namespace */
     double weight;
     uint32_t expected_tokens;
     uint32_t len;              /* tokens */
@@ -123,11 +149,20 @@ struct fkv_cache {
     fkv_seq *idle_seqs[FKV__IDLE_SEQS]; /* ended sequences kept for reuse */
     uint32_t n_idle_seqs;
     uint64_t quota_epoch_allocs; /* page allocations since the last quota refresh */
+    uint64_t pages_taken;        /* page allocations ever: F-LRU's turnover clock */
+    /* tenants (tenant.c) */
+    fkv__tenant **tenants;    /* [n_tenants]; [0] = anonymous */
+    uint32_t n_tenants, cap_tenants;
+    uint32_t *tmap;           /* open addressing id -> index + 1; [tmap_mask + 1] */
+    uint32_t tmap_mask;
+    uint32_t n_slots;         /* label slots given out */
+    void *torder;             /* [cap_tenants] scratch of the share refresh (tenant.c) */
 
     /* cold-chunk quantization */
     fkv__chunk *cold_head, *cold_tail; /* candidates, oldest first (under-pressure) */
     uint64_t qmeta_bytes[FKV_N_DTYPES]; /* scale bytes of quantized chunks */
     fkv_seq *cur_seq;                   /* the sequence whose call is allocating */
+    int reclaiming;                     /* in fkv_seq_reclaim: its pinned chunks may go */
 
     /* prefix index */
     fkv__pentry *ptab;  /* [(pbmask + 1) * FKV__PBUCKET], in buckets of one cache line */
@@ -243,6 +278,7 @@ void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all);  /* chunks of s that bec
 void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
 void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
+int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if quantized */
 
 /* seq.c */
 fkv_class fkv__seq_class(const fkv_seq *s);
@@ -250,6 +286,31 @@ void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */
 fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
 void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
 void fkv__seq_detach(fkv_seq *s, uint32_t at);
+
+/* tenant.c */
+fkv_status fkv__tenants_init(fkv_cache *c);
+void fkv__tenants_fini(fkv_cache *c);
+fkv__tenant *fkv__tenant_get(fkv_cache *c, uint64_t id, int create); /* NULL: unknown (or no memory) */
+void fkv__tenant_shares(fkv_cache *c); /* weighted max-min shares and request quotas (tenant mode) */
+static inline void fkv__tenant_pages(fkv__chunk *ch, int64_t delta)
+{
+    ch->tenant->pages = (uint64_t)((int64_t)ch->tenant->pages + delta);
+}
+static inline uint64_t fkv__ns_mix(uint64_t parent, uint64_t ns) /* the namespace step of a key chain */
+{
+    uint64_t x = (parent ^ ns) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return (x ^ (x >> 32)) | 1;
+}
+/* The parent key to hash page `page` of s under: the chain so far, with
+ * the salt at the first page and the tenant at the first private one. */
+static inline uint64_t fkv__ns_parent(const fkv_seq *s, uint64_t parent, uint32_t page)
+{
+    if (page == 0) parent = s->ns_public;
+    if (page == s->shared_pages && s->ns_private) parent = fkv__ns_mix(parent, s->ns_private);
+    return parent;
+}
 
 /* metrics.c: fills the gauges from the cache state */
 void fkv__metrics_refresh(fkv_cache *c);

@@ -44,6 +44,7 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
         ch->phash[r + j] = 0;
     }
     t->cls = ch->cls;
+    t->tenant = ch->tenant;
     t->v.dtype = ch->v.dtype;
     t->v.n_tokens = ch->v.n_tokens - r * pt;
     t->m.first_hash = t->phash[0];
@@ -52,6 +53,7 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     t->m.last_access_ns = ch->m.last_access_ns;
     t->m.expected_ttl_ns = ch->m.expected_ttl_ns;
     t->create_req = ch->create_req;
+    t->create_tick = ch->create_tick;
     t->last_req = ch->last_req;
     t->ttl_req = ch->ttl_req;
     t->prefix_hits = ch->prefix_hits;
@@ -59,6 +61,7 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     fkv__place_remove(c, ch);
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)moved);
     c->pages_by_dtype[ch->v.dtype] -= moved;
+    fkv__tenant_pages(ch, -(int64_t)moved);
     ch->v.n_pages = r;
     ch->v.n_tokens = r * pt;
     ch->v.cap_tokens = r * pt;
@@ -96,6 +99,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         goto out;
     }
     c->stats.fairkv_prefix_queries_tokens_total[0] += n;
+    s->tenant->prefix_queries += n;
     if (!c->cfg.prefix_cache) goto out;
     uint32_t pt = PT(c), limit = n < max_tokens ? n : max_tokens;
     uint32_t want = limit / pt, m = 0;
@@ -118,9 +122,9 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
                     done = 1;
                     break;
                 }
-                h = fkv__hash_block(h, s->block_ids[b], (start % c->cfg.block_tokens) / pt);
+                h = fkv__hash_block(fkv__ns_parent(s, h, nk), s->block_ids[b], (start % c->cfg.block_tokens) / pt);
             } else {
-                h = fkv__hash_tokens(h, tokens + start, pt);
+                h = fkv__hash_tokens(fkv__ns_parent(s, h, nk), tokens + start, pt);
             }
             keys[nk] = h;
             fkv__prefix_prefetch(c, h);
@@ -209,6 +213,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     s->len = i * pt;
     s->chain_hash = i ? keys[i - 1] : 0;
     c->stats.fairkv_prefix_hits_tokens_total[0] += s->len;
+    s->tenant->prefix_hits += s->len;
     *matched = s->len;
 out:
     FKV__UNLOCK(c);

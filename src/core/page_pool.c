@@ -77,6 +77,7 @@ void fkv__pool_take(fkv_cache *c, uint32_t n, uint32_t *out)
         out[i] = p;
     }
     c->quota_epoch_allocs += n;
+    c->pages_taken += n;
 }
 
 void fkv__page_ref(fkv_cache *c, uint32_t page)

@@ -30,7 +30,8 @@ typedef struct fkv__policy_node {
 
 typedef struct fkv__policy_params {
     double alpha, beta;     /* F-LRU weights */
-    double age_unit_ns;     /* F-LRU age unit */
+    double age_unit_ns;     /* F-LRU age unit in ns; 0 = the pool's turnover (age_unit_pages) */
+    double age_unit_pages;  /* the pool's pages */
     fkv_next_use_fn next_use; /* Belady */
     void *next_use_ctx;
 } fkv__policy_params;

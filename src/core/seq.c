@@ -112,6 +112,8 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
         if (c->owners[i]->request_id == p->request_id)
             return fkv__fail(FKV_EINVAL, "fkv_seq_params.request_id=%llu: already open",
                              (unsigned long long)p->request_id);
+    fkv__tenant *tn = fkv__tenant_get(c, p->tenant, 1);
+    if (!tn) return fkv__fail(FKV_ENOMEM, "out of memory");
     if (c->n_owners == c->cap_owners) {
         uint32_t ncap = c->cap_owners ? c->cap_owners * 2 : 16;
         fkv_seq **o = realloc(c->owners, (size_t)ncap * sizeof *o);
@@ -139,6 +141,12 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
     s->cache = c;
     s->request_id = p->request_id;
     s->client_id = p->client_id;
+    s->tenant = tn;
+    /* prefix namespaces: the salt seeds the chain, the tenant enters it at
+     * its first private page (docs/ARCHITECTURE.md, "Prefix namespaces") */
+    s->ns_public = p->cache_salt ? fkv__ns_mix(0x73616c74ull, p->cache_salt) : 0;
+    s->ns_private = p->tenant ? fkv__ns_mix(0x74656e61ull, p->tenant) : 0;
+    s->shared_pages = p->shared_prefix_tokens / PT(c);
     s->weight = p->weight;
     s->expected_tokens = p->expected_tokens;
     s->hashing = c->cfg.prefix_cache;
@@ -164,6 +172,7 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
     }
     s->owner_idx = c->n_owners;
     c->owners[c->n_owners++] = s;
+    tn->n_seqs++;
     c->quota_dirty = 1;
     *out = s;
     return FKV_OK;
@@ -193,6 +202,7 @@ void fkv_seq_free(fkv_seq *s)
     fkv_seq *last = c->owners[--c->n_owners];
     c->owners[s->owner_idx] = last;
     last->owner_idx = s->owner_idx;
+    s->tenant->n_seqs--;
     c->quota_dirty = 1;
     free(s->block_ids);
     s->block_ids = NULL;
@@ -223,10 +233,11 @@ static uint64_t page_key(fkv_seq *s, uint64_t parent, const int32_t *page_tokens
         uint32_t page_start = pos + 1 - PT(c);
         uint32_t b = page_start / c->cfg.block_tokens;
         if (b >= s->n_block_ids) return 0;
-        return fkv__hash_block(parent, s->block_ids[b], (page_start % c->cfg.block_tokens) / PT(c));
+        return fkv__hash_block(fkv__ns_parent(s, parent, page_start / PT(c)), s->block_ids[b],
+                               (page_start % c->cfg.block_tokens) / PT(c));
     }
     if (!page_tokens) return 0;
-    return fkv__hash_tokens(parent, page_tokens, PT(c));
+    return fkv__hash_tokens(fkv__ns_parent(s, parent, (pos + 1) / PT(c) - 1), page_tokens, PT(c));
 }
 
 /* ---------------------------------------------------------------- append */
@@ -292,6 +303,7 @@ static fkv__chunk *cow_tail(fkv_seq *s, const uint32_t **fresh)
     n->m.first_hash = t->m.first_hash;
     n->m.access_count = t->m.access_count;
     n->m.create_ns = t->m.create_ns;
+    n->create_tick = t->create_tick;
     c->resident_tokens += n->v.n_tokens;
     fkv__chunk_add_pages(c, n, t->v.n_pages);
     fkv__seq_detach(s, at);
@@ -425,6 +437,9 @@ fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
 {
     if (!s || !p || !child) return fkv__fail(FKV_EINVAL, "fkv_seq_fork: seq, params and child must not be NULL");
     fkv_cache *c = s->cache;
+    if (p->tenant && p->tenant != s->tenant->id)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_params.tenant=%llu: a fork stays in its parent's tenant %llu",
+                         (unsigned long long)p->tenant, (unsigned long long)s->tenant->id);
     FKV__LOCK(c);
     fkv_seq *k = NULL;
     fkv_status st = seq_new(c, p, &k);
@@ -441,6 +456,12 @@ fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
         return st;
     }
     for (uint32_t i = 0; i < s->n_chunks; i++) fkv__seq_attach(k, s->table[i], i);
+    k->tenant->n_seqs--; /* the parent's tenant and namespace */
+    k->tenant = s->tenant;
+    k->tenant->n_seqs++;
+    k->ns_public = s->ns_public;
+    k->ns_private = s->ns_private;
+    k->shared_pages = s->shared_pages;
     k->len = s->len;
     k->chain_hash = s->chain_hash;
     k->hashing = s->hashing;

@@ -146,6 +146,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
             ch->owner = s;
             ch->m.owner = s->request_id;
         }
+        ch->tenant = ch->owner ? ch->owner->tenant : s->tenant; /* tenant.c: who pays */
         fkv__chunk_add_pages(c, ch, np);
         fkv__place_update(c, ch);
     }
@@ -220,4 +221,84 @@ fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint
     out->page = v->pages[t / page_tokens];
     out->slot = t % page_tokens;
     return FKV_OK;
+}
+
+/* ---------------------------------------------------------------- reclaim */
+
+const char *fkv_reclaim_name(fkv_reclaim_action a)
+{
+    static const char *const n[FKV_N_RECLAIM] = {"quantize8", "quantize4", "drop", "evict", "preempt"};
+    return (unsigned)a < FKV_N_RECLAIM ? n[a] : "?";
+}
+
+/* The caller vouches that nothing reads s's K/V during the call, so s's
+ * own pins do not protect its chunks here (c->reclaiming); another
+ * sequence's pins, a share with another sequence (DROP, EVICT) and K/V
+ * not yet computed (kv_pending, real storage) do. */
+fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_args *args, uint32_t pages,
+                           uint32_t *freed)
+{
+    if (freed) *freed = 0;
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_reclaim: seq is NULL");
+    if ((unsigned)a >= FKV_N_RECLAIM) return fkv__fail(FKV_EINVAL, "fkv_seq_reclaim: action=%d: unknown", (int)a);
+    if (a == FKV_RECLAIM_DROP && !args)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_reclaim: drop needs args (sink_tokens, window_tokens)");
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    if (a == FKV_RECLAIM_PREEMPT) {
+        s->tenant->reclaimed[a] += s->usage_pages;
+        FKV__UNLOCK(c);
+        return FKV_OK;
+    }
+    uint32_t before = c->n_free, hot = c->cfg.quant_hot_tokens, dropped = 0;
+    uint64_t lo = args ? args->sink_tokens : 0;
+    uint64_t hi = args && (uint64_t)args->window_tokens < s->len ? s->len - args->window_tokens : 0;
+    fkv_seq *prev = c->cur_seq;
+    c->cur_seq = s;
+    c->reclaiming = 1;
+    for (uint32_t i = 0; i < s->n_chunks && c->n_free - before < pages; i++) {
+        fkv__chunk *ch = s->table[i];
+        uint64_t end = (uint64_t)ch->v.start + ch->v.n_tokens;
+        if (a != FKV_RECLAIM_DROP && end + hot > s->len) break; /* the hot end stays */
+        if (ch->v.dropped) continue;
+        int alone = ch->m.refs == 1 && ch->m.pins <= s->pins && !(c->k && ch->kv_pending);
+        switch (a) {
+        case FKV_RECLAIM_QUANTIZE8:
+        case FKV_RECLAIM_QUANTIZE4:
+            if (ch->v.dtype == c->cfg.dtype)
+                fkv__reclaim_quantize(c, ch, a == FKV_RECLAIM_QUANTIZE8 ? FKV_INT8 : FKV_INT4);
+            break;
+        case FKV_RECLAIM_DROP:
+            if (ch->v.start < lo || end > hi || !alone) break;
+            ch->v.dropped = 1;
+            if (ch->v.resident) fkv__chunk_evict(c, ch);
+            dropped += ch->v.n_tokens;
+            break;
+        default: /* EVICT */
+            if (ch->v.resident && alone) fkv__chunk_evict(c, ch);
+            break;
+        }
+    }
+    c->reclaiming = 0;
+    c->cur_seq = prev;
+    c->stats.fairkv_dropped_tokens_total[0] += dropped;
+    uint32_t got = c->n_free - before;
+    s->tenant->reclaimed[a] += got;
+    if (freed) *freed = got;
+    FKV__UNLOCK(c);
+    return FKV_OK;
+}
+
+uint64_t fkv_seq_tenant(const fkv_seq *s)
+{
+    return s ? s->tenant->id : 0; /* immutable */
+}
+
+uint64_t fkv_seq_pages(fkv_seq *s)
+{
+    if (!s) return 0;
+    FKV__LOCK(s->cache);
+    uint64_t n = s->usage_pages;
+    FKV__UNLOCK(s->cache);
+    return n;
 }

@@ -8,7 +8,10 @@
  *   labels: NONE, CLASS (request_type=short|medium|long), DEVICE
  *           (device=<config.device_label>), DTYPE (precision=f32|f16|int8|int4),
  *           TIER (tier=expired|cached|over_quota|in_quota|young|global),
- *           QREASON (reason=always|pressure)
+ *           QREASON (reason=always|pressure|reclaim),
+ *           TENANT (tenant=<id>|other: the first config.tenant_labels tenants
+ *           seen get their own label, the rest add up under "other"),
+ *           TACTION (tenant, action=quantize8|quantize4|drop|evict|preempt|idle)
  */
 #ifndef FKV_METRICS_H
 #define FKV_METRICS_H
@@ -42,12 +45,22 @@
     X(fairkv_restored_tokens_total, COUNTER, NONE, "Evicted tokens given pages again to recompute") \
     X(fairkv_alloc_failures_total, COUNTER, NONE, "Allocations refused with FKV_EFULL")       \
     X(fairkv_quantized_chunks_total, COUNTER, QREASON,                                          \
-      "Cold chunks quantized, by reason (always: on becoming cold; pressure: before evicting)")  \
+      "Cold chunks quantized, by reason (always: on becoming cold; pressure: before evicting; "  \
+      "reclaim: taken from a running request over its tenant's share)")                         \
     X(fairkv_dropped_tokens_total, COUNTER, NONE, "Tokens dropped by attention sparsity")    \
     X(fairkv_quant_failures_total, COUNTER, NONE,                                               \
-      "Cold chunks left in full precision: non-finite or out-of-range values, or no memory")
+      "Cold chunks left in full precision: non-finite or out-of-range values, or no memory")   \
+    X(fairkv_tenant_pages, GAUGE, TENANT, "Pages charged to the tenant (running, preempted and cached chunks)") \
+    X(fairkv_tenant_share_pages, GAUGE, TENANT,                                                  \
+      "Weighted max-min fair share of the pool over current demands, in pages")                  \
+    X(fairkv_tenant_reclaimed_pages_total, COUNTER, TACTION,                                     \
+      "Pages taken from the tenant, by action (idle: cached or preempted chunks evicted)")       \
+    X(fairkv_tenant_prefix_queries_tokens_total, COUNTER, TENANT,                                \
+      "Prompt tokens of the tenant looked up in the prefix cache")                               \
+    X(fairkv_tenant_prefix_hits_tokens_total, COUNTER, TENANT, "Prompt tokens of the tenant found in the prefix cache")
 
-enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 2 };
+enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 3,
+       FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 6 };
 
 typedef struct fkv__stats {
 #define FKV__STAT_FIELD(name, type, labels, help) double name[FKV__L_##labels];

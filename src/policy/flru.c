@@ -12,7 +12,7 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
      * beta*now is common to all chunks, so the static key
      * -(alpha/access_count - beta*create/unit) orders them the same way
      * at any time and changes only when the chunk is read. */
-    return p->beta * ((double)ch->m.create_ns / p->age_unit_ns) - p->alpha / (double)ch->m.access_count;
+    return p->beta * fkv__age_origin(p, ch) - p->alpha / (double)ch->m.access_count;
 }
 
 /* Among chunks read equally often the key grows with creation time: one

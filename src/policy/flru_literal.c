@@ -8,7 +8,7 @@ static double key(const fkv__policy_params *p, const fkv__chunk *ch)
 {
     /* lowest score alpha/access_count + beta*age first; the static key is
      * alpha/access_count - beta*create/unit (see flru.c) */
-    return p->alpha / (double)ch->m.access_count - p->beta * ((double)ch->m.create_ns / p->age_unit_ns);
+    return p->alpha / (double)ch->m.access_count - p->beta * fkv__age_origin(p, ch);
 }
 
 FKV__HEAP_POLICY(fkv__policy_flru_literal, "flru-lowest",
