@@ -168,6 +168,10 @@ typedef struct fkv_config {
     uint32_t quant_hot_tokens; /* 128: a sequence's last tokens stay full precision */
     double quant_pressure;     /* 0.9: pool occupancy above which under-pressure mode quantizes */
 
+    /* host tier: chunks offloaded by fkv_seq_reclaim wait here, in host
+     * memory, until fkv_seq_reload copies them back (no recompute) */
+    uint64_t host_capacity_bytes; /* 0: no host tier */
+
     /* prefix cache */
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
     uint32_t block_tokens;   /* 512: tokens per block id in hash-id mode */
@@ -234,7 +238,7 @@ FKV_API fkv_status fkv_cache_evict(fkv_cache *c, uint32_t pages, uint32_t *freed
  * the tenant if it has not been seen. */
 FKV_API fkv_status fkv_cache_set_tenant_weight(fkv_cache *c, uint64_t tenant, double weight);
 
-#define FKV_N_RECLAIM_SLOTS 6 /* fkv_reclaim_action values, then 5: idle chunks evicted */
+#define FKV_N_RECLAIM_SLOTS 7 /* fkv_reclaim_action values, then 6: idle chunks evicted */
 typedef struct fkv_tenant_info {
     uint64_t tenant;
     double weight;
@@ -242,7 +246,7 @@ typedef struct fkv_tenant_info {
     double demand_pages;   /* pages it holds or its open requests expect to grow into */
     double share_pages;    /* weighted max-min fair share of the pool over demands */
     uint32_t seqs;         /* open sequences */
-    uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* by fkv_reclaim_action; [5] = idle chunks evicted */
+    uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* by fkv_reclaim_action; [6] = idle chunks evicted */
     uint64_t prefix_query_tokens, prefix_hit_tokens;
 } fkv_tenant_info;
 /* Shares are refreshed first.  FKV_ENOENT for a tenant never seen. */
@@ -266,6 +270,7 @@ struct fkv_chunk_view {
     int resident;            /* 0 once evicted: the range must be recomputed */
     const void *qmeta;       /* quantization scales, NULL for fp32/fp16 (and phantom storage) */
     int dropped;             /* evicted on purpose by fkv_seq_drop: not missing, not read */
+    int offloaded;           /* not resident, its K/V in the host tier: fkv_seq_reload brings them back */
 };
 
 /* What changes with every call, even while the chunk's sequence is pinned
@@ -383,21 +388,34 @@ FKV_API fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32
  *                          caller restores and recomputes them before s's
  *                          next step;
  *   PREEMPT                frees nothing: counts s's pages as reclaimed by
- *                          preemption (call it just before preempting s). */
+ *                          preemption (call it just before preempting s);
+ *   OFFLOAD                copy the chunks' K/V (and scales) to the host
+ *                          tier (host_capacity_bytes) and free their pages:
+ *                          they are missing with view.offloaded set, and
+ *                          fkv_seq_reload copies them back before s's next
+ *                          step reads them. */
 typedef enum fkv_reclaim_action {
     FKV_RECLAIM_QUANTIZE8 = 0,
     FKV_RECLAIM_QUANTIZE4 = 1,
     FKV_RECLAIM_DROP = 2,
     FKV_RECLAIM_EVICT = 3,
-    FKV_RECLAIM_PREEMPT = 4
+    FKV_RECLAIM_PREEMPT = 4,
+    FKV_RECLAIM_OFFLOAD = 5
 } fkv_reclaim_action;
-#define FKV_N_RECLAIM 5
+#define FKV_N_RECLAIM 6
 FKV_API const char *fkv_reclaim_name(fkv_reclaim_action a); /* pure: "quantize8", ... */
 typedef struct fkv_reclaim_args {
     uint32_t sink_tokens, window_tokens; /* DROP: the kept sink and recent window */
 } fkv_reclaim_args;
 FKV_API fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_args *args, uint32_t pages,
                                    uint32_t *freed);
+
+/* Copies the offloaded chunks in [start, end) back from the host tier into
+ * pages (evicting others as needed): their K/V are as they were, nothing
+ * to recompute; *n_reloaded (may be NULL) gets the tokens reloaded.
+ * FKV_EFULL: nothing changed.  fkv_seq_restore leaves offloaded chunks to
+ * this call. */
+FKV_API fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
 
 FKV_API uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
 FKV_API uint64_t fkv_seq_tenant(const fkv_seq *s);    /* its tenant id */

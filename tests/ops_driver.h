@@ -60,7 +60,7 @@ typedef struct ops_state {
     uint64_t ops, efull, checks;
     int tenants; /* tenant mode: the extra draws and ops happen only here, so the
                   * other variants (and their fuzz seeds) replay as before */
-    uint64_t reclaimed;
+    uint64_t reclaimed, reloaded;
 } ops_state;
 
 /* distinct enough to catch misplaced data, and within fp16 range as real
@@ -104,6 +104,7 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     if (st->tenants) k = (k - 288) % 6 + 6 + 12 * ((k - 288) / 6); /* as the quotas-on variants */
     cfg.policy = ops_policies[k % 6];
     cfg.quotas = st->tenants ? FKV_QUOTA_TENANT : (k / 6) % 2;
+    if (st->tenants) cfg.host_capacity_bytes = 24 * 4 * 2 * 2 * sizeof(float); /* 24 pages of K+V */
     cfg.dynamic_chunking = (k / 12) % 2;
     cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
     cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
@@ -292,8 +293,20 @@ static int ops_step(ops_state *st, ops_src *src)
         if (!q) break;
         ops_drop(st, (uint32_t)(q - st->seqs));
         break;
-    case 5: { /* engine step reads it: touch, restore what is missing */
+    case 5: { /* engine step reads it: reload what was offloaded (its bytes
+               * must come back as they were: nothing is written), touch,
+               * restore what is missing */
         if (!q) break;
+        if (st->tenants) {
+            uint32_t rl = 0;
+            fkv_status rc = fkv_seq_reload(q->s, 0, q->len, &rl);
+            if (rc == FKV_EFULL) break;
+            if (rc) {
+                snprintf(st->msg, sizeof st->msg, "reload: %s", fkv_last_error());
+                return 1;
+            }
+            st->reloaded += rl;
+        }
         uint32_t missing = 0;
         if (fkv_seq_touch(q->s, &missing)) return 1;
         fkv_range r[64];

@@ -9,6 +9,8 @@
 
 static int64_t now;
 
+static uint64_t host_bytes; /* host tier of the next cache */
+
 static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, fkv_storage_kind storage)
 {
     fkv_config cfg;
@@ -27,6 +29,7 @@ static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, 
     cfg.quant_dtype = qd;
     cfg.quant_hot_tokens = 128;
     cfg.quant_pressure = 0.75;
+    cfg.host_capacity_bytes = host_bytes;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &now;
     fkv_cache *c = NULL;
@@ -347,13 +350,78 @@ static void reclaim_running(void)
     p.request_id = 3;
     fkv_seq *f = NULL;
     REQUIRE(fkv_seq_fork(s, &p, &f) == FKV_OK && fkv_seq_pin(f) == FKV_OK);
-    for (int a = 0; a < FKV_N_RECLAIM - 1; a++) {
+    for (int a = 0; a < FKV_N_RECLAIM; a++) {
+        if (a == FKV_RECLAIM_PREEMPT) continue;
         CHECK(fkv_seq_reclaim(s, (fkv_reclaim_action)a, &w, 100, &freed) == FKV_OK);
         CHECKF(freed == 0, "%s freed %u pages of chunks a pinned fork holds", fkv_reclaim_name((fkv_reclaim_action)a), freed);
     }
     CHECK(fkv_seq_reclaim(s, (fkv_reclaim_action)9, NULL, 1, &freed) == FKV_EINVAL);
     CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_DROP, NULL, 1, &freed) == FKV_EINVAL && strstr(fkv_last_error(), "drop"));
     CHECK(fx_invariants(c));
+    fkv_cache_destroy(c);
+}
+
+/* Offload to the host tier and reload: an int8 chunk and an fp16 chunk of
+ * a pinned request go to host memory (their pages free), are missing and
+ * marked offloaded (restore leaves them), and come back with the same
+ * bytes: the fp16 one equal to the reference, the int8 one decoding as
+ * before.  The tier's capacity bounds what goes. */
+static void offload_reload(void)
+{
+    fkv_kv_geom g = {2, 2, 64, 16, FKV_F16, 0, 8};
+    host_bytes = 2 * 4 * fkv_kv_page_bytes(&g) * 2 * 2 + 4096; /* two fp16 chunks' K+V of both layers, + scales */
+    fkv_cache *c = open_cache(FKV_QUANT_OFF, FKV_INT8, 64, FKV_STORAGE_CPU);
+    host_bytes = 0;
+    REQUIRE(c);
+    fkv_seq *s = fx_seq(c, 1);
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = 5 * i + 2;
+    for (int k = 0; k < 8; k++) append_real(c, s, tok + k * 64, 64);
+    REQUIRE(fkv_seq_pin(s) == FKV_OK);
+    uint32_t freed = 0;
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_QUANTIZE8, NULL, 1, &freed) == FKV_OK && freed == 2); /* chunk 0 */
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    double before = chunk_nmse(c, ch[0]);
+    /* room for chunk 0 (2 int8 pages) and chunk 1 (4 pages), not chunk 2 */
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_OFFLOAD, NULL, 100, &freed) == FKV_OK);
+    fkv_seq_chunks(s, &ch, &n);
+    CHECKF(freed == 6 && ch[0]->offloaded && ch[1]->offloaded && !ch[2]->offloaded && ch[2]->resident,
+           "freed %u, offloaded %d %d %d", freed, ch[0]->offloaded, ch[1]->offloaded, ch[2]->offloaded);
+    CHECK(!ch[0]->resident && !ch[1]->resident);
+    fkv_range r[4];
+    size_t nr = 0;
+    CHECK(fkv_seq_missing(s, r, 4, &nr) == FKV_OK && nr == 1 && r[0].start == 0 && r[0].end == 128);
+    uint32_t got = 99;
+    CHECK(fkv_seq_restore(s, 0, 128, NULL, &got) == FKV_OK && got == 0); /* not restore's to give back */
+    CHECK(fx_invariants(c));
+    /* scribble on the freed pages, as other requests would */
+    static float keep[64][2][2][ROW];
+    memcpy(keep, ref, sizeof keep); /* append_real records the scribble in ref */
+    fkv_seq *o = fx_seq(c, 2);
+    append_real(c, o, tok, 64);
+    fkv_seq_free(o);
+    memcpy(ref, keep, sizeof keep);
+    fkv_cache_evict(c, 64, &freed);
+    CHECK(fkv_seq_reload(s, 0, 512, &got) == FKV_OK && got == 128);
+    fkv_seq_chunks(s, &ch, &n);
+    CHECK(ch[0]->resident && ch[1]->resident && !ch[0]->offloaded && ch[0]->dtype == FKV_INT8);
+    CHECKF(chunk_nmse(c, ch[0]) == before, "int8 chunk decodes to %g, was %g", chunk_nmse(c, ch[0]), before);
+    for (uint32_t pos = 64; pos < 128; pos++) CHECKF(same_as_ref(c, s, pos), "reloaded token %u differs", pos);
+    for (uint32_t pos = 384; pos < 512; pos++) CHECKF(same_as_ref(c, s, pos), "hot token %u differs", pos);
+    fkv_tenant_info ti;
+    REQUIRE(fkv_cache_tenant_info(c, 0, &ti) == FKV_OK);
+    CHECK(ti.reclaimed_pages[FKV_RECLAIM_OFFLOAD] == 6);
+    CHECK(fx_invariants(c));
+    /* no host tier: offload frees nothing */
+    fkv_seq_unpin(s);
+    fkv_seq_free(s);
+    fkv_cache_destroy(c);
+    c = open_cache(FKV_QUANT_OFF, FKV_INT8, 64, FKV_STORAGE_CPU);
+    s = fx_seq(c, 1);
+    for (int k = 0; k < 4; k++) append_real(c, s, tok + k * 64, 64);
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_OFFLOAD, NULL, 100, &freed) == FKV_OK && freed == 0);
     fkv_cache_destroy(c);
 }
 
@@ -365,6 +433,7 @@ int main(void)
     pressure_mode();
     drops();
     reclaim_running();
+    offload_reload();
     bad_config();
     return check_done();
 }

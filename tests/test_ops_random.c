@@ -9,7 +9,7 @@ int main(void)
     const uint32_t variants = OPS_VARIANTS;
     uint64_t per_variant = (uint64_t)(432000 * check_scale()) / variants + 1;
     uint64_t total = 0, efull = 0, evicted = 0, hits = 0, cow = 0, missed = 0, splits = 0, quantized = 0;
-    uint64_t reclaimed = 0, tenant_ops = 0;
+    uint64_t reclaimed = 0, tenant_ops = 0, reloaded = 0;
     for (uint32_t k = 0; k < variants; k++) {
         ops_state st;
         REQUIRE(ops_open(&st, k) == FKV_OK);
@@ -33,18 +33,19 @@ int main(void)
         quantized += (uint64_t)(st.c->stats.fairkv_quantized_chunks_total[0] + st.c->stats.fairkv_quantized_chunks_total[1]);
         total += st.ops;
         reclaimed += st.reclaimed;
+        reloaded += st.reloaded;
         if (st.tenants) tenant_ops += st.ops;
         efull += st.efull;
         ops_close(&st);
     }
     printf("%llu ops, %llu refused with EFULL; %llu pages evicted, %llu prefix-hit tokens, %llu CoW pages, "
-           "%llu missed tokens, %llu splits, %llu quantized chunks; %llu ops in tenant mode, %llu pages reclaimed\n",
+           "%llu missed tokens, %llu splits, %llu quantized chunks; %llu ops in tenant mode, %llu pages reclaimed, %llu tokens reloaded\n",
            (unsigned long long)total, (unsigned long long)efull, (unsigned long long)evicted, (unsigned long long)hits,
            (unsigned long long)cow, (unsigned long long)missed, (unsigned long long)splits, (unsigned long long)quantized,
-           (unsigned long long)tenant_ops, (unsigned long long)reclaimed);
+           (unsigned long long)tenant_ops, (unsigned long long)reclaimed, (unsigned long long)reloaded);
     /* the sequence must exercise what it claims to */
     CHECK(evicted > 0 && hits > 0 && cow > 0 && missed > 0 && splits > 0 && quantized > 0);
     CHECK(total >= (uint64_t)(100000 * check_scale()));
-    CHECK(tenant_ops >= (uint64_t)(100000 * check_scale()) && reclaimed > 0);
+    CHECK(tenant_ops >= (uint64_t)(100000 * check_scale()) && reclaimed > 0 && reloaded > 0);
     return check_done();
 }

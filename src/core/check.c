@@ -94,6 +94,26 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                              (unsigned long long)ch->owner->request_id);
         }
     }
+    /* host tier: offloaded chunks are holes with a host copy, and the tier's
+     * bytes are theirs */
+    {
+        uint64_t host = 0;
+        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+            if (!ch->v.offloaded) {
+                if (ch->host || ch->host_qmeta || ch->host_pages)
+                    FAIL("chunk %llu: a host copy but not offloaded", (unsigned long long)ch->id);
+                continue;
+            }
+            if (ch->v.resident || ch->v.dropped)
+                FAIL("chunk %llu: offloaded but resident=%d dropped=%d", (unsigned long long)ch->id, ch->v.resident,
+                     ch->v.dropped);
+            if (!ch->host_pages || (c->k && !ch->host))
+                FAIL("chunk %llu: offloaded without its bytes", (unsigned long long)ch->id);
+            host += (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+        }
+        if (host != c->host_used) FAIL("host tier holds %llu bytes, its chunks %llu", (unsigned long long)c->host_used, (unsigned long long)host);
+        if (host > c->cfg.host_capacity_bytes) FAIL("host tier over its capacity: %llu bytes", (unsigned long long)host);
+    }
     if (resident != c->n_resident) FAIL("n_resident=%u, counted %u", c->n_resident, resident);
     if (tokens != c->resident_tokens) FAIL("resident_tokens=%llu, counted %llu", (unsigned long long)c->resident_tokens, (unsigned long long)tokens);
     for (int d = 0; d < FKV_N_DTYPES; d++)

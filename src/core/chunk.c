@@ -134,6 +134,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
 
 void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
 {
+    fkv__host_free(c, ch);
     fkv__cold_remove(c, ch);
     fkv__chunk_free_qmeta(c, ch);
     if (ch->all_prev) ch->all_prev->all_next = ch->all_next;

@@ -57,6 +57,13 @@ struct fkv__chunk {
                                 * the next fkv_seq_touch of a holder (the engine computes a restore
                                 * in the step that made it; coldq.c does not quantize it before) */
     size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
+    /* host tier (v.offloaded): the K/V of its pages, layer by layer, K then
+     * V, page by page (NULL with phantom storage), and its scales */
+    uint8_t *host;
+    void *host_qmeta;
+    size_t host_qmeta_bytes;
+    uint32_t host_pages;
+    uint8_t host_dtype;
 };
 
 /* F-LRU's age is beta * (now - origin) / unit: the origin on the clock the

@@ -163,6 +163,7 @@ struct fkv_cache {
     uint64_t qmeta_bytes[FKV_N_DTYPES]; /* scale bytes of quantized chunks */
     fkv_seq *cur_seq;                   /* the sequence whose call is allocating */
     int reclaiming;                     /* in fkv_seq_reclaim: its pinned chunks may go */
+    uint64_t host_used;                 /* bytes of offloaded chunks (host tier) */
 
     /* prefix index */
     fkv__pentry *ptab;  /* [(pbmask + 1) * FKV__PBUCKET], in buckets of one cache line */
@@ -279,6 +280,7 @@ void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
 void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
 int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if quantized */
+void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops an offloaded chunk's host copy (step.c) */
 
 /* seq.c */
 fkv_class fkv__seq_class(const fkv_seq *s);

@@ -40,6 +40,7 @@ void fkv__metrics_refresh(fkv_cache *c)
         st->fairkv_tenant_prefix_queries_tokens_total[k] += (double)t->prefix_queries;
         st->fairkv_tenant_prefix_hits_tokens_total[k] += (double)t->prefix_hits;
     }
+    st->fairkv_host_bytes[0] = (double)c->host_used;
     double slots = (double)used * c->cfg.page_tokens;
     st->fairkv_fragmentation_ratio[0] = slots > 0 ? 1.0 - (double)c->fill_sum / slots : 0;
 }
@@ -63,7 +64,8 @@ static void put(out *o, const char *fmt, ...)
 
 static const char *tier_names[FKV__L_TIER] = {"expired", "cached", "over_quota", "in_quota", "young", "global"};
 
-static const char *action_names[FKV__N_ACTIONS] = {"quantize8", "quantize4", "drop", "evict", "preempt", "idle"};
+static const char *action_names[FKV__N_ACTIONS] = {"quantize8", "quantize4", "drop", "evict", "preempt", "offload",
+                                                   "idle"};
 
 /* label name and value of entry i of a metric with these labels */
 static const char *label_name(int labels)

@@ -1,8 +1,10 @@
 /* What one engine step does with a sequence: pin it, read it (touch: hits,
  * misses, heat), find the evicted ranges and give them pages again. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
+#include "fairkv_quant.h"
 
 #define PT(c) ((c)->cfg.page_tokens)
 
@@ -108,7 +110,8 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
     uint64_t pages = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (!ch->v.resident && !ch->v.dropped && ch->v.start < end && ch->v.start + ch->v.n_tokens > start)
+        if (!ch->v.resident && !ch->v.dropped && !ch->v.offloaded && ch->v.start < end &&
+            ch->v.start + ch->v.n_tokens > start)
             pages += (ch->v.n_tokens + pt - 1) / pt;
     }
     if (n_restored) *n_restored = 0;
@@ -125,7 +128,9 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
     uint32_t done = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (ch->v.resident || ch->v.dropped || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
+        if (ch->v.resident || ch->v.dropped || ch->v.offloaded || ch->v.start >= end ||
+            ch->v.start + ch->v.n_tokens <= start)
+            continue;
         uint32_t np = (ch->v.n_tokens + pt - 1) / pt;
         for (uint32_t j = 0; j < np; j++) {
             ch->pages[j] = *fresh++;
@@ -171,6 +176,7 @@ fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dr
         if (ch->m.refs > 1) continue;
         ch->v.dropped = 1;
         if (ch->v.resident) fkv__chunk_evict(c, ch);
+        fkv__host_free(c, ch);
         done += ch->v.n_tokens;
     }
     c->stats.fairkv_dropped_tokens_total[0] += done;
@@ -227,8 +233,141 @@ fkv_status fkv_chunks_locate(const fkv_chunk_view *const *chunks, size_t n, uint
 
 const char *fkv_reclaim_name(fkv_reclaim_action a)
 {
-    static const char *const n[FKV_N_RECLAIM] = {"quantize8", "quantize4", "drop", "evict", "preempt"};
+    static const char *const n[FKV_N_RECLAIM] = {"quantize8", "quantize4", "drop", "evict", "preempt", "offload"};
     return (unsigned)a < FKV_N_RECLAIM ? n[a] : "?";
+}
+
+/* ---------------------------------------------------------------- host tier */
+
+static uint64_t host_bytes(const fkv_cache *c, const fkv__chunk *ch)
+{
+    return (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+}
+
+void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
+{
+    if (!ch->v.offloaded) return;
+    c->host_used -= host_bytes(c, ch);
+    free(ch->host);
+    free(ch->host_qmeta);
+    ch->host = NULL;
+    ch->host_qmeta = NULL;
+    ch->host_qmeta_bytes = 0;
+    ch->host_pages = 0;
+    ch->v.offloaded = 0;
+}
+
+/* Copies a resident chunk's pages (every layer's K and V) and scales to
+ * host memory, then evicts it; 0 when the host tier has no room. */
+static int offload(fkv_cache *c, fkv__chunk *ch)
+{
+    uint32_t np = ch->v.n_pages;
+    uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
+    if (!np || c->host_used + need > c->cfg.host_capacity_bytes) return 0;
+    uint8_t *buf = NULL;
+    if (c->k) {
+        uint64_t stride = c->layer_page_stride;
+        buf = malloc((size_t)np * c->page_bytes);
+        if (!buf) return 0;
+        for (uint32_t l = 0; l < c->cfg.n_layers; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (uint32_t j = 0; j < np; j++)
+                    memcpy(buf + (((size_t)l * 2 + (size_t)kv) * np + j) * stride,
+                           (kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride, stride);
+    }
+    /* the scales go with it: out of the resident accounting first, so the
+     * eviction does not free them */
+    ch->host_qmeta = (void *)ch->v.qmeta;
+    ch->host_qmeta_bytes = ch->qmeta_bytes;
+    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
+    ch->v.qmeta = NULL;
+    ch->qmeta_bytes = 0;
+    ch->host_dtype = (uint8_t)ch->v.dtype;
+    ch->host_pages = np;
+    fkv__chunk_evict(c, ch); /* refs >= 1: it stays, as a hole */
+    ch->host = buf;
+    ch->v.offloaded = 1;
+    c->host_used += need;
+    return 1;
+}
+
+fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded)
+{
+    if (n_reloaded) *n_reloaded = 0;
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_reload: seq is NULL");
+    if (start > end) return fkv__fail(FKV_EINVAL, "fkv_seq_reload: start=%u > end=%u", start, end);
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    fkv_status st = FKV_OK;
+    uint64_t pages = 0;
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (ch->v.offloaded && ch->v.start < end && ch->v.start + ch->v.n_tokens > start) pages += ch->host_pages;
+    }
+    if (pages > c->n_pages) {
+        st = fkv__fail(FKV_EFULL, "fkv_seq_reload: %llu pages needed, the pool has %u", (unsigned long long)pages,
+                       c->n_pages);
+        goto out;
+    }
+    c->cur_seq = s;
+    st = fkv__reserve_pages(c, (uint32_t)pages, c->scratch);
+    c->cur_seq = NULL;
+    if (st) goto out;
+    const uint32_t *fresh = c->scratch;
+    uint32_t done = 0, pt = PT(c);
+    fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype, c->layer_page_stride,
+                     c->n_pages};
+    for (uint32_t i = 0; i < s->n_chunks; i++) {
+        fkv__chunk *ch = s->table[i];
+        if (!ch->v.offloaded || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
+        uint32_t np = ch->host_pages;
+        fkv_dtype dt = (fkv_dtype)ch->host_dtype;
+        uint32_t tpp = dt == c->cfg.dtype ? pt : fkv_quant_tokens_per_page(&g, dt);
+        for (uint32_t j = 0; j < np; j++) {
+            ch->pages[j] = *fresh++;
+            uint32_t held = ch->v.n_tokens - j * tpp < tpp ? ch->v.n_tokens - j * tpp : tpp;
+            fkv__page_set_fill(c, ch->pages[j], (held * pt + tpp - 1) / tpp);
+        }
+        if (c->k) {
+            uint64_t stride = c->layer_page_stride;
+            for (uint32_t l = 0; l < c->cfg.n_layers; l++)
+                for (int kv = 0; kv < 2; kv++)
+                    for (uint32_t j = 0; j < np; j++)
+                        memcpy((kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride,
+                               ch->host + (((size_t)l * 2 + (size_t)kv) * np + j) * stride, stride);
+        }
+        uint32_t lp = fkv__lpages(c, ch);
+        for (uint32_t j = 0; j < lp; j++)
+            if (ch->phash[j]) fkv__prefix_insert(c, ch->phash[j], ch);
+        c->host_used -= host_bytes(c, ch);
+        ch->v.dtype = dt;
+        ch->v.qmeta = ch->host_qmeta;
+        ch->qmeta_bytes = ch->host_qmeta_bytes;
+        if (ch->qmeta_bytes) c->qmeta_bytes[dt] += ch->qmeta_bytes;
+        ch->host_qmeta = NULL;
+        ch->host_qmeta_bytes = 0;
+        free(ch->host);
+        ch->host = NULL;
+        ch->host_pages = 0;
+        ch->v.offloaded = 0;
+        ch->v.pages = ch->pages;
+        ch->v.resident = 1;
+        c->n_resident++;
+        c->resident_tokens += ch->v.n_tokens;
+        if (!ch->owner && c->cfg.quotas) {
+            ch->owner = s;
+            ch->m.owner = s->request_id;
+        }
+        ch->tenant = ch->owner ? ch->owner->tenant : s->tenant;
+        fkv__chunk_add_pages(c, ch, np);
+        fkv__place_update(c, ch);
+        done += ch->v.n_tokens;
+    }
+    c->stats.fairkv_reloaded_tokens_total[0] += done;
+    if (n_reloaded) *n_reloaded = done;
+out:
+    FKV__UNLOCK(c);
+    return st;
 }
 
 /* The caller vouches that nothing reads s's K/V during the call, so s's
@@ -272,7 +411,11 @@ fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_a
             if (ch->v.start < lo || end > hi || !alone) break;
             ch->v.dropped = 1;
             if (ch->v.resident) fkv__chunk_evict(c, ch);
+            fkv__host_free(c, ch);
             dropped += ch->v.n_tokens;
+            break;
+        case FKV_RECLAIM_OFFLOAD:
+            if (ch->v.resident && alone) offload(c, ch);
             break;
         default: /* EVICT */
             if (ch->v.resident && alone) fkv__chunk_evict(c, ch);

@@ -11,7 +11,7 @@
  *           QREASON (reason=always|pressure|reclaim),
  *           TENANT (tenant=<id>|other: the first config.tenant_labels tenants
  *           seen get their own label, the rest add up under "other"),
- *           TACTION (tenant, action=quantize8|quantize4|drop|evict|preempt|idle)
+ *           TACTION (tenant, action=quantize8|quantize4|drop|evict|preempt|offload|idle)
  */
 #ifndef FKV_METRICS_H
 #define FKV_METRICS_H
@@ -57,10 +57,12 @@
       "Pages taken from the tenant, by action (idle: cached or preempted chunks evicted)")       \
     X(fairkv_tenant_prefix_queries_tokens_total, COUNTER, TENANT,                                \
       "Prompt tokens of the tenant looked up in the prefix cache")                               \
-    X(fairkv_tenant_prefix_hits_tokens_total, COUNTER, TENANT, "Prompt tokens of the tenant found in the prefix cache")
+    X(fairkv_tenant_prefix_hits_tokens_total, COUNTER, TENANT, "Prompt tokens of the tenant found in the prefix cache") \
+    X(fairkv_host_bytes, GAUGE, NONE, "Bytes of offloaded chunks held in the host tier (K/V and scales)") \
+    X(fairkv_reloaded_tokens_total, COUNTER, NONE, "Offloaded tokens copied back from the host tier")
 
 enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 3,
-       FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 6 };
+       FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 7 };
 
 typedef struct fkv__stats {
 #define FKV__STAT_FIELD(name, type, labels, help) double name[FKV__L_##labels];
