@@ -446,6 +446,11 @@ static void test_parse_unit(void)
     fkv_api_error e;
     CHECK(fkv_api_parse_completion("{\"model\":\"m\",\"prompt\":\"hi\"}", 27, &lim, &q, &e) == 0);
     CHECK(q.max_tokens == 16 && q.n == 1 && q.temperature == 1.0 && !q.stream && q.prompt_text);
+    CHECK(!q.cache_salt && q.user && !*q.user);
+    fkv_api_request_free(&q);
+    const char *salted = "{\"model\":\"m\",\"prompt\":\"hi\",\"user\":\"ann\",\"cache_salt\":\"s1\"}";
+    CHECK(fkv_api_parse_completion(salted, strlen(salted), &lim, &q, &e) == 0);
+    CHECK(q.cache_salt && !strcmp(q.cache_salt, "s1") && !strcmp(q.user, "ann"));
     fkv_api_request_free(&q);
     const char *bad[][2] = {
         {"{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":0}", "max_tokens"},
@@ -454,6 +459,8 @@ static void test_parse_unit(void)
         {"{\"model\":\"m\",\"prompt\":\"hi\",\"top_p\":0}", "top_p"},
         {"{\"model\":\"m\",\"prompt\":\"hi\",\"stream\":1}", "stream"},
         {"{\"model\":\"m\",\"prompt\":\"hi\",\"user\":3}", "user"},
+        {"{\"model\":\"m\",\"prompt\":\"hi\",\"cache_salt\":7}", "cache_salt"},
+        {"{\"model\":\"m\",\"prompt\":\"hi\",\"cache_salt\":\"\"}", "cache_salt"},
         {"{\"model\":\"m\",\"prompt\":[]}", "prompt"},
         {"{\"model\":\"m\",\"prompt\":{}}", "prompt"},
         {"{\"model\":\"m\",\"prompt\":[1,2],\"max_tokens\":199}", "max_tokens"},

@@ -96,6 +96,8 @@ typedef struct fkv_engine_request {
     uint64_t seed;         /* sample i uses seed + i */
     uint32_t n;            /* parallel samples, >= 1 */
     uint64_t client;       /* fairness client (< 64) */
+    uint64_t tenant;       /* the cache's tenant (fkv_seq_params.tenant): shares and prefix namespace */
+    uint64_t cache_salt;   /* fkv_seq_params.cache_salt: 0 = none */
     int32_t stop_token;    /* < 0: none; else generation ends after this token */
     /* NULL, or [max_tokens] tokens appended instead of the sampled ones
      * (teacher forcing: evaluations compare the logits of two

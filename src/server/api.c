@@ -31,6 +31,7 @@ void fkv_api_request_free(fkv_api_request *r)
     free(r->prompt);
     free(r->prompt_text);
     free(r->user);
+    free(r->cache_salt);
     memset(r, 0, sizeof *r);
 }
 
@@ -156,6 +157,17 @@ static int parse_fields(const cJSON *root, const fkv_api_limits *lim, fkv_api_re
     it = cJSON_GetObjectItemCaseSensitive(root, "user");
     if (it && !cJSON_IsNull(it) && !cJSON_IsString(it)) return BAD("user", "invalid_type", "'user' must be a string");
     r->user = dup_str(it && cJSON_IsString(it) ? it->valuestring : "");
+    /* vLLM's cache_salt: requests share prefix-cache entries only with the
+     * same salt (a namespace on top of the tenant's) */
+    it = cJSON_GetObjectItemCaseSensitive(root, "cache_salt");
+    if (it && !cJSON_IsNull(it)) {
+        if (!cJSON_IsString(it) || !*it->valuestring)
+            return BAD("cache_salt", "invalid_type", "'cache_salt' must be a non-empty string");
+        if (!(r->cache_salt = dup_str(it->valuestring))) {
+            fkv_api_error_set(err, 500, "server_error", "out_of_memory", "", "out of memory");
+            return -1;
+        }
+    }
     if (!r->model || !r->user) {
         fkv_api_error_set(err, 500, "server_error", "out_of_memory", "", "out of memory");
         return -1;

@@ -32,7 +32,8 @@ typedef struct fkv_api_request {
     uint32_t n;           /* default 1 */
     int stream;
     int include_usage;    /* stream_options.include_usage */
-    char *user;           /* owned: the fairness client id, "" if absent */
+    char *user;           /* owned: the fairness client id and tenant, "" if absent */
+    char *cache_salt;     /* owned: prefix-cache namespace (vLLM's cache_salt), NULL if absent */
 } fkv_api_request;
 
 /* An error answer: HTTP status and the OpenAI error object's fields. */

@@ -38,6 +38,7 @@ typedef struct fkv_gen_request {
     double temperature;      /* >= 0; 0 = greedy */
     double top_p;            /* (0, 1] */
     uint64_t seed;           /* sampling RNG seed: same seed, same tokens */
+    const char *cache_salt;  /* prefix-cache namespace, NULL = none (the tenant is `client`) */
 } fkv_gen_request;
 
 typedef enum fkv_finish {

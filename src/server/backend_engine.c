@@ -23,6 +23,7 @@
  * and keeps the rest for the next token; bytes that cannot be UTF-8 become
  * U+FFFD (random-weight models emit arbitrary bytes).
  */
+#include <openssl/evp.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -360,6 +361,32 @@ static uint64_t client_index(eng *b, const char *name)
     return 1 + h % 63;
 }
 
+/* The tenant id (or salt) of a name: the first 8 bytes of
+ * SHA-256(domain, name), never 0; 0 for no name.  A cryptographic hash
+ * because the id is a prefix-cache namespace: a user who could pick a
+ * name colliding with another's would be matched against that user's
+ * private prefixes (with 64 bits, chance collisions need ~2^32 names). */
+static uint64_t name_id(const char *domain, const char *name)
+{
+    if (!name || !*name) return 0;
+    size_t dl = strlen(domain), nl = strlen(name);
+    unsigned char *buf = malloc(dl + 1 + nl), md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    uint64_t id = 0;
+    if (buf) {
+        memcpy(buf, domain, dl);
+        buf[dl] = 0; /* "a" + "bc" and "ab" + "c" differ */
+        memcpy(buf + dl + 1, name, nl);
+        if (EVP_Digest(buf, dl + 1 + nl, md, &n, EVP_sha256(), NULL) == 1 && n >= 8) memcpy(&id, md, 8);
+        free(buf);
+    }
+    if (!id) { /* out of memory or no digest: one hash of our own, still per name */
+        id = 1469598103934665603ull;
+        for (const char *s = name; *s; s++) id = (id ^ (unsigned char)*s) * 1099511628211ull;
+    }
+    return id ? id : 1;
+}
+
 static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen_sink *sink, char *err, size_t errlen)
 {
     eng *b = be;
@@ -399,6 +426,8 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     fkv_status st = FKV_OK;
     pthread_mutex_lock(&b->mu);
     q.client = client_index(b, req->client);
+    q.tenant = name_id("fairkv tenant", req->client);
+    q.cache_salt = name_id("fairkv cache_salt", req->cache_salt);
     if (b->draining || b->stop || b->broken) {
         snprintf(err, errlen, b->broken ? "the engine failed; restart the server" : "the backend is draining");
         st = FKV_ESTATE;

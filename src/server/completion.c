@@ -311,7 +311,8 @@ static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error 
     char err[160] = "";
     for (uint32_t i = 0; i < r->n; i++) {
         fkv_gen_request q = {g->ch[i].backend_id, r->user, r->prompt, r->n_prompt, r->max_tokens,
-                             r->temperature,      r->top_p, r->has_seed ? r->seed + i : g->ch[i].backend_id};
+                             r->temperature,      r->top_p, r->has_seed ? r->seed + i : g->ch[i].backend_id,
+                             r->cache_salt};
         fkv_gen_sink sink = {on_token, on_done, &g->sinks[i]};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the sink's reference, dropped by on_done */
