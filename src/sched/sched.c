@@ -24,6 +24,22 @@ struct fkv_sched {
     size_t tok_cap;
     const fkv_chunk_view **restored; /* chunks restored in the step being formed */
     size_t n_restored, cap_restored;
+    /* tenant step share: new prefill tokens of each tenant in the step
+     * being formed (a step sees few tenants: a linear list) */
+    struct tenant_use {
+        uint64_t tenant;
+        uint32_t used;
+    } *use;
+    size_t n_use, cap_use;
+    uint32_t tenant_cap;  /* prefill tokens a tenant may take in this step; UINT32_MAX = no limit */
+    int64_t step_ns;      /* start of the step being formed (VTC memory term) */
+    uint32_t page_tokens; /* of the cache; 0 without one */
+    struct tenant_over {
+        uint64_t tenant;
+        double over; /* pages - share_pages */
+    } *over;
+    size_t cap_over;
+    const fkv_req *fair_choice; /* the last victim chosen by the fair rule, until preempted */
     char err[256];
 };
 
@@ -44,6 +60,54 @@ void fkv_sched_config_default(fkv_sched_config *c)
     c->miss = FKV_MISS_RECOMPUTE;
     c->pass_tokens = 1;
     c->block_tokens = 512;
+    c->publish_shared = 1;
+    c->fair_max_victim = 2;
+    c->n_reclaim = 0;
+    c->reclaim_sink_tokens = 4;      /* StreamingLLM's attention sinks */
+    c->reclaim_window_tokens = 1024; /* and a recent window */
+    c->vtc_mem_weight = 0;
+    c->tenant_step_share = 1;
+}
+
+static const char *const victim_names[] = {"last-started", "fewest-output", "fair"};
+
+int fkv_victim_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, victim_names[i])) return i;
+    return -1;
+}
+
+const char *fkv_victim_name(fkv_victim_rule v) { return (unsigned)v < 3 ? victim_names[v] : "?"; }
+
+int fkv_sched_parse_reclaim(const char *list, fkv_reclaim_action *out, uint32_t *n, char *why, size_t whylen)
+{
+    *n = 0;
+    if (!*list || !strcmp(list, "none")) return 0;
+    const char *p = list;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int found = -1;
+        /* PREEMPT is what happens after the list, not an entry of it */
+        for (int a = 0; a < FKV_RECLAIM_PREEMPT; a++) {
+            const char *nm = fkv_reclaim_name((fkv_reclaim_action)a);
+            if (strlen(nm) == len && !strncmp(p, nm, len)) found = a;
+        }
+        if (found < 0) {
+            snprintf(why, whylen, "entry %u '%.*s' is not one of quantize8, quantize4, drop, evict", *n + 1,
+                     (int)(len < 40 ? len : 40), p);
+            return -1;
+        }
+        for (uint32_t i = 0; i < *n; i++)
+            if (out[i] == (fkv_reclaim_action)found) {
+                snprintf(why, whylen, "entry %u '%.*s' repeats entry %u", *n + 1, (int)len, p, i + 1);
+                return -1;
+            }
+        out[(*n)++] = (fkv_reclaim_action)found;
+        if (!e) return 0;
+        p = e + 1;
+    }
 }
 
 static fkv_status fail(fkv_sched *s, fkv_status st, const char *fmt, ...)
@@ -62,10 +126,17 @@ fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_s
     *out = NULL;
     if (!cfg->max_batch_tokens || !cfg->max_running || !cfg->n_clients || !cfg->block_tokens)
         return FKV_EINVAL;
+    if ((unsigned)cfg->victim > FKV_VICTIM_FAIR || cfg->n_reclaim > FKV_N_RECLAIM ||
+        !(cfg->tenant_step_share > 0 && cfg->tenant_step_share <= 1) || !(cfg->vtc_mem_weight >= 0))
+        return FKV_EINVAL;
+    for (uint32_t i = 0; i < cfg->n_reclaim; i++)
+        if ((unsigned)cfg->reclaim[i] >= FKV_RECLAIM_PREEMPT) return FKV_EINVAL;
     fkv_sched *s = calloc(1, sizeof *s);
     if (!s) return FKV_ENOMEM;
     s->cfg = *cfg;
     s->cache = cache;
+    fkv_cache_info ci;
+    if (cache && fkv_cache_get_info(cache, &ci) == FKV_OK) s->page_tokens = ci.page_tokens;
     s->vtc = calloc(cfg->n_clients, sizeof *s->vtc);
     s->client_live = calloc(cfg->n_clients, sizeof *s->client_live);
     if (!s->vtc || !s->client_live) {
@@ -96,6 +167,8 @@ void fkv_sched_destroy(fkv_sched *s)
     free(s->client_live);
     free(s->tok);
     free(s->restored);
+    free(s->use);
+    free(s->over);
     free(s);
 }
 
@@ -200,6 +273,12 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
     size_t i = 0;
     while (i < s->n_run && s->run[i] != r) i++;
     if (i == s->n_run) return fail(s, FKV_ESTATE, "preempt: request %llu not running", (unsigned long long)r->id);
+    /* the cache counts its pages as reclaimed by preemption, for its tenant */
+    if (r->seq && s->cfg.n_reclaim) fkv_seq_reclaim(r->seq, FKV_RECLAIM_PREEMPT, NULL, 0, NULL);
+    if (s->fair_choice == r) {
+        r->fair_picks++;
+        s->fair_choice = NULL;
+    }
     memmove(s->run + i, s->run + i + 1, (s->n_run - i - 1) * sizeof *s->run);
     s->n_run--;
     /* state first: unpinning hands the chunks to the policy, which may ask
@@ -221,18 +300,53 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
     return wait_push(s, r, 1);
 }
 
-/* The victim among running requests not yet served in this step, or NULL. */
-static fkv_req *pick_victim(fkv_sched *s)
+/* How far r's tenant is over its fair share, in pages (memoized over one
+ * choice: n entries of s->over are valid).  A tenant the cache has not
+ * seen holds nothing: 0. */
+static double tenant_over(fkv_sched *s, uint64_t tenant, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (s->over[i].tenant == tenant) return s->over[i].over;
+    fkv_tenant_info ti;
+    double over = 0;
+    if (fkv_cache_tenant_info(s->cache, tenant, &ti) == FKV_OK) over = (double)ti.pages - ti.share_pages;
+    if (!fkv_grow(&s->over, &s->cap_over, *n + 1, sizeof *s->over)) s->over[(*n)++] = (struct tenant_over){tenant, over};
+    return over;
+}
+
+/* The victim by `rule` among running requests not yet served in this
+ * step, other than `except` (may be NULL), or NULL.  *fair is set when the
+ * fair rule chose it (sched.h: exempt requests are not its candidates, and
+ * with no candidate left the last-started one goes). */
+static fkv_req *pick_victim(fkv_sched *s, fkv_victim_rule rule, const fkv_req *except, int *fair)
 {
     fkv_req *best = NULL;
+    *fair = 0;
+    if (rule == FKV_VICTIM_FAIR && s->cache) {
+        size_t n_over = 0;
+        double best_over = 0;
+        for (size_t i = 0; i < s->n_run; i++) {
+            fkv_req *r = s->run[i];
+            if (r->served || r == except || r->fair_picks >= s->cfg.fair_max_victim) continue;
+            double over = tenant_over(s, r->tenant, &n_over);
+            if (!best || over > best_over || (over == best_over && r->admit_order > best->admit_order)) {
+                best = r;
+                best_over = over;
+            }
+        }
+        if (best) {
+            *fair = 1;
+            return best;
+        }
+    }
     for (size_t i = 0; i < s->n_run; i++) {
         fkv_req *r = s->run[i];
-        if (r->served) continue;
+        if (r->served || r == except) continue;
         if (!best) {
             best = r;
             continue;
         }
-        if (s->cfg.victim == FKV_VICTIM_LAST_STARTED) {
+        if (rule != FKV_VICTIM_FEWEST_OUTPUT) {
             if (r->admit_order > best->admit_order) best = r;
         } else {
             if (r->generated < best->generated ||
@@ -301,11 +415,53 @@ static int tail_restored_shared(const fkv_sched *s, fkv_req *r)
  * request stays running and tries again next step). */
 enum { SERVED = 0, GONE = 1, NOROOM = 2, STALLED = 3 };
 
-/* On a full cache: preempt a victim other than r and report 0, or report 1
- * when r itself must go (it is the only or the chosen victim). */
-static int make_room(fkv_sched *s, fkv_req *r, fkv_batch *b, fkv_status *st)
+/* Pages an allocation of `tokens` more tokens (after r's `len`) still
+ * needs beyond the free ones: at least 1 (it failed). */
+static uint32_t pages_needed(fkv_sched *s, uint32_t len, uint32_t tokens, int whole)
 {
-    fkv_req *v = pick_victim(s);
+    uint32_t pt = s->page_tokens ? s->page_tokens : 1;
+    uint32_t want = whole ? (tokens + pt - 1) / pt : (len + tokens + pt - 1) / pt - (len + pt - 1) / pt;
+    fkv_cache_info ci;
+    uint32_t free_pages = fkv_cache_get_info(s->cache, &ci) == FKV_OK ? ci.free_pages : 0;
+    return want > free_pages ? want - free_pages : 1;
+}
+
+/* Fair reclaim (sched.h): the configured actions in order on the fair
+ * victim other than r; 1 when one of them freed pages. */
+static int reclaim_some(fkv_sched *s, fkv_req *r, uint32_t need, fkv_status *st)
+{
+    fkv_reclaim_args args = {s->cfg.reclaim_sink_tokens, s->cfg.reclaim_window_tokens};
+    for (uint32_t k = 0; k < s->cfg.n_reclaim; k++) {
+        int fair;
+        fkv_req *v = pick_victim(s, FKV_VICTIM_FAIR, r, &fair); /* whatever the preemption rule */
+        if (!v) return 0;
+        if (!v->seq) continue;
+        uint32_t freed = 0;
+        fkv_status rs = fkv_seq_reclaim(v->seq, s->cfg.reclaim[k], &args, need, &freed);
+        if (rs != FKV_OK && rs != FKV_EFULL) {
+            *st = fail(s, rs, "request %llu: fkv_seq_reclaim %s: %s", (unsigned long long)v->id,
+                       fkv_reclaim_name(s->cfg.reclaim[k]), fkv_last_error());
+            return 0;
+        }
+        if (freed) {
+            v->fair_picks += fair;
+            v->reclaims++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* On a full cache that needs `need` more pages: reclaim from a victim or
+ * preempt one other than r and report 0, or report 1 when r itself must
+ * go (it is the only or the chosen victim). */
+static int make_room(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t need, fkv_status *st)
+{
+    if (s->cfg.n_reclaim && reclaim_some(s, r, need, st)) return 0;
+    if (*st) return 0;
+    int fair;
+    fkv_req *v = pick_victim(s, s->cfg.victim, NULL, &fair);
+    s->fair_choice = fair ? v : NULL;
     if (!v || v == r) return 1;
     *st = preempt(s, v);
     b->preempted++;
@@ -355,7 +511,7 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         uint32_t got = 0;
         fkv_status rs = fkv_seq_restore(r->seq, a, e, NULL, &got);
         if (rs == FKV_EFULL) {
-            if (make_room(s, r, b, st)) {
+            if (make_room(s, r, b, pages_needed(s, 0, e - a, 1), st)) {
                 if (!*restored) return give_up(s, r, b, admitting, st);
                 *missing_left = missing; /* what it restored is computed in this step */
                 return STALLED;
@@ -386,6 +542,45 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
     return SERVED;
 }
 
+/* Tenant step share: r's tenant's new prefill tokens in this step so far
+ * (an entry is added on first use); NULL on allocation failure. */
+static uint32_t *tenant_used(fkv_sched *s, uint64_t tenant)
+{
+    for (size_t i = 0; i < s->n_use; i++)
+        if (s->use[i].tenant == tenant) return &s->use[i].used;
+    if (fkv_grow(&s->use, &s->cap_use, s->n_use + 1, sizeof *s->use)) return NULL;
+    s->use[s->n_use] = (struct tenant_use){tenant, 0};
+    return &s->use[s->n_use++].used;
+}
+
+/* Prefill tokens r's tenant may still take in this step. */
+static uint32_t tenant_left(fkv_sched *s, const fkv_req *r)
+{
+    if (s->tenant_cap == UINT32_MAX) return UINT32_MAX;
+    const uint32_t *u = tenant_used(s, r->tenant);
+    return !u ? 0 : *u < s->tenant_cap ? s->tenant_cap - *u : 0;
+}
+
+/* At the start of a step: the tenant share applies when requests of two
+ * tenants or more have prefill left (sched.h). */
+static void tenant_share_start(fkv_sched *s)
+{
+    s->n_use = 0;
+    s->tenant_cap = UINT32_MAX;
+    if (s->cfg.tenant_step_share >= 1 || !s->cfg.chunked_prefill) return;
+    const fkv_req *first = NULL;
+    int two = 0;
+    for (size_t i = 0; i < s->n_wait + s->n_run && !two; i++) {
+        const fkv_req *r = i < s->n_wait ? s->wait[i] : s->run[i - s->n_wait];
+        if (r->computed >= r->target) continue; /* decoding, or only restores left */
+        if (!first) first = r;
+        else two = r->tenant != first->tenant;
+    }
+    if (!two) return;
+    double cap = s->cfg.tenant_step_share * s->cfg.max_batch_tokens;
+    s->tenant_cap = cap < 1 ? 1 : (uint32_t)cap;
+}
+
 /* Gives r its share of the step.  r is in the running set and pinned (when
  * it has a sequence).  *budget is the compute budget left. */
 static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int admitting, fkv_status *st)
@@ -401,6 +596,8 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
     prefill = r->computed < r->target;
     if (prefill) {
         n = r->target - r->computed;
+        uint32_t left = tenant_left(s, r);
+        if (n > left) n = left; /* chunked prefill only (tenant_share_start) */
         if (n > *budget) {
             /* without chunked prefill a prompt runs whole; one larger than
              * the budget runs alone in an otherwise empty step */
@@ -426,7 +623,7 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
                 *st = as;
                 return GONE;
             }
-            if (make_room(s, r, b, st)) {
+            if (make_room(s, r, b, pages_needed(s, r->computed, n, 0), st)) {
                 /* after restores, the step computes them; the new tokens wait */
                 rc = restored ? STALLED : give_up(s, r, b, admitting, st);
                 n = 0;
@@ -436,6 +633,10 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
         }
     }
     if (n) {
+        if (prefill && s->tenant_cap != UINT32_MAX) {
+            uint32_t *u = tenant_used(s, r->tenant);
+            if (u) *u += n;
+        }
         if (prefill && r->computed < r->redo_until) {
             uint32_t e = r->computed + n < r->redo_until ? r->computed + n : r->redo_until;
             r->recomputed += e - r->computed;
@@ -456,13 +657,24 @@ out:
     return rc;
 }
 
-/* Index of the next waiting request to admit. */
-static size_t pick_waiting(const fkv_sched *s)
+/* A waiting request whose tenant has used its step share would only take
+ * a running slot and memory this step. */
+static int may_prefill(fkv_sched *s, const fkv_req *r)
 {
-    if (s->cfg.admission == FKV_ADMIT_FCFS || s->n_wait < 2) return 0;
-    size_t best = 0;
-    for (size_t i = 1; i < s->n_wait; i++)
+    return s->tenant_cap == UINT32_MAX || s->cfg.mode != FKV_SCHED_CONTINUOUS || r->computed >= r->target ||
+           tenant_left(s, r) > 0;
+}
+
+/* Index of the next waiting request to admit, or n_wait for none. */
+static size_t pick_waiting(fkv_sched *s)
+{
+    size_t best = s->n_wait;
+    for (size_t i = 0; i < s->n_wait; i++) {
+        if (!may_prefill(s, s->wait[i])) continue;
+        if (best == s->n_wait) best = i;
+        if (s->cfg.admission == FKV_ADMIT_FCFS) break;
         if (s->vtc[s->wait[i]->client] < s->vtc[s->wait[best]->client]) best = i;
+    }
     return best;
 }
 
@@ -475,6 +687,11 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r)
     p.request_id = r->id;
     p.client_id = r->client;
     p.expected_tokens = r->prompt + r->output;
+    p.tenant = r->tenant;
+    p.cache_salt = r->cache_salt;
+    /* the simulator's shared_tokens are a per-client system prompt: public
+     * unless the configuration keeps prefixes within the tenant */
+    if (s->cfg.publish_shared) p.shared_prefix_tokens = r->shared_tokens < r->prompt ? r->shared_tokens : r->prompt;
     if (!s->cfg.pass_tokens) {
         p.block_ids = r->block_ids;
         p.n_block_ids = r->n_block_ids;
@@ -507,6 +724,9 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     b->preempted = 0;
     b->wake_ns = 0;
     uint32_t budget = s->cfg.max_batch_tokens;
+    s->step_ns = now;
+    s->fair_choice = NULL;
+    tenant_share_start(s);
     /* running requests stay pinned from admission to the end (or their
      * preemption): every step reads their whole context, and no cache call
      * happens between steps, so unpinning them in between would only churn
@@ -540,6 +760,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     while (may_admit && s->n_wait && s->n_run < s->cfg.max_running &&
            (budget > 0 || s->cfg.mode == FKV_SCHED_DYNAMIC)) {
         size_t wi = pick_waiting(s);
+        if (wi == s->n_wait) break; /* every waiting tenant used its step share */
         fkv_req *r = s->wait[wi];
         if ((st = open_seq(s, r)) != FKV_OK) return st;
         if (fkv_grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) return FKV_ENOMEM;
@@ -607,6 +828,16 @@ fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns)
             r->finish_ns = end_ns;
             r->state = FKV_REQ_DONE;
             s->done++;
+        }
+    }
+    /* VTC with memory: every running request pays for the KV it held
+     * during the step (sched.h) */
+    if (s->cfg.vtc_mem_weight > 0 && end_ns > s->step_ns) {
+        double dt = (end_ns - s->step_ns) * 1e-9;
+        for (size_t i = 0; i < s->n_run; i++) {
+            const fkv_req *r = s->run[i];
+            double held = s->cache && r->seq ? (double)fkv_seq_pages(r->seq) * s->page_tokens : r->computed;
+            s->vtc[r->client] += s->cfg.vtc_mem_weight * held * dt;
         }
     }
     /* drop the finished ones (unpinned: their chunks join the prefix cache) */

@@ -25,6 +25,34 @@
  *   FKV_VICTIM_FEWEST_OUTPUT fewest output tokens so far, then longest
  *                            prompt, then most recently admitted (SGLang's
  *                            retract order).
+ *   FKV_VICTIM_FAIR          the request of the tenant most over its fair
+ *                            share (fkv_tenant_info: pages - share_pages),
+ *                            the most recently admitted one within it.
+ * Starvation bound of the fair rule: a request that the fair rule has
+ * chosen fair_max_victim times (for a reclaim that freed pages or for a
+ * preemption) is exempt from it; when every candidate is exempt, the
+ * victim is the last-started one.  So no request is chosen by the fair
+ * rule more than fair_max_victim times in its life, and beyond that it is
+ * treated as under vLLM's rule, where the oldest running request is never
+ * chosen while others are candidates: it always progresses, so every
+ * request finishes (tests/test_sched_fair.c, "starvation").
+ *
+ * Fair reclaim (reclaim[0 .. n_reclaim), empty by default): when an
+ * allocation fails where the scheduler would preempt, each action in order
+ * is tried on the fair victim (the rule above, among candidates other than
+ * the requester): fkv_seq_reclaim(victim, action, pages still needed); the
+ * allocation is retried after every action that freed pages, from the
+ * first action again.  Only when every action freed nothing is a victim
+ * preempted (with fkv_seq_reclaim(victim, FKV_RECLAIM_PREEMPT) just before,
+ * which counts its pages for its tenant).  The victim is not yet served in
+ * this step, so nothing reads it while it is reclaimed, and the chunks an
+ * EVICT made missing are restored (recomputed) by its own item when it is
+ * served later in the step, or in the next step, by the restore path
+ * below.  DROP (sink reclaim_sink_tokens, window reclaim_window_tokens)
+ * removes K/V for good: it only suits an engine whose attention already
+ * reads a sink and a window (a sparsity mode); a dense engine loses
+ * accuracy.
+ *
  * The victim is unpinned and either keeps its sequence (its chunks become
  * evictable; on resume the evicted ranges are recomputed) or frees it (its
  * chunks stay in the prefix cache; on resume it is matched again and the
@@ -52,6 +80,31 @@
  * writes each layer's K/V in batch order before later items read it
  * (src/engine) computes in time.
  *
+ * Tenants (fkv_req.tenant, 0 = anonymous) are passed to the cache
+ * (fkv_seq_params.tenant), which charges pages and computes fair shares by
+ * them.  A request's shared_tokens (the simulator's per-client system
+ * prompt) are published to every tenant (shared_prefix_tokens) when
+ * publish_shared is set: a system prompt is public; otherwise they are
+ * matched within the tenant only.
+ *
+ * Tenant step share (tenant_step_share < 1, Sarathi-Serve's bounded
+ * prefill chunks applied per tenant): while requests of at least two
+ * tenants have prefill left (waiting, or running below their target) at
+ * the start of a step, no tenant's new prefill tokens in that step exceed
+ * tenant_step_share x max_batch_tokens (at least 1); decode tokens and
+ * restores are not limited, and admission skips a waiting request whose
+ * tenant has used its share.  Applied with chunked prefill only (a whole
+ * prompt cannot be bounded).
+ *
+ * VTC (admission FKV_ADMIT_VTC): a client's counter grows by vtc_in_weight
+ * per prefilled prompt token and vtc_out_weight per output token, and, with
+ * vtc_mem_weight > 0 (Justitia's memory-centric cost: KV memory x time), at
+ * every fkv_sched_finish by vtc_mem_weight x (KV tokens the request holds:
+ * its charged pages x page tokens with a cache, else its length) x (the
+ * step's duration in seconds) for every running request.  Units: counter
+ * units are weighted tokens, so vtc_mem_weight is counter units per
+ * token-second of KV held.
+ *
  * Dynamic (windowed) batching: a batch is admitted only when nothing runs,
  * once the oldest waiting request has waited batch_window_ns or
  * max_running requests wait; the batch then runs to completion.
@@ -66,7 +119,11 @@
 
 typedef enum fkv_sched_mode { FKV_SCHED_CONTINUOUS = 0, FKV_SCHED_DYNAMIC = 1 } fkv_sched_mode;
 typedef enum fkv_admit { FKV_ADMIT_FCFS = 0, FKV_ADMIT_VTC = 1 } fkv_admit;
-typedef enum fkv_victim_rule { FKV_VICTIM_LAST_STARTED = 0, FKV_VICTIM_FEWEST_OUTPUT = 1 } fkv_victim_rule;
+typedef enum fkv_victim_rule {
+    FKV_VICTIM_LAST_STARTED = 0,
+    FKV_VICTIM_FEWEST_OUTPUT = 1,
+    FKV_VICTIM_FAIR = 2
+} fkv_victim_rule;
 typedef enum fkv_preempt_mode { FKV_PREEMPT_KEEP = 0, FKV_PREEMPT_FREE = 1 } fkv_preempt_mode;
 typedef enum fkv_miss_mode { FKV_MISS_RECOMPUTE = 0, FKV_MISS_RELOAD = 1 } fkv_miss_mode;
 
@@ -84,9 +141,22 @@ typedef struct fkv_sched_config {
     fkv_miss_mode miss;
     int pass_tokens;           /* 1: synthesize token ids (prefix index keys) */
     uint32_t block_tokens;     /* tokens named by one block id (512) */
+    int publish_shared;        /* 1: shared_tokens are published to every tenant */
+    uint32_t fair_max_victim;  /* 2: fair-rule choices after which a request is exempt */
+    fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* tried in order before preempting */
+    uint32_t n_reclaim;        /* 0: preempt at once (no PREEMPT entry: it is implied) */
+    uint32_t reclaim_sink_tokens, reclaim_window_tokens; /* DROP: 4 and 1024 */
+    double vtc_mem_weight;     /* 0: counter units per token-second of KV held */
+    double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);
+/* "quantize8,quantize4,drop,evict" -> c->reclaim / n_reclaim ("" or "none"
+ * = empty); -1 with why[] naming the bad entry. */
+int fkv_sched_parse_reclaim(const char *list, fkv_reclaim_action *out, uint32_t *n, char *why, size_t whylen);
+/* "last-started", "fewest-output", "fair" <-> rule; -1 if unknown. */
+int fkv_victim_parse(const char *name);
+const char *fkv_victim_name(fkv_victim_rule v);
 
 typedef enum fkv_req_state {
     FKV_REQ_PENDING = 0, /* not yet arrived */
@@ -100,6 +170,8 @@ typedef enum fkv_req_state {
 typedef struct fkv_req {
     uint64_t id;              /* nonzero, unique */
     uint64_t client;          /* < n_clients for VTC */
+    uint64_t tenant;          /* fkv_seq_params.tenant: 0 = anonymous */
+    uint64_t cache_salt;      /* fkv_seq_params.cache_salt: 0 = none */
     int64_t arrival_ns;
     uint32_t prompt, output;  /* tokens; output >= 1 */
     const uint64_t *block_ids; /* prefix blocks (block_tokens each), may be NULL */
@@ -122,6 +194,8 @@ typedef struct fkv_req {
     uint64_t admit_order;     /* last admission, for the victim rules */
     uint64_t preempt_order;   /* last preemption (0 = never) */
     uint32_t preemptions;
+    uint32_t fair_picks;      /* times the fair victim rule chose it (<= fair_max_victim) */
+    uint32_t reclaims;        /* reclaim actions that freed some of its pages */
     uint64_t recomputed;      /* tokens computed again after eviction/preemption */
     uint64_t reloaded;        /* tokens reloaded from the host tier */
     uint64_t matched;         /* prompt tokens found in the prefix cache */
