@@ -52,6 +52,15 @@ static int bench_main(fkv_bench_opts *o)
     int rc = 0;
     size_t nsch = 0;
     int json_multi = n_loads > 1 && !strcmp(o->format, "json");
+    char tenants[400] = "";
+    if (o->sim.n_tenants) {
+        static const char *const an[] = {"client", "roundrobin", "heavy"};
+        int k = snprintf(tenants, sizeof tenants, "%u, assigned by %s", o->sim.n_tenants, an[o->tenant_assign]);
+        if (o->tenant_assign == FKV_ASSIGN_HEAVY) k += snprintf(tenants + k, sizeof tenants - (size_t)k, ":%g", o->heavy_frac);
+        k += snprintf(tenants + k, sizeof tenants - (size_t)k, ", weights");
+        for (uint32_t t = 0; t < o->sim.n_tenants && k < (int)sizeof tenants - 16; t++)
+            k += snprintf(tenants + k, sizeof tenants - (size_t)k, "%s%g", t ? "," : " ", o->sim.tenant_weight[t]);
+    }
     if (json_multi) fprintf(out, "{\"runs\":[\n");
     for (size_t li = 0; li < n_loads && all && loads; li++) {
         double load = o->load_lo > 0 ? o->load_lo + li * o->load_step : -1;
@@ -85,6 +94,8 @@ static int bench_main(fkv_bench_opts *o)
             .seed = o->seed,
             .admission = o->sim.sched.admission == FKV_ADMIT_VTC ? "vtc" : "fcfs",
             .batching = o->sim.sched.mode == FKV_SCHED_DYNAMIC ? "dynamic" : "continuous",
+            .n_tenants = o->sim.n_tenants,
+            .tenants = tenants,
         };
         if (json_multi && li) fprintf(out, ",\n");
         report(out, o->format, &m, sums, nsch, li == 0);

@@ -62,6 +62,18 @@ void fkv_bench_usage(FILE *f)
             "  --time-scale S           multiply trace arrival times by S\n"
             "  --seed N                 RNG seed (42)\n"
             "  --clients K              clients for VTC admission (4)\n"
+            "tenants (docs/ARCHITECTURE.md, \"Tenants\"):\n"
+            "  --tenants N              tenants 1..N (0 = none: every request anonymous; at most 16)\n"
+            "  --tenant-weights W1,W2,...  one weight per tenant (1 each)\n"
+            "  --tenant-assign client|roundrobin|heavy:F   tenant of a request: 1 + client mod N (default),\n"
+            "                           1 + index mod N, or tenant 1 for a fraction F, the rest round-robin\n"
+            "  --quotas off|request|tenant   the cache's fair shares for every scheme (default: the scheme's)\n"
+            "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"
+            "  --reclaim A,B,...        fair reclaim before preemption for every scheme: quantize8, quantize4,\n"
+            "                           drop, evict (none = preempt at once; default: the scheme's)\n"
+            "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"
+            "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"
+            "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n"
             "system:\n"
             "  --profile NAME           cost profile (a100-llama2-7b; see below)\n"
             "  --step-coeffs C0,C1,C2[,C3]  replace the profile's step cost by the fitted form of\n"
@@ -92,6 +104,35 @@ static int bad(const char *opt, const char *v)
 {
     fprintf(stderr, "fairkv: bad value for %s: '%s'\n", opt, v ? v : "(missing)");
     return -1;
+}
+
+static int bad_why(const char *opt, const char *v, const char *why)
+{
+    fprintf(stderr, "fairkv: bad value for %s: '%s': %s\n", opt, v, why);
+    return -1;
+}
+
+/* "w1,w2,..." -> weights in (0, 1e9]; -1 with why[]. */
+static int parse_weights(const char *v, double *w, uint32_t *n, char *why, size_t whylen)
+{
+    *n = 0;
+    const char *p = v;
+    for (;;) {
+        if (*n == FKV_SIM_MAX_TENANTS) {
+            snprintf(why, whylen, "more than %d weights", FKV_SIM_MAX_TENANTS);
+            return -1;
+        }
+        char *e;
+        errno = 0;
+        double x = strtod(p, &e);
+        if (e == p || errno || (*e && *e != ',') || !(x > 0 && x <= 1e9)) {
+            snprintf(why, whylen, "weight %u is not a number in (0, 1e9]", *n + 1);
+            return -1;
+        }
+        w[(*n)++] = x;
+        if (!*e) return 0;
+        p = e + 1;
+    }
 }
 
 static int num(const char *s, double *out)
@@ -269,6 +310,53 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 0 || d > 1e9) return bad(a, v);
         o->sim.quant_hot = (uint32_t)d;
+    } else if (!strcmp(a, "--tenants")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > FKV_SIM_MAX_TENANTS || d != floor(d))
+            return bad_why(a, v, "a whole number of tenants from 0 to 16");
+        o->sim.n_tenants = (uint32_t)d;
+    } else if (!strcmp(a, "--tenant-weights")) {
+        TAKE();
+        char why[160];
+        if (parse_weights(v, o->sim.tenant_weight, &o->n_weights, why, sizeof why)) return bad_why(a, v, why);
+    } else if (!strcmp(a, "--tenant-assign")) {
+        TAKE();
+        if (!strcmp(v, "client")) o->tenant_assign = FKV_ASSIGN_CLIENT;
+        else if (!strcmp(v, "roundrobin")) o->tenant_assign = FKV_ASSIGN_ROUNDROBIN;
+        else if (!strncmp(v, "heavy:", 6)) {
+            if (num(v + 6, &o->heavy_frac) || !(o->heavy_frac > 0 && o->heavy_frac <= 1))
+                return bad_why(a, v, "heavy:F needs a fraction F in (0, 1]");
+            o->tenant_assign = FKV_ASSIGN_HEAVY;
+        } else
+            return bad_why(a, v, "one of client, roundrobin, heavy:F");
+    } else if (!strcmp(a, "--quotas")) {
+        TAKE();
+        if (!strcmp(v, "off")) o->sim.quotas = FKV_QUOTA_OFF;
+        else if (!strcmp(v, "request")) o->sim.quotas = FKV_QUOTA_REQUEST;
+        else if (!strcmp(v, "tenant")) o->sim.quotas = FKV_QUOTA_TENANT;
+        else return bad_why(a, v, "one of off, request, tenant");
+    } else if (!strcmp(a, "--victim")) {
+        TAKE();
+        int r = fkv_victim_parse(v);
+        if (r < 0) return bad_why(a, v, "one of last-started, fewest-output, fair");
+        o->sim.victim = r;
+    } else if (!strcmp(a, "--reclaim")) {
+        TAKE();
+        char why[160];
+        if (fkv_sched_parse_reclaim(v, o->sim.sched.reclaim, &o->sim.sched.n_reclaim, why, sizeof why))
+            return bad_why(a, v, why);
+        o->sim.reclaim_set = 1;
+    } else if (!strcmp(a, "--vtc-mem")) {
+        TAKE();
+        if (num(v, &o->sim.sched.vtc_mem_weight) || o->sim.sched.vtc_mem_weight < 0)
+            return bad_why(a, v, "a weight >= 0 (counter units per token-second)");
+    } else if (!strcmp(a, "--tenant-step-share")) {
+        TAKE();
+        if (num(v, &o->sim.sched.tenant_step_share) ||
+            !(o->sim.sched.tenant_step_share > 0 && o->sim.sched.tenant_step_share <= 1))
+            return bad_why(a, v, "a fraction in (0, 1]");
+    } else if (!strcmp(a, "--private-prefix")) {
+        o->sim.sched.publish_shared = 0;
     } else if (!strcmp(a, "--schemes")) {
         TAKE();
         o->schemes = v;
@@ -323,6 +411,16 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
         }
     }
     c->base.block_tokens = o->sim.sched.block_tokens;
+    if (o->n_weights && o->n_weights != o->sim.n_tenants) {
+        snprintf(err, errlen, "--tenant-weights gives %u weights for --tenants %u", o->n_weights, o->sim.n_tenants);
+        return FKV_EINVAL;
+    }
+    if (o->tenant_assign == FKV_ASSIGN_HEAVY && o->sim.n_tenants < 2 && o->heavy_frac < 1) {
+        snprintf(err, errlen, "--tenant-assign heavy:%g needs --tenants 2 or more (%u given)", o->heavy_frac,
+                 o->sim.n_tenants);
+        return FKV_EINVAL;
+    }
+    fkv_bench_assign_tenants(o, &c->base);
     if (o->load_lo > 0 || o->trace == NULL) {
         if ((st = fkv_sim_capacity_rps(&c->base, &o->sim, &c->cap_rps, err, errlen)) != FKV_OK) return st;
     }
@@ -367,6 +465,34 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
                  raised ? ", raised to the largest request" : "");
     }
     return FKV_OK;
+}
+
+void fkv_bench_assign_tenants(const fkv_bench_opts *o, fkv_workload *w)
+{
+    uint32_t n = o->sim.n_tenants, rr = 0;
+    double acc = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        fkv_req *r = &w->reqs[i];
+        if (!n) {
+            r->tenant = 0;
+            continue;
+        }
+        switch (o->tenant_assign) {
+        case FKV_ASSIGN_ROUNDROBIN: r->tenant = 1 + i % n; break;
+        case FKV_ASSIGN_HEAVY:
+            /* error diffusion: exactly round(F x i) of the first i requests
+             * are tenant 1's, spread evenly over the trace */
+            acc += o->heavy_frac;
+            if (acc >= 1 - 1e-12 || n == 1) {
+                acc -= 1;
+                r->tenant = 1;
+            } else {
+                r->tenant = 2 + rr++ % (n - 1);
+            }
+            break;
+        default: r->tenant = 1 + r->client % n; break;
+        }
+    }
 }
 
 fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, double *rate)

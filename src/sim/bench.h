@@ -30,7 +30,22 @@ typedef struct fkv_bench_opts {
     const char *output;     /* file or NULL = stdout */
     const char *plot_dir;
     int quiet;
+    /* tenants (sim.n_tenants, sim.tenant_weight): how requests get them */
+    int tenant_assign;      /* fkv_tenant_assign */
+    double heavy_frac;      /* heavy:F: tenant 1's fraction of the requests */
+    uint32_t n_weights;     /* --tenant-weights given: this many */
 } fkv_bench_opts;
+
+typedef enum fkv_tenant_assign {
+    FKV_ASSIGN_CLIENT = 0,     /* tenant = 1 + client mod n (the trace's client or user) */
+    FKV_ASSIGN_ROUNDROBIN = 1, /* tenant = 1 + request index mod n */
+    FKV_ASSIGN_HEAVY = 2       /* tenant 1 sends heavy_frac of the requests, spread evenly; the rest go
+                                * round-robin over tenants 2..n */
+} fkv_tenant_assign;
+
+/* Sets every request's tenant (1..n_tenants) by the options' rule; with
+ * n_tenants == 0 leaves them anonymous (0). */
+void fkv_bench_assign_tenants(const fkv_bench_opts *o, fkv_workload *w);
 
 void fkv_bench_opts_default(fkv_bench_opts *o);
 

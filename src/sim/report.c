@@ -103,6 +103,68 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     o->steps = r->steps;
     o->max_step_tokens = r->max_step_tokens;
     o->capacity_tokens = r->capacity_tokens;
+    o->n_tenants = r->n_tenants;
+    if (!r->n_tenants) return;
+    int64_t *e2e = malloc(r->n * sizeof *e2e), *ttft = malloc(r->n * sizeof *ttft);
+    if (!e2e || !ttft) {
+        free(e2e);
+        free(ttft);
+        return;
+    }
+    double lo = 0, hi = 0;
+    for (uint32_t t = 1; t <= r->n_tenants; t++) {
+        /* the tenant's requests only: the others count as not done */
+        for (size_t i = 0; i < r->n; i++) {
+            e2e[i] = r->tenant[i] == t ? r->e2e_ns[i] : -1;
+            ttft[i] = r->tenant[i] == t ? r->ttft_ns[i] : -1;
+        }
+        fkv_lat_stats a, b;
+        fkv_lat_stats_compute(e2e, r->cls, r->n, &a);
+        fkv_lat_stats_compute(ttft, r->cls, r->n, &b);
+        struct fkv_tenant_summary *x = &o->tenants[t];
+        x->n = a.n;
+        x->weight = r->tenants[t].weight;
+        x->share_pages = r->tenants[t].share_pages;
+        x->e2e_mean_ms = a.mean_ms;
+        x->e2e_p99_ms = a.p99_ms;
+        x->ttft_mean_ms = b.mean_ms;
+        x->ttft_p99_ms = b.p99_ms;
+        x->preemptions = r->tenants[t].preemptions;
+        x->reclaims = r->tenants[t].reclaims;
+        memcpy(x->reclaimed_pages, r->tenants[t].reclaimed_pages, sizeof x->reclaimed_pages);
+        if (a.n && (lo == 0 || a.mean_ms < lo)) lo = a.mean_ms;
+        if (a.n && a.mean_ms > hi) hi = a.mean_ms;
+    }
+    o->tenant_spread = lo > 0 ? hi / lo : 0;
+    free(e2e);
+    free(ttft);
+}
+
+static const char *const slot_names[FKV_N_RECLAIM_SLOTS] = {"quantize8", "quantize4", "drop", "evict", "preempt",
+                                                            "idle"};
+
+/* Per-tenant latency and reclaim, after the main tables (tenants only). */
+static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
+{
+    if (!n || !s[0].n_tenants) return;
+    fprintf(f, "\nper tenant: end-to-end and first-token latency (ms), pages reclaimed by action\n");
+    fprintf(f, "%-13s %6s %6s %8s %6s %9s %9s %9s %9s %7s %8s %8s %8s %8s %8s %8s %8s\n", "scheme", "tenant",
+            "weight", "share", "done", "mean", "P99", "TTFTmean", "TTFTp99", "preempt", "reclaims", "q8", "q4",
+            "drop", "evict", "preempt", "idle");
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t t = 1; t <= s[i].n_tenants; t++) {
+            const struct fkv_tenant_summary *x = &s[i].tenants[t];
+            fprintf(f, "%-13s %6u %6.2f %8.0f %6zu %9.1f %9.1f %9.1f %9.1f %7llu %8llu", s[i].name, t, x->weight,
+                    x->share_pages, x->n, x->e2e_mean_ms, x->e2e_p99_ms, x->ttft_mean_ms, x->ttft_p99_ms,
+                    (unsigned long long)x->preemptions, (unsigned long long)x->reclaims);
+            for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
+                fprintf(f, " %8llu", (unsigned long long)x->reclaimed_pages[k]);
+            fputc('\n', f);
+        }
+    fprintf(f, "share = the tenant's fair share of the pool at the end (pages); spread = largest / smallest tenant "
+               "mean:");
+    for (size_t i = 0; i < n; i++) fprintf(f, " %s %.2f", s[i].name, s[i].tenant_spread);
+    fprintf(f, "\n");
 }
 
 void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n)
@@ -122,6 +184,7 @@ static void meta_line(FILE *f, const fkv_report_meta *m)
     fprintf(f, "\nprofile %s; KV capacity %llu tokens (%.2f GB), %s; admission %s, %s batching; seed %llu\n",
             m->profile, (unsigned long long)m->capacity_tokens, m->capacity_gb, m->capacity_rule, m->admission,
             m->batching, (unsigned long long)m->seed);
+    if (m->n_tenants) fprintf(f, "tenants: %s\n", m->tenants);
 }
 
 void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
@@ -154,6 +217,7 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     }
     fprintf(f, "pfx%% = prompt tokens found in the prefix cache at first admission; rej = requests larger than "
                "the cache\n");
+    tenant_text(f, s, n);
     fprintf(f, "\nseed table 4.2 for comparison: LRU 142/623/89/412, F-LRU 128/287/112/156, "
                "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
 }
@@ -179,6 +243,7 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                "\"admission\":\"%s\",\"batching\":\"%s\",\"schemes\":[",
             m->requests, m->profile, (unsigned long long)m->capacity_tokens, m->capacity_gb, m->capacity_rule,
             m->arrival_rate, m->capacity_rps, (unsigned long long)m->seed, m->admission, m->batching);
+    if (m->n_tenants) fprintf(f, "\"tenants\":\"%s\",", m->tenants);
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
         fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"cache_hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,"
@@ -191,11 +256,28 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
         json_lat(f, "tpot", &x->tpot);
         fprintf(f, ",\"recomputed_tokens\":%llu,\"reloaded_tokens\":%llu,\"preemptions\":%llu,\"evicted_pages\":%llu,"
                    "\"done\":%zu,\"rejected\":%zu,\"throughput_tok_s\":%.3f,\"throughput_req_s\":%.4f,"
-                   "\"makespan_s\":%.4f,\"steps\":%llu,\"max_step_tokens\":%llu}",
+                   "\"makespan_s\":%.4f,\"steps\":%llu,\"max_step_tokens\":%llu",
                 (unsigned long long)x->recomputed_tokens, (unsigned long long)x->reloaded_tokens,
                 (unsigned long long)x->preemptions, (unsigned long long)x->evicted_pages, x->done, x->rejected,
                 x->throughput_tok_s, x->throughput_req_s, x->makespan_s, (unsigned long long)x->steps,
                 (unsigned long long)x->max_step_tokens);
+        if (x->n_tenants) {
+            fprintf(f, ",\"tenant_spread\":%.4f,\"tenants\":[", x->tenant_spread);
+            for (uint32_t t = 1; t <= x->n_tenants; t++) {
+                const struct fkv_tenant_summary *y = &x->tenants[t];
+                fprintf(f, "%s{\"tenant\":%u,\"weight\":%.4f,\"share_pages\":%.1f,\"done\":%zu,\"e2e_mean_ms\":%.3f,"
+                           "\"e2e_p99_ms\":%.3f,\"ttft_mean_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"preemptions\":%llu,"
+                           "\"reclaims\":%llu,\"reclaimed_pages\":{",
+                        t > 1 ? "," : "", t, y->weight, y->share_pages, y->n, y->e2e_mean_ms, y->e2e_p99_ms,
+                        y->ttft_mean_ms, y->ttft_p99_ms, (unsigned long long)y->preemptions,
+                        (unsigned long long)y->reclaims);
+                for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
+                    fprintf(f, "%s\"%s\":%llu", k ? "," : "", slot_names[k], (unsigned long long)y->reclaimed_pages[k]);
+                fprintf(f, "}}");
+            }
+            fprintf(f, "]");
+        }
+        fputc('}', f);
     }
     fprintf(f, "\n]}\n");
 }
@@ -207,13 +289,19 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
                    "e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,e2e_std_ms,e2e_short_mean_ms,e2e_short_p99_ms,"
                    "e2e_medium_mean_ms,e2e_medium_p99_ms,e2e_long_mean_ms,e2e_long_p99_ms,"
                    "ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,ttft_std_ms,ttft_short_mean_ms,ttft_long_mean_ms,"
-                   "tpot_mean_ms,tpot_p99_ms,recomputed_tokens,preemptions,done,rejected,throughput_tok_s\n");
+                   "tpot_mean_ms,tpot_p99_ms,recomputed_tokens,preemptions,done,rejected,throughput_tok_s");
+    if (header && n && s[0].n_tenants) {
+        fprintf(f, ",tenant_spread");
+        for (uint32_t t = 1; t <= s[0].n_tenants; t++)
+            fprintf(f, ",t%u_e2e_mean_ms,t%u_e2e_p99_ms,t%u_ttft_mean_ms,t%u_ttft_p99_ms", t, t, t, t);
+    }
+    if (header) fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
         fprintf(f, "%s,", m->workload);
         if (m->load >= 0) fprintf(f, "%.4f", m->load);
         fprintf(f, ",%s,%llu,%s,%.6f,%.6f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%zu,%zu,%.3f\n",
+                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%zu,%zu,%.3f",
                 m->profile, (unsigned long long)m->capacity_tokens, x->name, x->hit_rate, x->prefix_hit_rate,
                 x->fairness_gain, x->e2e.mean_ms, x->e2e.p50_ms, x->e2e.p99_ms, x->e2e.std_ms,
                 x->e2e.by_class[0].mean_ms, x->e2e.by_class[0].p99_ms, x->e2e.by_class[1].mean_ms,
@@ -221,5 +309,12 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
                 x->ttft.p50_ms, x->ttft.p99_ms, x->ttft.std_ms, x->ttft.by_class[0].mean_ms, x->ttft.by_class[2].mean_ms,
                 x->tpot.mean_ms, x->tpot.p99_ms, (unsigned long long)x->recomputed_tokens,
                 (unsigned long long)x->preemptions, x->done, x->rejected, x->throughput_tok_s);
+        if (x->n_tenants) {
+            fprintf(f, ",%.4f", x->tenant_spread);
+            for (uint32_t t = 1; t <= x->n_tenants; t++)
+                fprintf(f, ",%.3f,%.3f,%.3f,%.3f", x->tenants[t].e2e_mean_ms, x->tenants[t].e2e_p99_ms,
+                        x->tenants[t].ttft_mean_ms, x->tenants[t].ttft_p99_ms);
+        }
+        fputc('\n', f);
     }
 }

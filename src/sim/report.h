@@ -35,6 +35,15 @@ typedef struct fkv_scheme_summary {
     double makespan_s;
     uint64_t steps, max_step_tokens, capacity_tokens;
     double sim_wall_s;       /* not printed in byte-compared outputs */
+    uint32_t n_tenants;      /* 0: no per-tenant part in any output */
+    struct fkv_tenant_summary {
+        size_t n;            /* finished requests */
+        double weight, share_pages;
+        double e2e_mean_ms, e2e_p99_ms, ttft_mean_ms, ttft_p99_ms;
+        uint64_t preemptions, reclaims;
+        uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS];
+    } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t = 1..n_tenants */
+    double tenant_spread;    /* largest / smallest tenant mean e2e (1 = even); 0 without tenants */
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */
@@ -50,6 +59,8 @@ typedef struct fkv_report_meta {
     double capacity_rps;     /* saturation throughput, requests/s */
     uint64_t seed;
     const char *admission, *batching;
+    uint32_t n_tenants;      /* 0: no tenants (nothing printed about them) */
+    const char *tenants;     /* e.g. "4 tenants, heavy:0.7, weights 1,1,1,1" */
 } fkv_report_meta;
 
 void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_lat_stats *out);

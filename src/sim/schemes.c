@@ -18,22 +18,24 @@
 #include "sim/sim.h"
 
 static const fkv_scheme schemes[] = {
-    /* name        policy          quota dyn chunk page prefix victim                    on_preempt */
-    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "plain LRU over 64-token chunks"},
-    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "FIFO over 64-token chunks"},
-    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+    /* name        policy          quota dyn chunk page prefix victim                    on_preempt reclaim */
+    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, "plain LRU over 64-token chunks"},
+    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, "FIFO over 64-token chunks"},
+    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
      "F-LRU (evict highest alpha/count + beta*age) with per-request quotas, fixed 64-token chunks"},
-    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
      "F-LRU + quotas + dynamic chunking (the seed's 'dynamic chunking' row)"},
-    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
      "the seed's formula read literally (evict the lowest score) + quotas"},
-    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, "SIEVE (NSDI'24) over 64-token chunks"},
-    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP,
+    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, "SIEVE (NSDI'24) over 64-token chunks"},
+    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
      "Belady's MIN with the simulator's knowledge of the future: the hit-rate limit"},
-    {"vllm", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE,
+    {"vllm", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL,
      "vLLM emulation: 16-token blocks, LRU prefix cache of freed blocks, preempt last-started, recompute"},
-    {"sglang", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE,
+    {"sglang", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL,
      "SGLang emulation: radix prefix cache, LRU of unlocked leaves, retract fewest-output request"},
+    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict",
+     "issue 12: tenant max-min shares, fair victim, reclaim quantize8 > quantize4 > evict before preempting"},
 };
 
 const fkv_scheme *fkv_scheme_list(size_t *n)

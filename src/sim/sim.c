@@ -20,6 +20,9 @@ void fkv_sim_config_default(fkv_sim_config *c)
     c->quant = FKV_QUANT_OFF;
     c->quant_dtype = FKV_INT8;
     c->quant_hot = 128;
+    for (int t = 0; t < FKV_SIM_MAX_TENANTS; t++) c->tenant_weight[t] = 1;
+    c->quotas = -1;
+    c->victim = -1;
 }
 
 /* What Belady's MIN may know: the simulator's view of every request. */
@@ -169,7 +172,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.chunk_tokens = sc->chunk_tokens;
     cc.dynamic_chunking = sc->dynamic_chunking;
     cc.policy = sc->policy;
-    cc.quotas = sc->quotas;
+    cc.quotas = cfg->quotas >= 0 ? cfg->quotas : sc->quotas;
     cc.prefix_cache = sc->prefix_cache;
     cc.block_tokens = cfg->sched.block_tokens;
     if (cfg->alpha >= 0) cc.alpha = cfg->alpha;
@@ -190,6 +193,14 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     char e[256] = "";
     fkv_status st = fkv_cache_create(&cc, cache, e, sizeof e);
     if (st) return fkv_errf(err, errlen, st, "scheme %s: fkv_cache_create: %s (%s)", sc->name, fkv_strerror(st), e);
+    for (uint32_t t = 0; t < cfg->n_tenants; t++)
+        if ((st = fkv_cache_set_tenant_weight(*cache, t + 1, cfg->tenant_weight[t])) != FKV_OK) {
+            fkv_errf(err, errlen, st, "scheme %s: tenant %u weight %g: %s", sc->name, t + 1, cfg->tenant_weight[t],
+                     fkv_last_error());
+            fkv_cache_destroy(*cache);
+            *cache = NULL;
+            return st;
+        }
     return FKV_OK;
 }
 
@@ -199,6 +210,7 @@ void fkv_sim_result_free(fkv_sim_result *r)
     free(r->ttft_ns);
     free(r->tpot_ns);
     free(r->cls);
+    free(r->tenant);
     memset(r, 0, sizeof *r);
 }
 
@@ -212,7 +224,8 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
     res->ttft_ns = malloc(w->n * sizeof *res->ttft_ns);
     res->tpot_ns = malloc(w->n * sizeof *res->tpot_ns);
     res->cls = malloc(w->n);
-    if (!reqs || !res->e2e_ns || !res->ttft_ns || !res->tpot_ns || !res->cls) {
+    res->tenant = calloc(w->n, 1);
+    if (!reqs || !res->e2e_ns || !res->ttft_ns || !res->tpot_ns || !res->cls || !res->tenant) {
         free(reqs);
         fkv_sim_result_free(res);
         return FKV_ENOMEM;
@@ -231,11 +244,24 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
     fkv_sched *s = NULL;
     fkv_status st = FKV_OK;
     fkv_sched_config scfg = cfg->sched;
+    if (cfg->n_tenants > FKV_SIM_MAX_TENANTS) {
+        st = fkv_errf(err, errlen, FKV_EINVAL, "%u tenants: at most %d", cfg->n_tenants, FKV_SIM_MAX_TENANTS);
+        goto out;
+    }
+    res->n_tenants = cfg->n_tenants;
     if (sc && cfg->capacity_tokens) {
         if ((st = make_cache(sc, cfg, &now, &bctx, &cache, err, errlen)) != FKV_OK) goto out;
-        scfg.victim = sc->victim;
+        scfg.victim = cfg->victim >= 0 ? (fkv_victim_rule)cfg->victim : sc->victim;
         scfg.on_preempt = sc->on_preempt;
         scfg.pass_tokens = sc->prefix_cache;
+        if (!cfg->reclaim_set) {
+            char why[160] = "";
+            if (fkv_sched_parse_reclaim(sc->reclaim ? sc->reclaim : "", scfg.reclaim, &scfg.n_reclaim, why,
+                                        sizeof why)) {
+                st = fkv_errf(err, errlen, FKV_EINVAL, "scheme %s: reclaim '%s': %s", sc->name, sc->reclaim, why);
+                goto out;
+            }
+        }
     }
     if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
         fkv_errf(err, errlen, st, "scheduler config invalid");
@@ -257,6 +283,10 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         res->reloaded_tokens += r->reloaded;
         res->matched_tokens += r->matched;
         res->prompt_tokens_all += r->prompt;
+        uint32_t t = r->tenant <= cfg->n_tenants ? (uint32_t)r->tenant : 0;
+        res->tenant[i] = (uint8_t)t;
+        res->tenants[t].preemptions += r->preemptions;
+        res->tenants[t].reclaims += r->reclaims;
         if (r->state == FKV_REQ_REJECTED) {
             res->rejected++;
             continue;
@@ -279,6 +309,13 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
             res->prefix_query_tokens = c.prefix_query_tokens;
             res->prefix_hit_tokens = c.prefix_hit_tokens;
             res->evicted_pages = c.evicted_pages;
+        }
+        for (uint32_t t = 0; t <= cfg->n_tenants; t++) {
+            fkv_tenant_info ti;
+            if (fkv_cache_tenant_info(cache, t, &ti) != FKV_OK) continue; /* never seen */
+            res->tenants[t].weight = ti.weight;
+            res->tenants[t].share_pages = ti.share_pages;
+            memcpy(res->tenants[t].reclaimed_pages, ti.reclaimed_pages, sizeof ti.reclaimed_pages);
         }
     }
 out:

@@ -24,15 +24,20 @@
 typedef struct fkv_scheme {
     const char *name;
     const char *policy;       /* fkv_config.policy */
-    int quotas;
+    int quotas;               /* fkv_quota_mode */
     int dynamic_chunking;
     uint32_t chunk_tokens;
     uint32_t page_tokens;
     int prefix_cache;
     fkv_victim_rule victim;
     fkv_preempt_mode on_preempt;
+    const char *reclaim;      /* fair reclaim before preemption (fkv_sched_parse_reclaim); NULL = none */
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
+
+/* Tenants of a simulation: ids 1..n_tenants (0 = none: every request is
+ * the anonymous tenant, as before tenants existed). */
+#define FKV_SIM_MAX_TENANTS 16
 
 const fkv_scheme *fkv_scheme_list(size_t *n);
 const fkv_scheme *fkv_scheme_find(const char *name);
@@ -50,6 +55,11 @@ typedef struct fkv_sim_config {
     fkv_dtype quant_dtype;    /* FKV_INT8 */
     uint32_t quant_hot;       /* tokens kept full precision at a sequence's end (128) */
     int progress;             /* 1: progress lines on stderr */
+    uint32_t n_tenants;       /* 0: no tenants; requests carry fkv_req.tenant in 1..n_tenants */
+    double tenant_weight[FKV_SIM_MAX_TENANTS]; /* [n_tenants]: fkv_cache_set_tenant_weight (1) */
+    int quotas;               /* -1: the scheme's; else fkv_quota_mode for every scheme */
+    int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
+    int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
 } fkv_sim_config;
 
 void fkv_sim_config_default(fkv_sim_config *c);
@@ -72,6 +82,13 @@ typedef struct fkv_sim_result {
     uint64_t max_step_tokens;
     int64_t makespan_ns;
     uint64_t capacity_tokens;
+    uint32_t n_tenants;       /* as the config */
+    uint8_t *tenant;          /* [n] tenant id of each request (0..n_tenants) */
+    struct fkv_sim_tenant {
+        double weight, share_pages; /* share at the end of the run */
+        uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* fkv_tenant_info: by action; [5] = idle evicted */
+        uint64_t preemptions, reclaims;
+    } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t; [0] = anonymous */
 } fkv_sim_result;
 
 /* Runs w (not modified) under scheme sc (NULL = no cache even if capacity
