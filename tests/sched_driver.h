@@ -19,9 +19,14 @@
  *
  * A configuration cell (policy, quotas, chunking, prefix cache, chunked
  * prefill, victim rule, admission, batching mode, quantization, capacity,
- * budget, running limit, preemption mode, miss mode, sparsity, retention)
- * is decoded from a 32-bit word; the operations come from a byte stream
- * (the fuzzer's input) or from an RNG (the test). */
+ * budget, running limit, preemption mode, miss mode, sparsity, retention,
+ * then the tenant part: tenant mode, fair victim, reclaim list, tenant
+ * step share, VTC memory term) is decoded from a 32-bit word; the
+ * operations come from a byte stream (the fuzzer's input) or from an RNG
+ * (the test).  The tenant part comes from the word's quotient after the
+ * other fields (0 .. 970), so a word below SD_WORD_BASE has it all off:
+ * the corpus seeds made before tenants existed were cut to their remainder
+ * and replay exactly what they did. */
 #ifndef FKV_SCHED_DRIVER_H
 #define FKV_SCHED_DRIVER_H
 
@@ -91,6 +96,10 @@ static const char *const sd_policies[] = {"fifo", "lru", "flru", "flru-literal",
 static const uint32_t sd_capacities[] = {8, 14, 24, 40, 96}; /* pages of 4 tokens */
 static const uint32_t sd_budgets[] = {4, 8, 16, 64};
 static const uint32_t sd_runnings[] = {2, 4, 16};
+/* fair reclaim lists; DROP is there because the driver's attention reads
+ * only non-dropped chunks, as a sparse engine's */
+static const char *const sd_reclaims[] = {"", "quantize8,evict", "quantize8,quantize4,drop,evict", "evict", "quantize4"};
+#define SD_WORD_BASE 4423680u /* 6 x 2^7 x 3 x 2 x 5 x 4 x 3 x 2^4: the fields before the tenant part */
 
 typedef struct sd_cell {
     uint32_t word;
@@ -105,6 +114,11 @@ typedef struct sd_cell {
     fkv_preempt_mode on_preempt;
     fkv_miss_mode miss;
     int sparsity, retention;
+    int tenants;         /* requests of clients 0..2 are tenants 1..3 (weights 1, 2, 1); quotas per tenant */
+    int fair;            /* victim FKV_VICTIM_FAIR */
+    uint32_t reclaim;    /* index in sd_reclaims */
+    int step_share;      /* tenant_step_share 0.5 */
+    int vtc_mem;         /* vtc_mem_weight 1000 */
 } sd_cell;
 
 static void sd_cell_decode(uint32_t w, sd_cell *c)
@@ -129,6 +143,12 @@ static void sd_cell_decode(uint32_t w, sd_cell *c)
     c->miss = (fkv_miss_mode)(w & 1), w >>= 1;
     c->sparsity = (int)(w & 1), w >>= 1;
     c->retention = (int)(w & 1), w >>= 1;
+    c->tenants = (int)(w & 1), w >>= 1;
+    c->fair = (int)(w & 1), w >>= 1;
+    c->reclaim = w % 5, w /= 5;
+    c->step_share = (int)(w & 1), w >>= 1;
+    c->vtc_mem = (int)(w & 1), w >>= 1;
+    if (c->fair) c->victim = FKV_VICTIM_FAIR;
     /* as the engine: a step appends at most quant_hot_tokens per request,
      * so that a chunk an append turns cold holds K/V of earlier steps (a
      * restored one is kept from quantization by the cache until read) */
@@ -140,16 +160,18 @@ static void sd_cell_describe(const sd_cell *c, char *buf, size_t n)
     static const char *const qn[] = {"off", "always", "under-pressure"};
     snprintf(buf, n,
              "cell 0x%08x: %s, quotas %s, %s chunks, prefix cache %s, %s prefill, victim %s, %s, %s batching, "
-             "quant %s%s, %u pages, budget %u, max_running %u, preempt %s, miss %s, sparsity %s, retention %s",
+             "quant %s%s, %u pages, budget %u, max_running %u, preempt %s, miss %s, sparsity %s, retention %s, "
+             "tenants %s, reclaim '%s', step share %s, vtc memory %s",
              (unsigned)c->word, c->policy, c->quotas ? "on" : "off", c->dynamic_chunking ? "dynamic" : "fixed",
              c->prefix_cache ? "on" : "off", c->chunked_prefill ? "chunked" : "whole",
-             c->victim == FKV_VICTIM_LAST_STARTED ? "last-started" : "fewest-output",
+             fkv_victim_name(c->victim),
              c->admission == FKV_ADMIT_FCFS ? "fcfs" : "vtc",
              c->mode == FKV_SCHED_CONTINUOUS ? "continuous" : "dynamic", qn[c->quant],
              c->quant == FKV_QUANT_OFF ? "" : (c->quant_dtype == FKV_INT4 ? " int4" : " int8"), c->capacity_pages,
              c->max_batch_tokens, c->max_running, c->on_preempt == FKV_PREEMPT_KEEP ? "keep" : "free",
              c->miss == FKV_MISS_RECOMPUTE ? "recompute" : "reload", c->sparsity ? "streaming" : "dense",
-             c->retention ? "2 ms" : "0");
+             c->retention ? "2 ms" : "0", c->tenants ? "1-3" : "off", sd_reclaims[c->reclaim],
+             c->step_share ? "0.5" : "off", c->vtc_mem ? "1000" : "off");
 }
 
 /* ---------------------------------------------------------------- state */
@@ -249,7 +271,7 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     cfg.capacity_pages = k->capacity_pages;
     cfg.storage = FKV_STORAGE_CPU;
     cfg.policy = k->policy;
-    cfg.quotas = k->quotas;
+    cfg.quotas = k->tenants ? FKV_QUOTA_TENANT : k->quotas;
     cfg.dynamic_chunking = k->dynamic_chunking;
     cfg.min_chunk_retention_ns = k->retention ? 2 * SD_STEP_NS : 0;
     cfg.prefix_cache = k->prefix_cache;
@@ -263,6 +285,11 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     cfg.thread_safe = 0;
     fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
     if (rc) return rc;
+    for (uint64_t t = 1; k->tenants && t <= 3; t++)
+        if ((rc = fkv_cache_set_tenant_weight(st->c, t, t == 2 ? 2.0 : 1.0)) != FKV_OK) {
+            snprintf(st->msg, sizeof st->msg, "fkv_cache_set_tenant_weight: %s", fkv_last_error());
+            return rc;
+        }
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
     sc.mode = k->mode;
@@ -277,6 +304,11 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     sc.miss = k->miss;
     sc.pass_tokens = 1;
     sc.block_tokens = 8;
+    if (fkv_sched_parse_reclaim(sd_reclaims[k->reclaim], sc.reclaim, &sc.n_reclaim, NULL, 0)) return FKV_EINVAL;
+    sc.reclaim_sink_tokens = 4;
+    sc.reclaim_window_tokens = 16;
+    sc.tenant_step_share = k->step_share ? 0.5 : 1;
+    sc.vtc_mem_weight = k->vtc_mem ? 1000 : 0;
     rc = fkv_sched_create(&sc, st->c, &st->s);
     if (rc) snprintf(st->msg, sizeof st->msg, "fkv_sched_create: %s", fkv_strerror(rc));
     return rc;
@@ -318,6 +350,7 @@ static int sd_submit(sd_state *st, sd_src *src)
         q->sample = k;
         q->r.id = (uint64_t)(q - st->req) + 1;
         q->r.client = client;
+        q->r.tenant = st->cell.tenants ? 1 + client : 0;
         q->r.arrival_ns = st->now;
         q->r.prompt = plen;
         q->r.output = out;
@@ -630,6 +663,7 @@ static int sd_fork_kids(sd_state *st, sd_req *q)
         fkv_seq_params_default(&p);
         p.request_id = c->r.id;
         p.client_id = c->r.client;
+        p.tenant = c->r.tenant;
         p.expected_tokens = c->n_prompt + c->max_tokens;
         fkv_seq *child = NULL;
         fkv_status rc = fkv_seq_fork(q->r.seq, &p, &child);

@@ -240,10 +240,11 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     else fprintf(f, "null");
     fprintf(f, ",\"requests\":%zu,\"profile\":\"%s\",\"capacity_tokens\":%llu,\"capacity_gb\":%.4f,"
                "\"capacity_rule\":\"%s\",\"arrival_rate_rps\":%.4f,\"capacity_rps\":%.4f,\"seed\":%llu,"
-               "\"admission\":\"%s\",\"batching\":\"%s\",\"schemes\":[",
+               "\"admission\":\"%s\",\"batching\":\"%s\",",
             m->requests, m->profile, (unsigned long long)m->capacity_tokens, m->capacity_gb, m->capacity_rule,
             m->arrival_rate, m->capacity_rps, (unsigned long long)m->seed, m->admission, m->batching);
     if (m->n_tenants) fprintf(f, "\"tenants\":\"%s\",", m->tenants);
+    fprintf(f, "\"schemes\":[");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
         fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"cache_hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,"

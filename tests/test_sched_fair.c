@@ -1,0 +1,431 @@
+/* Tenants in the scheduler (sched.h): the fair victim rule with weights,
+ * fair reclaim in its configured order before preemption, the starvation
+ * bound of the fair rule against an adversarial heavy tenant, the tenant
+ * step share, and VTC's memory term.
+ *
+ * Expected victims are computed here from the rule and what the cache
+ * reports (fkv_cache_tenant_info) just before the step, not written down:
+ * the shares are the cache's business (docs/ARCHITECTURE.md, "Tenants"). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "sched/sched.h"
+#include "sim/workload.h"
+
+#define MS(x) ((int64_t)((x) * 1e6 + 0.5))
+
+/* a step that must form: the scheduler's reason otherwise */
+#define STEP(s, now, b)                                                                         \
+    do {                                                                                        \
+        fkv_status st_ = fkv_sched_step(s, now, b);                                             \
+        CHECKF(st_ == FKV_OK, "fkv_sched_step: %s: %s", fkv_strerror(st_), fkv_sched_last_error(s)); \
+        REQUIRE(st_ == FKV_OK);                                                                 \
+    } while (0)
+
+/* A phantom cache in tenant mode: LRU (no quotas of its own to decide
+ * victims), prefix cache off, no cold-chunk quantization but by reclaim. */
+static fkv_cache *tenant_cache(int64_t *now, uint32_t pages, uint32_t chunk_tokens, uint32_t hot)
+{
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = pages;
+    cc.page_tokens = 16;
+    cc.chunk_tokens = chunk_tokens;
+    cc.policy = "lru";
+    cc.quotas = FKV_QUOTA_TENANT;
+    cc.prefix_cache = 0;
+    cc.quant_hot_tokens = hot;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = now;
+    cc.thread_safe = 0;
+    fkv_cache *c;
+    char err[256] = "";
+    fkv_status st = fkv_cache_create(&cc, &c, err, sizeof err);
+    CHECKF(st == FKV_OK, "fkv_cache_create: %s", err);
+    REQUIRE(st == FKV_OK);
+    return c;
+}
+
+static double over_of(fkv_cache *c, uint64_t tenant)
+{
+    fkv_tenant_info ti;
+    if (fkv_cache_tenant_info(c, tenant, &ti) != FKV_OK) return 0;
+    return (double)ti.pages - ti.share_pages;
+}
+
+static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t output)
+{
+    fkv_req r;
+    memset(&r, 0, sizeof r);
+    r.id = id;
+    r.tenant = tenant;
+    r.prompt = prompt;
+    r.output = output;
+    r.token_seed = 1000 + id;
+    return r;
+}
+
+/* Fair victim with weights.  10 pages of 16 tokens, 1-page chunks; A and C
+ * (tenant 1, prompts 47) and B (tenant 2, prompt 63) fill the cache in step
+ * 1, admitted in that order, and decode in lockstep; A, served first, needs
+ * a 4th page at its second decode while all three are candidates.  The
+ * victim must be the newest request of the tenant most over its share as
+ * the cache reports it then.  With equal weights tenant 1 (6 pages against
+ * 4) is over: C goes, where last-started would take B; with tenant 1
+ * weighted 3 to 1 its share covers it and B goes.  The weights must change
+ * the victim. */
+static uint64_t fair_weights(double w1, double w2)
+{
+    int64_t now = 0;
+    fkv_cache *cache = tenant_cache(&now, 10, 16, 1024);
+    REQUIRE(fkv_cache_set_tenant_weight(cache, 1, w1) == FKV_OK);
+    REQUIRE(fkv_cache_set_tenant_weight(cache, 2, w2) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = FKV_VICTIM_FAIR;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r[3] = {req(1, 1, 47, 40), req(2, 1, 47, 40), req(3, 2, 63, 40)}; /* A, C, B */
+    for (int i = 0; i < 3; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+    fkv_batch b = {0};
+    uint64_t victim = 0;
+    for (int steps = 0; steps < 10000 && fkv_sched_finished(s) < 3; steps++) {
+        /* the rule's choice if this step preempts: candidates are every
+         * running request (A, served first, needs the page) */
+        double best = 0;
+        const fkv_req *want = NULL;
+        for (int i = 0; i < 3; i++) {
+            if (r[i].state != FKV_REQ_RUNNING) continue;
+            double o = over_of(cache, r[i].tenant);
+            if (!want || o > best || (o == best && r[i].admit_order > want->admit_order)) {
+                want = &r[i];
+                best = o;
+            }
+        }
+        STEP(s, now, &b);
+        if (b.preempted && !victim) {
+            for (int i = 0; i < 3; i++)
+                if (r[i].preemptions) victim = r[i].id;
+            CHECKF(want && victim == want->id, "weights %g:%g: victim %llu, the rule says %llu", w1, w2,
+                   (unsigned long long)victim, want ? (unsigned long long)want->id : 0ULL);
+            CHECK(b.preempted == 1 && r[victim - 1].fair_picks == 1);
+        }
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    CHECK(fkv_sched_finished(s) == 3 && fkv_sched_rejections(s) == 0);
+    for (int i = 0; i < 3; i++) CHECK(r[i].generated == r[i].output);
+    REQUIRE(victim != 0);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+    return victim;
+}
+
+static void fair_victim_weights(void)
+{
+    uint64_t even = fair_weights(1, 1), heavy1 = fair_weights(3, 1);
+    CHECKF(even != heavy1, "weights 1:1 and 3:1 chose the same victim %llu", (unsigned long long)even);
+    CHECKF(even != 3, "equal weights: the fair rule chose what last-started chooses (B)");
+}
+
+/* Resident chunks of s that end at least `hot` tokens before its end (the
+ * cold ones fkv_seq_reclaim may act on) and are still of dtype t. */
+static int cold_of_dtype(fkv_seq *s, uint32_t hot, fkv_dtype t)
+{
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    int k = 0;
+    if (!s || fkv_seq_chunks(s, &ch, &n)) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ch[i]->resident && ch[i]->start + ch[i]->n_tokens + hot <= fkv_seq_len(s) && ch[i]->dtype == t) k++;
+    return k;
+}
+
+/* Reclaim order: quantize8, then quantize4, then evict, then preemption,
+ * each only when the ones before it have nothing left.  21 pages of 16
+ * tokens, 64-token chunks, the last 64 tokens hot.  V (tenant 2) starts
+ * from a sequence of 257 tokens (17 pages: three cold 4-page chunks) and
+ * decodes one token a step within its last page; R (tenant 1, older)
+ * prefills 64 tokens (4 pages) a step: W (tenant 3) waits with its
+ * prefill (max_running 2), so R's share of a step's 128 tokens is 64.
+ * Step 1 fills the cache; from step 2 on each of R's chunks needs 4 pages
+ * that only V's cold chunks can give.  Without reclaim V is preempted at
+ * step 2. */
+static void reclaim_order(void)
+{
+    int64_t now = 0;
+    const uint32_t hot = 64;
+    fkv_cache *cache = tenant_cache(&now, 21, 64, hot);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = FKV_VICTIM_FAIR;
+    sc.max_running = 2;
+    sc.max_batch_tokens = 128;
+    sc.tenant_step_share = 0.5;
+    REQUIRE(fkv_sched_parse_reclaim("quantize8,quantize4,evict", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r = req(1, 1, 2000, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = v.id;
+    p.tenant = v.tenant;
+    p.expected_tokens = 257 + 12;
+    fkv_seq *vs;
+    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
+    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
+    REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
+    fkv_batch b = {0};
+    enum { Q8, Q4, EV, PRE, N };
+    int first[N] = {0, 0, 0, 0};
+    uint64_t prev[FKV_N_RECLAIM_SLOTS] = {0};
+    int step = 0, r_steady = 1;
+    while (step < 40 && !first[PRE]) {
+        step++;
+        uint32_t before = r.computed;
+        STEP(s, now, &b);
+        fkv_tenant_info ti;
+        REQUIRE(fkv_cache_tenant_info(cache, 2, &ti) == FKV_OK);
+        uint64_t d[FKV_N_RECLAIM_SLOTS];
+        for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) d[k] = ti.reclaimed_pages[k] - prev[k];
+        memcpy(prev, ti.reclaimed_pages, sizeof prev);
+        const int slot[N] = {FKV_RECLAIM_QUANTIZE8, FKV_RECLAIM_QUANTIZE4, FKV_RECLAIM_EVICT, FKV_RECLAIM_PREEMPT};
+        for (int k = 0; k < N; k++)
+            if (d[slot[k]] && !first[k]) first[k] = step;
+        if (v.preemptions && !first[PRE]) first[PRE] = step;
+        /* each action only once the ones before it had nothing left */
+        if (d[FKV_RECLAIM_QUANTIZE4] && v.seq)
+            CHECKF(cold_of_dtype(v.seq, hot, FKV_F16) == 0, "step %d: quantize4 while quantize8 had chunks", step);
+        if (d[FKV_RECLAIM_EVICT] && v.seq)
+            CHECKF(cold_of_dtype(v.seq, hot, FKV_F16) + cold_of_dtype(v.seq, hot, FKV_INT8) == 0,
+                   "step %d: evict while quantization had chunks", step);
+        /* until V goes, reclaim gave R exactly its chunk every step */
+        if (!v.preemptions && step > 1 && r.computed != before + 64) r_steady = 0;
+        CHECK(r.preemptions == 0);
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    CHECKF(first[Q8] == 2, "quantize8 first at step %d", first[Q8]);
+    CHECKF(first[Q8] && first[Q8] <= first[Q4] && first[Q4] <= first[EV] && first[EV] <= first[PRE],
+           "first steps: quantize8 %d, quantize4 %d, evict %d, preemption %d", first[Q8], first[Q4], first[EV],
+           first[PRE]);
+    CHECK(r_steady);
+    CHECKF(prev[FKV_RECLAIM_PREEMPT] > 0, "the preemption's pages were not counted");
+    CHECK(v.fair_picks <= sc.fair_max_victim);
+    /* and everything still finishes */
+    for (int k = 0; k < 100000 && fkv_sched_finished(s) < 3; k++) {
+        STEP(s, now, &b);
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    CHECK(fkv_sched_finished(s) == 3 && fkv_sched_rejections(s) == 0);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
+/* The starvation bound against an adversarial heavy tenant: tenant 1
+ * sends long requests four times as often as tenant 2 sends tiny ones
+ * (at most 16 tokens: one page, so they never need memory after their
+ * admission and are victims only when chosen for others).  Every request
+ * must finish, none may be chosen by the fair rule more than
+ * fair_max_victim times, and no request of tenant 2 may be a victim
+ * (preempted, or reclaimed from) in a step that began with tenant 1 over
+ * its share. */
+static void starvation(const char *reclaim, uint32_t max_victim)
+{
+    int64_t now = 0;
+    fkv_cache *cache = tenant_cache(&now, 160, 64, 64);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = FKV_VICTIM_FAIR;
+    sc.fair_max_victim = max_victim;
+    REQUIRE(fkv_sched_parse_reclaim(reclaim, sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    size_t n = (size_t)(400 * check_scale()) + 50;
+    fkv_req *q = calloc(n, sizeof *q);
+    REQUIRE(q);
+    uint64_t rng = 12345;
+    for (size_t i = 0; i < n; i++) {
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint32_t x = (uint32_t)(rng >> 33);
+        int light = i % 5 == 4;
+        q[i] = light ? req(i + 1, 2, 1 + x % 12, 1 + x % 4) : req(i + 1, 1, 300 + x % 700, 50 + x % 300);
+        q[i].arrival_ns = (int64_t)i * MS(2);
+    }
+    fkv_batch b = {0};
+    size_t next = 0, violations = 0, light_victims = 0, steps = 0;
+    uint32_t *pre = calloc(n, sizeof *pre), *rec = calloc(n, sizeof *rec);
+    REQUIRE(pre && rec);
+    while (fkv_sched_finished(s) < n && steps < 2000000) {
+        while (next < n && q[next].arrival_ns <= now) REQUIRE(fkv_sched_add(s, &q[next++]) == FKV_OK);
+        if (!fkv_sched_n_running(s) && !fkv_sched_n_waiting(s)) {
+            now = q[next].arrival_ns;
+            continue;
+        }
+        double heavy_over = over_of(cache, 1);
+        STEP(s, now, &b);
+        for (size_t i = 0; i < next; i++) {
+            int hit = q[i].preemptions != pre[i] || q[i].reclaims != rec[i];
+            pre[i] = q[i].preemptions;
+            rec[i] = q[i].reclaims;
+            if (!hit || q[i].tenant != 2) continue;
+            light_victims++;
+            violations += heavy_over > 0;
+        }
+        now += MS(1) + (int64_t)b.tokens * 10000;
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        steps++;
+    }
+    CHECKF(fkv_sched_finished(s) == n, "reclaim '%s': %llu of %zu finished", reclaim,
+           (unsigned long long)fkv_sched_finished(s), n);
+    CHECK(fkv_sched_rejections(s) == 0);
+    uint64_t picks = 0, preempted = 0;
+    uint32_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECKF(q[i].state == FKV_REQ_DONE && q[i].generated == q[i].output, "request %zu did not finish", i + 1);
+        CHECKF(q[i].fair_picks <= max_victim, "request %zu chosen %u times by the fair rule", i + 1, q[i].fair_picks);
+        picks += q[i].fair_picks;
+        preempted += q[i].preemptions;
+        if (q[i].fair_picks > most) most = q[i].fair_picks;
+    }
+    CHECKF(violations == 0, "reclaim '%s': %zu victims of tenant 2 while tenant 1 was over its share (%zu in all)",
+           reclaim, violations, light_victims);
+    /* the pressure path ran and the bound was reached, so it was tested */
+    CHECKF(preempted > 0 && picks > 0 && most == max_victim, "reclaim '%s': %llu preemptions, %llu fair choices, "
+           "at most %u a request", reclaim, (unsigned long long)preempted, (unsigned long long)picks, most);
+    free(pre);
+    free(rec);
+    free(q);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
+/* The tenant step share: tenant 1 has four 400-token prompts, tenant 2 two
+ * of 40 arriving with them; budget 128, share 0.25.  While both tenants
+ * have prefill left no tenant prefills more than 32 tokens a step; once
+ * only one has, it takes the whole budget; decodes are never limited.
+ * Tenant 2's first tokens come sooner than with the share off, where
+ * tenant 1's prompts, first in the queue, take every step's budget. */
+static void step_share(void)
+{
+    int64_t t2_first[2] = {0, 0};
+    for (int on = 0; on < 2; on++) {
+        fkv_sched_config sc;
+        fkv_sched_config_default(&sc);
+        sc.max_batch_tokens = 128;
+        sc.tenant_step_share = on ? 0.25 : 1;
+        fkv_sched *s;
+        REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
+        fkv_req r[6] = {req(1, 1, 400, 4), req(2, 1, 400, 4), req(3, 1, 400, 4),
+                        req(4, 1, 400, 4), req(5, 2, 40, 4),  req(6, 2, 40, 4)};
+        for (int i = 0; i < 6; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+        fkv_batch b = {0};
+        int64_t now = 0;
+        int full_alone = 0;
+        for (int steps = 0; steps < 1000 && fkv_sched_finished(s) < 6; steps++) {
+            int pending[3] = {0, 0, 0};
+            for (int i = 0; i < 6; i++)
+                if (r[i].state != FKV_REQ_DONE && r[i].computed < r[i].target) pending[r[i].tenant] = 1;
+            STEP(s, now, &b);
+            uint32_t pf[3] = {0, 0, 0};
+            for (size_t i = 0; i < b.n; i++)
+                if (b.items[i].prefill) pf[b.items[i].r->tenant] += b.items[i].n_new;
+            if (on && pending[1] && pending[2])
+                CHECKF(pf[1] <= 32 && pf[2] <= 32, "both tenants waiting: prefills %u and %u tokens", pf[1], pf[2]);
+            if (on && pending[1] != pending[2] && pf[1] + pf[2] > 32) full_alone = 1;
+            now += MS(10);
+            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        }
+        CHECK(fkv_sched_finished(s) == 6);
+        if (on) CHECKF(full_alone, "a tenant alone with prefill left never took the whole budget");
+        t2_first[on] = r[4].first_token_ns > r[5].first_token_ns ? r[4].first_token_ns : r[5].first_token_ns;
+        fkv_batch_free(&b);
+        fkv_sched_destroy(s);
+    }
+    CHECKF(t2_first[1] < t2_first[0], "tenant 2's last first token at %lld ns with the share, %lld without",
+           (long long)t2_first[1], (long long)t2_first[0]);
+}
+
+/* VTC's memory term (no cache: a request holds its length).  One request
+ * runs at a time.  Client 0's A (prompt 1000, output 50) costs 1000 + 2 x
+ * 50 = 1100 and holds about 1025 tokens for 50 steps of 10 ms (~512
+ * token-seconds); client 1's B (prompt 1100, output 1) costs 1102 and holds
+ * 1100 tokens for one step (11 token-seconds).  Then C (client 0) and D
+ * (client 1) wait, one token each: without the term client 0's counter is
+ * lower and C goes first; at 1 unit a token-second client 0 pays ~500 more
+ * and D goes first. */
+static void vtc_memory(double mem_weight, int d_first)
+{
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.admission = FKV_ADMIT_VTC;
+    sc.n_clients = 2;
+    sc.max_running = 1;
+    sc.vtc_mem_weight = mem_weight;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
+    fkv_req r[4] = {req(1, 0, 1000, 50), req(2, 0, 1100, 1), req(3, 0, 1, 1), req(4, 0, 1, 1)};
+    const uint32_t client[4] = {0, 1, 0, 1};
+    for (int i = 0; i < 4; i++) {
+        r[i].client = client[i];
+        REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+    }
+    fkv_batch b = {0};
+    int64_t t = 0;
+    for (int steps = 0; steps < 1000 && fkv_sched_finished(s) < 4; steps++) {
+        STEP(s, t, &b);
+        t += MS(10);
+        REQUIRE(fkv_sched_finish(s, &b, t) == FKV_OK);
+    }
+    CHECK(fkv_sched_finished(s) == 4);
+    CHECK(r[0].finish_ns < r[1].first_token_ns);
+    CHECKF((r[3].finish_ns < r[2].first_token_ns) == d_first, "memory weight %g: D %s C", mem_weight,
+           d_first ? "before" : "after");
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+}
+
+static void config_errors(void)
+{
+    fkv_reclaim_action a[FKV_N_RECLAIM];
+    uint32_t n = 9;
+    char why[160] = "";
+    CHECK(fkv_sched_parse_reclaim("", a, &n, why, sizeof why) == 0 && n == 0);
+    CHECK(fkv_sched_parse_reclaim("none", a, &n, why, sizeof why) == 0 && n == 0);
+    CHECK(fkv_sched_parse_reclaim("quantize8,drop,evict", a, &n, why, sizeof why) == 0 && n == 3 &&
+          a[0] == FKV_RECLAIM_QUANTIZE8 && a[1] == FKV_RECLAIM_DROP && a[2] == FKV_RECLAIM_EVICT);
+    CHECK(fkv_sched_parse_reclaim("quantize8,squash", a, &n, why, sizeof why) < 0 && strstr(why, "'squash'"));
+    CHECK(fkv_sched_parse_reclaim("evict,evict", a, &n, why, sizeof why) < 0 && strstr(why, "repeats"));
+    CHECK(fkv_sched_parse_reclaim("preempt", a, &n, why, sizeof why) < 0);
+    CHECK(fkv_victim_parse("fair") == FKV_VICTIM_FAIR && fkv_victim_parse("nope") < 0);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    fkv_sched *s = NULL;
+    sc.tenant_step_share = 0;
+    CHECK(fkv_sched_create(&sc, NULL, &s) == FKV_EINVAL);
+    sc.tenant_step_share = 1;
+    sc.vtc_mem_weight = -1;
+    CHECK(fkv_sched_create(&sc, NULL, &s) == FKV_EINVAL);
+}
+
+int main(void)
+{
+    config_errors();
+    fair_victim_weights();
+    reclaim_order();
+    starvation("", 2);
+    starvation("quantize8,evict", 2);
+    starvation("", 1);
+    step_share();
+    vtc_memory(0, 0);
+    vtc_memory(1, 1);
+    return check_done();
+}
