@@ -144,17 +144,20 @@ static int cold_of_dtype(fkv_seq *s, uint32_t hot, fkv_dtype t)
     return k;
 }
 
-/* Reclaim order: quantize8, then quantize4, then evict, then preemption,
- * each only when the ones before it have nothing left.  21 pages of 16
+/* Reclaim order: a quantization (int8 or int4: both act on chunks still
+ * at base precision), then evict, then preemption, each only when the ones
+ * before it have nothing left.  21 pages of 16
  * tokens, 64-token chunks, the last 64 tokens hot.  V (tenant 2) starts
  * from a sequence of 257 tokens (17 pages: three cold 4-page chunks) and
- * decodes one token a step within its last page; R (tenant 1, older)
- * prefills 64 tokens (4 pages) a step: W (tenant 3) waits with its
+ * decodes one token a step within its last page; R (tenant 1, older, prompt 320:
+ * the whole cache) prefills 64 tokens (4 pages) a step: W (tenant 3) waits with its
  * prefill (max_running 2), so R's share of a step's 128 tokens is 64.
  * Step 1 fills the cache; from step 2 on each of R's chunks needs 4 pages
  * that only V's cold chunks can give.  Without reclaim V is preempted at
- * step 2. */
-static void reclaim_order(void)
+ * step 2.  With int8 each chunk gives 2 of its 4 pages (two chunks make
+ * step 2's chunk; in step 3 the third gives 2 and an eviction the rest);
+ * with int4, 3 (step 2 takes two, step 3 the third, step 4 evicts). */
+static void reclaim_order(const char *list, fkv_reclaim_action quant)
 {
     int64_t now = 0;
     const uint32_t hot = 64;
@@ -165,10 +168,10 @@ static void reclaim_order(void)
     sc.max_running = 2;
     sc.max_batch_tokens = 128;
     sc.tenant_step_share = 0.5;
-    REQUIRE(fkv_sched_parse_reclaim("quantize8,quantize4,evict", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+    REQUIRE(fkv_sched_parse_reclaim(list, sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
-    fkv_req r = req(1, 1, 2000, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
+    fkv_req r = req(1, 1, 320, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
     fkv_seq_params p;
     fkv_seq_params_default(&p);
     p.request_id = v.id;
@@ -181,8 +184,8 @@ static void reclaim_order(void)
     REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
     REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
     fkv_batch b = {0};
-    enum { Q8, Q4, EV, PRE, N };
-    int first[N] = {0, 0, 0, 0};
+    enum { Q, EV, PRE, N };
+    int first[N] = {0, 0, 0};
     uint64_t prev[FKV_N_RECLAIM_SLOTS] = {0};
     int step = 0, r_steady = 1;
     while (step < 40 && !first[PRE]) {
@@ -194,27 +197,26 @@ static void reclaim_order(void)
         uint64_t d[FKV_N_RECLAIM_SLOTS];
         for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) d[k] = ti.reclaimed_pages[k] - prev[k];
         memcpy(prev, ti.reclaimed_pages, sizeof prev);
-        const int slot[N] = {FKV_RECLAIM_QUANTIZE8, FKV_RECLAIM_QUANTIZE4, FKV_RECLAIM_EVICT, FKV_RECLAIM_PREEMPT};
+        const int slot[N] = {(int)quant, FKV_RECLAIM_EVICT, FKV_RECLAIM_PREEMPT};
         for (int k = 0; k < N; k++)
             if (d[slot[k]] && !first[k]) first[k] = step;
         if (v.preemptions && !first[PRE]) first[PRE] = step;
-        /* each action only once the ones before it had nothing left */
-        if (d[FKV_RECLAIM_QUANTIZE4] && v.seq)
-            CHECKF(cold_of_dtype(v.seq, hot, FKV_F16) == 0, "step %d: quantize4 while quantize8 had chunks", step);
+        /* evict only once quantization had nothing left */
         if (d[FKV_RECLAIM_EVICT] && v.seq)
-            CHECKF(cold_of_dtype(v.seq, hot, FKV_F16) + cold_of_dtype(v.seq, hot, FKV_INT8) == 0,
-                   "step %d: evict while quantization had chunks", step);
+            CHECKF(cold_of_dtype(v.seq, hot, FKV_F16) == 0, "%s: step %d: evict while quantization had chunks", list,
+                   step);
+        CHECKF(d[quant == FKV_RECLAIM_QUANTIZE8 ? FKV_RECLAIM_QUANTIZE4 : FKV_RECLAIM_QUANTIZE8] == 0,
+               "%s: an action not in the list ran", list);
         /* until V goes, reclaim gave R exactly its chunk every step */
         if (!v.preemptions && step > 1 && r.computed != before + 64) r_steady = 0;
         CHECK(r.preemptions == 0);
         now += MS(1);
         REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
     }
-    CHECKF(first[Q8] == 2, "quantize8 first at step %d", first[Q8]);
-    CHECKF(first[Q8] && first[Q8] <= first[Q4] && first[Q4] <= first[EV] && first[EV] <= first[PRE],
-           "first steps: quantize8 %d, quantize4 %d, evict %d, preemption %d", first[Q8], first[Q4], first[EV],
-           first[PRE]);
-    CHECK(r_steady);
+    CHECKF(first[Q] == 2, "%s: quantization first at step %d", list, first[Q]);
+    CHECKF(first[Q] && first[Q] < first[EV] && first[EV] <= first[PRE],
+           "%s: first steps: quantization %d, evict %d, preemption %d", list, first[Q], first[EV], first[PRE]);
+    CHECKF(r_steady, "%s: R did not get its 64 tokens every step before V's preemption", list);
     CHECKF(prev[FKV_RECLAIM_PREEMPT] > 0, "the preemption's pages were not counted");
     CHECK(v.fair_picks <= sc.fair_max_victim);
     /* and everything still finishes */
@@ -295,6 +297,9 @@ static void starvation(const char *reclaim, uint32_t max_victim)
         preempted += q[i].preemptions;
         if (q[i].fair_picks > most) most = q[i].fair_picks;
     }
+    printf("starvation, reclaim '%s', fair_max_victim %u: %zu requests in %zu steps, %llu preemptions, %llu fair "
+           "choices (at most %u a request), %zu light victims\n",
+           reclaim, max_victim, n, steps, (unsigned long long)preempted, (unsigned long long)picks, most, light_victims);
     CHECKF(violations == 0, "reclaim '%s': %zu victims of tenant 2 while tenant 1 was over its share (%zu in all)",
            reclaim, violations, light_victims);
     /* the pressure path ran and the bound was reached, so it was tested */
@@ -420,7 +425,8 @@ int main(void)
 {
     config_errors();
     fair_victim_weights();
-    reclaim_order();
+    reclaim_order("quantize8,evict", FKV_RECLAIM_QUANTIZE8);
+    reclaim_order("quantize4,evict", FKV_RECLAIM_QUANTIZE4);
     starvation("", 2);
     starvation("quantize8,evict", 2);
     starvation("", 1);
