@@ -194,6 +194,7 @@ typedef struct sd_stats {
     uint64_t emissions, forks, kid_ends_at_fork, done, rejected, cancels, preempted, drops;
     uint64_t verified_tokens, quant_tokens, cow_copies, prefix_hits, quantized, evicted_pages;
     uint64_t max_gap, max_drain;
+    uint64_t reclaims, fair_picks; /* reclaim actions that freed pages; victims chosen by the fair rule */
 } sd_stats;
 
 typedef struct sd_state {
@@ -929,6 +930,13 @@ static int sd_drain(sd_state *st)
     st->st.evicted_pages += cn.evicted_pages;
     st->st.quantized +=
         (uint64_t)(st->c->stats.fairkv_quantized_chunks_total[0] + st->c->stats.fairkv_quantized_chunks_total[1]);
+    for (uint32_t i = 0; i < st->n_req; i++) {
+        st->st.reclaims += st->req[i].r.reclaims;
+        st->st.fair_picks += st->req[i].r.fair_picks;
+        if (st->req[i].r.fair_picks > 2) /* fair_max_victim's default */
+            return sd_fail(st, "request %llu chosen %u times by the fair rule", (unsigned long long)st->req[i].r.id,
+                           st->req[i].r.fair_picks);
+    }
     return 0;
 }
 

@@ -274,7 +274,7 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
     while (i < s->n_run && s->run[i] != r) i++;
     if (i == s->n_run) return fail(s, FKV_ESTATE, "preempt: request %llu not running", (unsigned long long)r->id);
     /* the cache counts its pages as reclaimed by preemption, for its tenant */
-    if (r->seq && s->cfg.n_reclaim) fkv_seq_reclaim(r->seq, FKV_RECLAIM_PREEMPT, NULL, 0, NULL);
+    if (r->seq) fkv_seq_reclaim(r->seq, FKV_RECLAIM_PREEMPT, NULL, 0, NULL);
     if (s->fair_choice == r) {
         r->fair_picks++;
         s->fair_choice = NULL;
