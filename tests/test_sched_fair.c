@@ -1,7 +1,7 @@
 /* Tenants in the scheduler (sched.h): the fair victim rule with weights,
  * fair reclaim in its configured order before preemption, the starvation
  * bound of the fair rule against an adversarial heavy tenant, the tenant
- * step share, and VTC's memory term.
+ * step share, VTC's memory term, and the publishing of shared prefixes.
  *
  * Expected victims are computed here from the rule and what the cache
  * reports (fkv_cache_tenant_info) just before the step, not written down:
@@ -398,6 +398,50 @@ static void vtc_memory(double mem_weight, int d_first)
     fkv_sched_destroy(s);
 }
 
+/* Publishing shared_tokens: tenant 2's request repeats tenant 1's
+ * 64-token system prompt (same shared_seed) and arrives after it has
+ * finished.  Published, it finds the prompt's full pages (64 tokens); kept
+ * private, the tenants' namespaces differ and it finds nothing. */
+static void publish_shared(int publish)
+{
+    int64_t now = 0;
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 64;
+    cc.policy = "lru";
+    cc.quotas = FKV_QUOTA_TENANT;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.publish_shared = publish;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r[2] = {req(1, 1, 100, 2), req(2, 2, 100, 2)};
+    for (int i = 0; i < 2; i++) {
+        r[i].shared_tokens = 64;
+        r[i].shared_seed = 77;
+    }
+    fkv_batch b = {0};
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+        for (int k = 0; k < 100 && r[i].state != FKV_REQ_DONE; k++) {
+            STEP(s, now, &b);
+            now += MS(1);
+            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        }
+        CHECK(r[i].state == FKV_REQ_DONE);
+    }
+    CHECKF(r[1].matched == (publish ? 64u : 0u), "publish %d: tenant 2 matched %llu tokens", publish,
+           (unsigned long long)r[1].matched);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 static void config_errors(void)
 {
     fkv_reclaim_action a[FKV_N_RECLAIM];
@@ -424,6 +468,8 @@ static void config_errors(void)
 int main(void)
 {
     config_errors();
+    publish_shared(1);
+    publish_shared(0);
     fair_victim_weights();
     reclaim_order("quantize8,evict", FKV_RECLAIM_QUANTIZE8);
     reclaim_order("quantize4,evict", FKV_RECLAIM_QUANTIZE4);
