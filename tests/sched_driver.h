@@ -98,7 +98,8 @@ static const uint32_t sd_budgets[] = {4, 8, 16, 64};
 static const uint32_t sd_runnings[] = {2, 4, 16};
 /* fair reclaim lists; DROP is there because the driver's attention reads
  * only non-dropped chunks, as a sparse engine's */
-static const char *const sd_reclaims[] = {"", "quantize8,evict", "quantize8,quantize4,drop,evict", "evict", "quantize4"};
+static const char *const sd_reclaims[] = {"", "quantize8,evict", "quantize8,quantize4,drop,evict", "evict",
+                                          "quantize8,offload,drop,evict"};
 #define SD_WORD_BASE 4423680u /* 6 x 2^7 x 3 x 2 x 5 x 4 x 3 x 2^4: the fields before the tenant part */
 
 typedef struct sd_cell {
@@ -195,6 +196,7 @@ typedef struct sd_stats {
     uint64_t verified_tokens, quant_tokens, cow_copies, prefix_hits, quantized, evicted_pages;
     uint64_t max_gap, max_drain;
     uint64_t reclaims, fair_picks; /* reclaim actions that freed pages; victims chosen by the fair rule */
+    uint64_t host_tokens;          /* offloaded tokens copied back (fkv_batch.host_tokens) */
 } sd_stats;
 
 typedef struct sd_state {
@@ -280,6 +282,7 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     cfg.quant_dtype = k->quant_dtype;
     cfg.quant_hot_tokens = SD_HOT;
     cfg.quant_pressure = 0.75;
+    cfg.host_capacity_bytes = 1 << 16; /* offload: a few dozen pages of this geometry */
     cfg.next_use = sd_next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &st->now;
@@ -796,6 +799,7 @@ static int sd_step(sd_state *st)
         }
     }
     st->st.preempted += fkv_sched_preemptions(st->s) - preempted_before;
+    st->st.host_tokens += b->host_tokens;
     /* the budget and its accounting */
     uint64_t sum = 0, reload = 0;
     for (size_t i = 0; i < b->n; i++) {

@@ -231,6 +231,73 @@ static void reclaim_order(const char *list, fkv_reclaim_action quant)
     fkv_cache_destroy(cache);
 }
 
+/* Offload: reclaim_order's case with the list "offload" and a host tier.
+ * R's step-2 chunk takes V's first chunk to the host; V, served next,
+ * cannot bring it back (R holds the pages) and is preempted with its
+ * sequence.  When V runs again the chunk is copied back (fkv_seq_reload:
+ * reloaded, counted in the batch's host_tokens, named in no range), and
+ * only the chunks evicted meanwhile are recomputed. */
+static void offload_reload(void)
+{
+    int64_t now = 0;
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 21;
+    cc.page_tokens = 16;
+    cc.chunk_tokens = 64;
+    cc.policy = "lru";
+    cc.quotas = FKV_QUOTA_TENANT;
+    cc.prefix_cache = 0;
+    cc.quant_hot_tokens = 64;
+    cc.host_capacity_bytes = 1ULL << 30;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = FKV_VICTIM_FAIR;
+    sc.max_running = 2;
+    sc.max_batch_tokens = 128;
+    sc.tenant_step_share = 0.5;
+    REQUIRE(fkv_sched_parse_reclaim("offload", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r = req(1, 1, 320, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = v.id;
+    p.tenant = v.tenant;
+    fkv_seq *vs;
+    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
+    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
+    REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
+    fkv_batch b = {0};
+    uint64_t host = 0;
+    for (int k = 0; k < 1000 && fkv_sched_finished(s) < 3; k++) {
+        STEP(s, now, &b);
+        host += b.host_tokens;
+        for (size_t i = 0; i < b.n; i++)
+            for (uint32_t j = 0; j < b.items[i].n_ranges; j++)
+                CHECK(b.items[i].r != &v || b.ranges[b.items[i].range0 + j].start >= 64); /* not the offloaded one */
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    fkv_tenant_info ti;
+    REQUIRE(fkv_cache_tenant_info(cache, 2, &ti) == FKV_OK);
+    CHECKF(ti.reclaimed_pages[FKV_RECLAIM_OFFLOAD] == 4, "%llu pages offloaded",
+           (unsigned long long)ti.reclaimed_pages[FKV_RECLAIM_OFFLOAD]);
+    CHECKF(v.preemptions == 1 && v.reloaded == 64 && host == 64, "V: %u preemptions, %llu reloaded, batches %llu",
+           v.preemptions, (unsigned long long)v.reloaded, (unsigned long long)host);
+    CHECK(fkv_sched_finished(s) == 3 && fkv_sched_rejections(s) == 0 && v.generated == v.output);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 /* The starvation bound against an adversarial heavy tenant: tenant 1
  * sends long requests four times as often as tenant 2 sends tiny ones
  * (at most 16 tokens: one page, so they never need memory after their
@@ -454,6 +521,8 @@ static void config_errors(void)
     CHECK(fkv_sched_parse_reclaim("quantize8,squash", a, &n, why, sizeof why) < 0 && strstr(why, "'squash'"));
     CHECK(fkv_sched_parse_reclaim("evict,evict", a, &n, why, sizeof why) < 0 && strstr(why, "repeats"));
     CHECK(fkv_sched_parse_reclaim("preempt", a, &n, why, sizeof why) < 0);
+    CHECK(fkv_sched_parse_reclaim("offload,evict", a, &n, why, sizeof why) == 0 && n == 2 &&
+          a[0] == FKV_RECLAIM_OFFLOAD);
     CHECK(fkv_victim_parse("fair") == FKV_VICTIM_FAIR && fkv_victim_parse("nope") < 0);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
@@ -473,6 +542,7 @@ int main(void)
     fair_victim_weights();
     reclaim_order("quantize8,evict", FKV_RECLAIM_QUANTIZE8);
     reclaim_order("quantize4,evict", FKV_RECLAIM_QUANTIZE4);
+    offload_reload();
     starvation("", 2);
     starvation("quantize8,evict", 2);
     starvation("", 1);

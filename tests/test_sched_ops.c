@@ -114,6 +114,7 @@ int main(int argc, char **argv)
         if (s->max_drain > tot.max_drain) tot.max_drain = s->max_drain;
         tot.reclaims += s->reclaims;
         tot.fair_picks += s->fair_picks;
+        tot.host_tokens += s->host_tokens;
         sd_close(&st);
         if (failed >= 40 || one >= 0) break;
     }
@@ -122,7 +123,7 @@ int main(int argc, char **argv)
            "only), %llu emissions, %llu done, %llu rejected, %llu cancels, %llu preemptions, %llu forks (%llu ended "
            "at the fork), %llu dropped tokens; %llu pages evicted, %llu prefix-hit tokens, %llu CoW pages, %llu "
            "chunks quantized; %llu tokens read back exactly, %llu within the quantization bound; longest wait for "
-           "progress %llu steps, longest drain %llu steps; %llu reclaims that freed pages, %llu fair-rule victims\n",
+           "progress %llu steps, longest drain %llu steps; %llu reclaims that freed pages, %llu fair-rule victims, %llu offloaded tokens reloaded\n",
            cells, (unsigned long long)tot.steps, (unsigned long long)tot.items, (unsigned long long)tot.new_tokens,
            (unsigned long long)tot.restored_tokens, (unsigned long long)tot.restore_items,
            (unsigned long long)tot.stalled_items, (unsigned long long)tot.emissions, (unsigned long long)tot.done,
@@ -132,13 +133,13 @@ int main(int argc, char **argv)
            (unsigned long long)tot.cow_copies, (unsigned long long)tot.quantized,
            (unsigned long long)tot.verified_tokens, (unsigned long long)tot.quant_tokens,
            (unsigned long long)tot.max_gap, (unsigned long long)tot.max_drain, (unsigned long long)tot.reclaims,
-           (unsigned long long)tot.fair_picks);
+           (unsigned long long)tot.fair_picks, (unsigned long long)tot.host_tokens);
     if (one >= 0) return check_done();
     /* the runs must exercise what they claim to */
     CHECK(tot.restore_items > 0 && tot.stalled_items > 0 && tot.preempted > 0 && tot.forks > 0);
     CHECK(tot.rejected > 0 && tot.cancels > 0 && tot.drops > 0 && tot.cow_copies > 0 && tot.prefix_hits > 0);
     CHECK(tot.quantized > 0 && tot.quant_tokens > 0 && tot.evicted_pages > 0);
-    CHECK(tot.reclaims > 0 && tot.fair_picks > 0);
+    CHECK(tot.reclaims > 0 && tot.fair_picks > 0 && tot.host_tokens > 0);
     corpus();
     return check_done();
 }

@@ -90,12 +90,13 @@ int fkv_sched_parse_reclaim(const char *list, fkv_reclaim_action *out, uint32_t 
         size_t len = e ? (size_t)(e - p) : strlen(p);
         int found = -1;
         /* PREEMPT is what happens after the list, not an entry of it */
-        for (int a = 0; a < FKV_RECLAIM_PREEMPT; a++) {
+        for (int a = 0; a < FKV_N_RECLAIM; a++) {
+            if (a == FKV_RECLAIM_PREEMPT) continue;
             const char *nm = fkv_reclaim_name((fkv_reclaim_action)a);
             if (strlen(nm) == len && !strncmp(p, nm, len)) found = a;
         }
         if (found < 0) {
-            snprintf(why, whylen, "entry %u '%.*s' is not one of quantize8, quantize4, drop, evict", *n + 1,
+            snprintf(why, whylen, "entry %u '%.*s' is not one of quantize8, quantize4, offload, drop, evict", *n + 1,
                      (int)(len < 40 ? len : 40), p);
             return -1;
         }
@@ -130,7 +131,7 @@ fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_s
         !(cfg->tenant_step_share > 0 && cfg->tenant_step_share <= 1) || !(cfg->vtc_mem_weight >= 0))
         return FKV_EINVAL;
     for (uint32_t i = 0; i < cfg->n_reclaim; i++)
-        if ((unsigned)cfg->reclaim[i] >= FKV_RECLAIM_PREEMPT) return FKV_EINVAL;
+        if ((unsigned)cfg->reclaim[i] >= FKV_N_RECLAIM || cfg->reclaim[i] == FKV_RECLAIM_PREEMPT) return FKV_EINVAL;
     fkv_sched *s = calloc(1, sizeof *s);
     if (!s) return FKV_ENOMEM;
     s->cfg = *cfg;
@@ -509,7 +510,10 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         int oversize = e - a > s->cfg.max_batch_tokens && b->n == 0 && *budget == s->cfg.max_batch_tokens;
         if (counts && e - a > *budget && !oversize) break;
         uint32_t got = 0;
-        fkv_status rs = fkv_seq_restore(r->seq, a, e, NULL, &got);
+        /* an offloaded chunk comes back from the host tier as it was:
+         * nothing to compute, so no range of the item names it */
+        int host = ch[i]->offloaded;
+        fkv_status rs = host ? fkv_seq_reload(r->seq, a, e, &got) : fkv_seq_restore(r->seq, a, e, NULL, &got);
         if (rs == FKV_EFULL) {
             if (make_room(s, r, b, pages_needed(s, 0, e - a, 1), st)) {
                 if (!*restored) return give_up(s, r, b, admitting, st);
@@ -524,9 +528,15 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
             return GONE;
         }
         if (got == 0) {
-            *st = fail(s, FKV_ESTATE, "request %llu: restore of [%u,%u) restored nothing",
-                       (unsigned long long)r->id, a, e);
+            *st = fail(s, FKV_ESTATE, "request %llu: %s of [%u,%u) brought nothing back", (unsigned long long)r->id,
+                       host ? "reload" : "restore", a, e);
             return GONE;
+        }
+        if (host) {
+            r->reloaded += got;
+            b->host_tokens += got;
+            missing = missing > got ? missing - got : 0;
+            continue;
         }
         if ((*st = note_restored(s, b, range0, ch[i], a, e)) != FKV_OK) return GONE;
         *restored += got;
@@ -721,6 +731,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     s->n_restored = 0;
     b->tokens = 0;
     b->reload_tokens = 0;
+    b->host_tokens = 0;
     b->preempted = 0;
     b->wake_ns = 0;
     uint32_t budget = s->cfg.max_batch_tokens;

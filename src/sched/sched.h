@@ -48,7 +48,11 @@
  * this step, so nothing reads it while it is reclaimed, and the chunks an
  * EVICT made missing are restored (recomputed) by its own item when it is
  * served later in the step, or in the next step, by the restore path
- * below.  DROP (sink reclaim_sink_tokens, window reclaim_window_tokens)
+ * below.  OFFLOAD (the cache needs host_capacity_bytes) moves the chunks'
+ * K/V to the host tier; the victim's next service copies them back with
+ * fkv_seq_reload (counted in fkv_batch.host_tokens, no recompute, named in
+ * no item's ranges since their K/V are there when the step runs).  DROP
+ * (sink reclaim_sink_tokens, window reclaim_window_tokens)
  * removes K/V for good: it only suits an engine whose attention already
  * reads a sink and a window (a sparsity mode); a dense engine loses
  * accuracy.
@@ -223,6 +227,8 @@ typedef struct fkv_batch {
     int64_t wake_ns;        /* empty batch in dynamic mode: retry at this time */
     fkv_range *ranges;      /* restored ranges of all items (see fkv_batch_item) */
     size_t n_ranges, cap_ranges;
+    uint64_t host_tokens;   /* offloaded chunks copied back by fkv_seq_reload: in no item's ranges (their
+                             * K/V are there), not in the budget; PCIe time */
 } fkv_batch;
 
 typedef struct fkv_sched fkv_sched;

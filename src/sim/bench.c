@@ -70,7 +70,8 @@ void fkv_bench_usage(FILE *f)
             "  --quotas off|request|tenant   the cache's fair shares for every scheme (default: the scheme's)\n"
             "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"
             "  --reclaim A,B,...        fair reclaim before preemption for every scheme: quantize8, quantize4,\n"
-            "                           drop, evict (none = preempt at once; default: the scheme's)\n"
+            "                           offload, drop, evict (none = preempt at once; default: the scheme's)\n"
+            "  --host-gb G              host tier for offloaded chunks (0: offload frees nothing)\n"
             "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"
             "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"
             "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n"
@@ -346,6 +347,10 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         if (fkv_sched_parse_reclaim(v, o->sim.sched.reclaim, &o->sim.sched.n_reclaim, why, sizeof why))
             return bad_why(a, v, why);
         o->sim.reclaim_set = 1;
+    } else if (!strcmp(a, "--host-gb")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e6) return bad_why(a, v, "GB of host memory, 0 to 1e6");
+        o->sim.host_capacity_bytes = (uint64_t)(d * 1e9);
     } else if (!strcmp(a, "--vtc-mem")) {
         TAKE();
         if (num(v, &o->sim.sched.vtc_mem_weight) || o->sim.sched.vtc_mem_weight < 0)

@@ -331,8 +331,10 @@ int64_t fkv_profile_step_ns(const fkv_profile *p, const fkv_batch *b, fkv_miss_m
         const fkv_batch_item *it = &b->items[i];
         ms += fkv_profile_attn_ms(p, it->ctx, it->n_new, miss == FKV_MISS_RECOMPUTE ? it->n_restored : 0);
     }
-    if (b->reload_tokens && p->pcie_bytes_per_s > 0 && p->model)
-        ms += 1e3 * (double)b->reload_tokens * (double)fkv_model_token_bytes(p->model) / p->tp / p->pcie_bytes_per_s;
+    /* host-tier reloads: the miss mode's, and offloaded chunks copied back */
+    if ((b->reload_tokens || b->host_tokens) && p->pcie_bytes_per_s > 0 && p->model)
+        ms += 1e3 * (double)(b->reload_tokens + b->host_tokens) * (double)fkv_model_token_bytes(p->model) / p->tp /
+              p->pcie_bytes_per_s;
     int64_t ns = llround(ms * 1e6);
     return ns > 0 ? ns : 1;
 }

@@ -60,6 +60,7 @@ typedef struct fkv_sim_config {
     int quotas;               /* -1: the scheme's; else fkv_quota_mode for every scheme */
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
+    uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
 } fkv_sim_config;
 
 void fkv_sim_config_default(fkv_sim_config *c);
