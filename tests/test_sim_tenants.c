@@ -171,7 +171,11 @@ static void report(void)
         int d2 = cJSON_GetObjectItem(cJSON_GetArrayItem(t, 1), "done")->valueint;
         CHECKF(d1 + d2 == done && d1 == 300 && d2 == 100, "tenants' done %d + %d, scheme %d", d1, d2, done);
         CHECK(cJSON_GetObjectItem(cJSON_GetArrayItem(t, 0), "e2e_p99_ms")->valuedouble > 0);
-        CHECK(cJSON_IsObject(cJSON_GetObjectItem(cJSON_GetArrayItem(t, 1), "reclaimed_pages")));
+        const cJSON *rp = cJSON_GetObjectItem(cJSON_GetArrayItem(t, 1), "reclaimed_pages");
+        CHECK(cJSON_IsObject(rp) && cJSON_GetArraySize(rp) == FKV_N_RECLAIM_SLOTS);
+        for (int k = 0; k < FKV_N_RECLAIM; k++)
+            CHECK(cJSON_IsNumber(cJSON_GetObjectItem(rp, fkv_reclaim_name((fkv_reclaim_action)k))));
+        CHECK(cJSON_IsNumber(cJSON_GetObjectItem(rp, "idle")));
     }
     cJSON_Delete(j);
     free(js);

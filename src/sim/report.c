@@ -140,17 +140,18 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     free(ttft);
 }
 
-static const char *const slot_names[FKV_N_RECLAIM_SLOTS] = {"quantize8", "quantize4", "drop", "evict", "preempt",
-                                                            "idle"};
+/* fkv_tenant_info.reclaimed_pages[k]: by fkv_reclaim_action, then idle evictions */
+static const char *slot_name(int k) { return k < FKV_N_RECLAIM ? fkv_reclaim_name((fkv_reclaim_action)k) : "idle"; }
 
 /* Per-tenant latency and reclaim, after the main tables (tenants only). */
 static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
 {
     if (!n || !s[0].n_tenants) return;
     fprintf(f, "\nper tenant: end-to-end and first-token latency (ms), pages reclaimed by action\n");
-    fprintf(f, "%-13s %6s %6s %8s %6s %9s %9s %9s %9s %7s %8s %8s %8s %8s %8s %8s %8s\n", "scheme", "tenant",
-            "weight", "share", "done", "mean", "P99", "TTFTmean", "TTFTp99", "preempt", "reclaims", "q8", "q4",
-            "drop", "evict", "preempt", "idle");
+    fprintf(f, "%-13s %6s %6s %8s %6s %9s %9s %9s %9s %7s %8s", "scheme", "tenant", "weight", "share", "done", "mean",
+            "P99", "TTFTmean", "TTFTp99", "preempt", "reclaims");
+    for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) fprintf(f, " %9.9s", slot_name(k));
+    fputc('\n', f);
     for (size_t i = 0; i < n; i++)
         for (uint32_t t = 1; t <= s[i].n_tenants; t++) {
             const struct fkv_tenant_summary *x = &s[i].tenants[t];
@@ -158,7 +159,7 @@ static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
                     x->share_pages, x->n, x->e2e_mean_ms, x->e2e_p99_ms, x->ttft_mean_ms, x->ttft_p99_ms,
                     (unsigned long long)x->preemptions, (unsigned long long)x->reclaims);
             for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
-                fprintf(f, " %8llu", (unsigned long long)x->reclaimed_pages[k]);
+                fprintf(f, " %9llu", (unsigned long long)x->reclaimed_pages[k]);
             fputc('\n', f);
         }
     fprintf(f, "share = the tenant's fair share of the pool at the end (pages); spread = largest / smallest tenant "
@@ -273,7 +274,7 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                         y->ttft_mean_ms, y->ttft_p99_ms, (unsigned long long)y->preemptions,
                         (unsigned long long)y->reclaims);
                 for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
-                    fprintf(f, "%s\"%s\":%llu", k ? "," : "", slot_names[k], (unsigned long long)y->reclaimed_pages[k]);
+                    fprintf(f, "%s\"%s\":%llu", k ? "," : "", slot_name(k), (unsigned long long)y->reclaimed_pages[k]);
                 fprintf(f, "}}");
             }
             fprintf(f, "]");
