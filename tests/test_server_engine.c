@@ -175,7 +175,9 @@ static void test_greedy_direct(void)
 {
     for (int r = 0; r < 2; r++) {
         capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-        fkv_gen_request q = {1000 + (uint64_t)r, "direct", prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL};
+        char user[8];
+        snprintf(user, sizeof user, "u%d", r); /* the HTTP request's user: the same tenant */
+        fkv_gen_request q = {1000 + (uint64_t)r, user, prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL};
         fkv_gen_sink sink = {cap_token, cap_done, &c};
         char err[200];
         REQUIRE(be.ops->submit(be.impl, &q, &sink, err, sizeof err) == FKV_OK);
@@ -201,6 +203,22 @@ static void test_greedy_direct(void)
          * is always computed) */
         CHECKF(a.cached >= 64 && a.cached < PLEN, "cached_tokens %ld", a.cached);
         http_free(&h);
+        /* another user, or the same user with another cache_salt, finds
+         * none of it: prompts are private to their tenant and salt */
+        for (int k = 0; k < 2; k++) {
+            char *at = strstr(json, "\"user\":\"u");
+            REQUIRE(at);
+            char other[4096];
+            snprintf(other, sizeof other, "%.*s%s%s", (int)(at - json), json,
+                     k ? "\"cache_salt\":\"pepper\"," : "\"user\":\"intruder\",", at);
+            http_resp h2 = {0};
+            post(&h2, other);
+            answer a2;
+            CHECKF(h2.status == 200 && parse_answer(body_of(&h2), &a2), "status %ld: %s", h2.status, body_of(&h2));
+            CHECK(!strcmp(a2.text, c.text)); /* the same greedy answer, computed again */
+            CHECKF(a2.cached == 0, "%s: cached_tokens %ld of another tenant's prompt", k ? "salt" : "user", a2.cached);
+            http_free(&h2);
+        }
     }
 }
 

@@ -199,6 +199,8 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         q->ctx = rq->ctx;
         q->prefix_hit_out = s == 0 ? rq->prefix_hit_out : NULL;
         q->r.client = rq->client;
+        q->r.tenant = rq->tenant;
+        q->r.cache_salt = rq->cache_salt;
         q->r.prompt = rq->n_prompt;
         q->r.output = rq->max_tokens;
         q->r.tokens = q->tokens;

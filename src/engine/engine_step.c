@@ -203,6 +203,7 @@ static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
         fkv_seq_params_default(&p);
         p.request_id = c->r.id;
         p.client_id = c->r.client;
+        p.tenant = c->r.tenant; /* a fork stays in its parent's tenant and namespace */
         p.expected_tokens = c->n_prompt + c->max_tokens;
         fkv_seq *child = NULL;
         fkv_status st = fkv_seq_fork(q->r.seq, &p, &child);
