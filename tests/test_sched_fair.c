@@ -162,6 +162,12 @@ static void reclaim_order(const char *list, fkv_reclaim_action quant)
     int64_t now = 0;
     const uint32_t hot = 64;
     fkv_cache *cache = tenant_cache(&now, 21, 64, hot);
+    /* V's tenant at weight 1/4: its share (4 pages) stays below what it
+     * holds until it is preempted, while R's (16) stays above R's pages
+     * until R's last chunk, so V is the victim by the fair rule throughout
+     * (at equal weights R would cross its share at step 3 and then have
+     * to give way itself) */
+    REQUIRE(fkv_cache_set_tenant_weight(cache, 2, 0.25) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
     sc.victim = FKV_VICTIM_FAIR;
@@ -534,6 +540,65 @@ static void config_errors(void)
     CHECK(fkv_sched_create(&sc, NULL, &s) == FKV_EINVAL);
 }
 
+/* The requester pays for itself when its tenant is the one over share.
+ * 22 pages of 16 tokens, 64-token chunks, the last 64 hot.  H (tenant 1)
+ * holds 255 tokens (16 pages) and L (tenant 2) 81 (6 pages): the pool is
+ * full, nothing is idle once both run.  Demands 19 and 8 pages (expected
+ * lengths 295 and 121): L's share is its 8, H's 14, so H is 2 over and L
+ * 2 under.  Step 1 fits in their last pages; in step 2 H's decode needs a
+ * page: H quantizes one of its own cold chunks (2 pages) rather than
+ * take from L, within its share (whose nothing cold would end in H's
+ * preemption); L keeps everything. */
+static void self_reclaim(void)
+{
+    int64_t now = 0;
+    fkv_cache *cache = tenant_cache(&now, 22, 64, 64);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = FKV_VICTIM_FAIR;
+    REQUIRE(fkv_sched_parse_reclaim("quantize8,evict", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req h = req(1, 1, 255, 40), l = req(2, 2, 81, 40);
+    fkv_req *rs[2] = {&h, &l};
+    for (int i = 0; i < 2; i++) {
+        fkv_seq_params p;
+        fkv_seq_params_default(&p);
+        p.request_id = rs[i]->id;
+        p.tenant = rs[i]->tenant;
+        p.expected_tokens = rs[i]->prompt + rs[i]->output;
+        fkv_seq *q;
+        REQUIRE(fkv_seq_create(cache, &p, &q) == FKV_OK);
+        REQUIRE(fkv_seq_append(q, NULL, rs[i]->prompt, NULL) == FKV_OK);
+        REQUIRE(fkv_sched_add_seq(s, rs[i], q) == FKV_OK);
+    }
+    CHECKF(over_of(cache, 1) > 0 && over_of(cache, 2) < 0, "over: %g %g", over_of(cache, 1), over_of(cache, 2));
+    fkv_batch b = {0};
+    STEP(s, now, &b);
+    CHECK(b.n == 2 && b.preempted == 0);
+    now += MS(1);
+    REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    STEP(s, now, &b);
+    fkv_tenant_info t1, t2;
+    REQUIRE(fkv_cache_tenant_info(cache, 1, &t1) == FKV_OK && fkv_cache_tenant_info(cache, 2, &t2) == FKV_OK);
+    CHECKF(t1.reclaimed_pages[FKV_RECLAIM_QUANTIZE8] == 2, "H gave %llu pages by int8",
+           (unsigned long long)t1.reclaimed_pages[FKV_RECLAIM_QUANTIZE8]);
+    for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) CHECKF(t2.reclaimed_pages[k] == 0, "L lost pages (slot %d)", k);
+    CHECK(h.preemptions == 0 && l.preemptions == 0 && b.n == 2 && b.preempted == 0);
+    CHECK(h.fair_picks == 0); /* paying for itself does not count toward its exemption */
+    now += MS(1);
+    REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    for (int k = 0; k < 1000 && fkv_sched_finished(s) < 2; k++) {
+        STEP(s, now, &b);
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    CHECK(fkv_sched_finished(s) == 2 && fkv_sched_rejections(s) == 0);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 int main(void)
 {
     config_errors();
@@ -543,6 +608,7 @@ int main(void)
     reclaim_order("quantize8,evict", FKV_RECLAIM_QUANTIZE8);
     reclaim_order("quantize4,evict", FKV_RECLAIM_QUANTIZE4);
     offload_reload();
+    self_reclaim();
     starvation("", 2);
     starvation("quantize8,evict", 2);
     starvation("", 1);

@@ -25,6 +25,7 @@
  * four times as many) and the scales live in a per-chunk buffer (qmeta);
  * src/quant does the conversion in place, so no free page is needed. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/internal.h"
 #include "fairkv_quant.h"
@@ -155,9 +156,93 @@ static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
     return quantize_to(c, ch, c->cfg.quant_dtype, reason);
 }
 
-/* Fair reclaim (fkv_seq_reclaim): ch is one of cur_seq's chunks. */
+/* int8 -> int4, for fair reclaim's second step: the chunk is decoded to
+ * the base precision and encoded again in a scratch copy (the pool has no
+ * free page to do it in), then its first pages take the int4 data and the
+ * rest are freed.  The int4 error is then that of encoding the int8
+ * values, which test_coldq bounds like a direct int4 encoding. */
+static fkv_status requantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype to)
+{
+    fkv_kv_geom g;
+    geom(c, &g);
+    uint32_t nt = ch->v.n_tokens, n8 = ch->v.n_pages;
+    uint32_t nb = fkv_quant_pages_needed(&g, c->cfg.dtype, nt), n4 = fkv_quant_pages_needed(&g, to, nt);
+    size_t meta = fkv_quant_meta_bytes(&g, to, nt);
+    if (!n4 || n4 >= n8) return FKV_EINVAL;
+    void *qm = NULL;
+    if (c->k) {
+        size_t stride = c->layer_page_stride, tp = (size_t)n8 + nb, nl = c->cfg.n_layers;
+        uint8_t *tmp = malloc(2 * nl * tp * stride);
+        fkv_kv_layer *tl = malloc(nl * sizeof *tl);
+        uint32_t *ids = malloc(tp * sizeof *ids);
+        qm = malloc(meta);
+        if (!tmp || !tl || !ids || !qm) {
+            free(tmp), free(tl), free(ids), free(qm);
+            return FKV_ENOMEM;
+        }
+        for (uint32_t i = 0; i < tp; i++) ids[i] = i; /* scratch pages: the int8 copy, then the decoded chunk */
+        for (size_t l = 0; l < nl; l++) {
+            tl[l] = (fkv_kv_layer){tmp + 2 * l * tp * stride, tmp + (2 * l + 1) * tp * stride};
+            for (uint32_t j = 0; j < n8; j++) {
+                memcpy((uint8_t *)tl[l].k + j * stride, c->k[l] + (size_t)ch->pages[j] * stride, stride);
+                memcpy((uint8_t *)tl[l].v + j * stride, c->v[l] + (size_t)ch->pages[j] * stride, stride);
+            }
+        }
+        fkv_kv_geom sg = g;
+        sg.n_pages = (uint32_t)tp;
+        char err[160];
+        fkv_status st = fkv_dequant_chunk(&sg, tl, nt, ch->v.dtype, ids, n8, ch->v.qmeta, ch->qmeta_bytes, ids + n8,
+                                          nb, err, sizeof err);
+        if (!st) st = fkv_quant_chunk(&sg, tl, nt, ids + n8, nb, to, ids, n4, qm, meta, err, sizeof err);
+        if (!st)
+            for (size_t l = 0; l < nl; l++)
+                for (uint32_t j = 0; j < n4; j++) {
+                    memcpy(c->k[l] + (size_t)ch->pages[j] * stride, (uint8_t *)tl[l].k + j * stride, stride);
+                    memcpy(c->v[l] + (size_t)ch->pages[j] * stride, (uint8_t *)tl[l].v + j * stride, stride);
+                }
+        free(tmp), free(tl), free(ids);
+        if (st) {
+            free(qm);
+            c->stats.fairkv_quant_failures_total[0]++;
+            return fkv__fail(st, "re-quantizing chunk at token %u: %s", ch->v.start, err);
+        }
+    }
+    uint32_t pt = c->cfg.page_tokens, tpp = fkv_quant_tokens_per_page(&g, to);
+    for (uint32_t j = 0; j < n8; j++) {
+        if (j < n4) {
+            uint32_t held = nt - j * tpp < tpp ? nt - j * tpp : tpp;
+            fkv__page_set_fill(c, ch->pages[j], (held * pt + tpp - 1) / tpp);
+        } else {
+            fkv__page_unref(c, ch->pages[j]);
+        }
+    }
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)(n8 - n4));
+    fkv__tenant_pages(ch, -(int64_t)(n8 - n4));
+    c->pages_by_dtype[ch->v.dtype] -= n8;
+    c->pages_by_dtype[to] += n4;
+    fkv__chunk_free_qmeta(c, ch);
+    ch->v.n_pages = n4;
+    ch->v.dtype = to;
+    ch->v.qmeta = qm;
+    ch->qmeta_bytes = meta;
+    c->qmeta_bytes[to] += meta;
+    c->stats.fairkv_quantized_chunks_total[2]++;
+    return FKV_OK;
+}
+
+/* Fair reclaim (fkv_seq_reclaim): ch is one of cur_seq's chunks, in the
+ * base precision (-> dt) or, for int4, already in int8 (re-encoded). */
 int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt)
 {
+    if (ch->v.dtype == FKV_INT8 && dt == FKV_INT4) {
+        /* the checks of quantizable() but the precision */
+        if (!ch->v.resident || ch->v.n_tokens != ch->v.cap_tokens || (c->k && ch->kv_pending)) return 0;
+        uint32_t own_pins = c->cur_seq ? c->cur_seq->pins : 0;
+        if (c->k && ch->m.pins > own_pins) return 0;
+        for (uint32_t j = 0; j < ch->v.n_pages; j++)
+            if (c->page_ref[ch->pages[j]] != 1) return 0;
+        return requantize(c, ch, dt) == FKV_OK;
+    }
     if (!quantizable(c, ch, 1)) return 0;
     fkv__cold_remove(c, ch);
     return quantize_to(c, ch, dt, 2) == FKV_OK;

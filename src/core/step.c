@@ -403,9 +403,10 @@ fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_a
         int alone = ch->m.refs == 1 && ch->m.pins <= s->pins && !(c->k && ch->kv_pending);
         switch (a) {
         case FKV_RECLAIM_QUANTIZE8:
-        case FKV_RECLAIM_QUANTIZE4:
-            if (ch->v.dtype == c->cfg.dtype)
-                fkv__reclaim_quantize(c, ch, a == FKV_RECLAIM_QUANTIZE8 ? FKV_INT8 : FKV_INT4);
+            if (ch->v.dtype == c->cfg.dtype) fkv__reclaim_quantize(c, ch, FKV_INT8);
+            break;
+        case FKV_RECLAIM_QUANTIZE4: /* base precision, or int8 from the step before */
+            if (ch->v.dtype == c->cfg.dtype || ch->v.dtype == FKV_INT8) fkv__reclaim_quantize(c, ch, FKV_INT4);
             break;
         case FKV_RECLAIM_DROP:
             if (ch->v.start < lo || end > hi || !alone) break;

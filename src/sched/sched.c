@@ -428,15 +428,23 @@ static uint32_t pages_needed(fkv_sched *s, uint32_t len, uint32_t tokens, int wh
 }
 
 /* Fair reclaim (sched.h): the configured actions in order on the fair
- * victim other than r; 1 when one of them freed pages. */
+ * victim among the others; 1 when one of them freed pages.  When r's own
+ * tenant is further over its share than the victim's, r gives from
+ * itself instead, and only by the actions that leave its K/V readable in
+ * this step (quantize, drop: its restores for the step are done). */
 static int reclaim_some(fkv_sched *s, fkv_req *r, uint32_t need, fkv_status *st)
 {
     fkv_reclaim_args args = {s->cfg.reclaim_sink_tokens, s->cfg.reclaim_window_tokens};
     for (uint32_t k = 0; k < s->cfg.n_reclaim; k++) {
         int fair;
         fkv_req *v = pick_victim(s, FKV_VICTIM_FAIR, r, &fair); /* whatever the preemption rule */
+        size_t n_over = 0;
+        if (r->seq && (!v || tenant_over(s, v->tenant, &n_over) < tenant_over(s, r->tenant, &n_over)))
+            v = r, fair = 0; /* paying for itself is not being victimized: no exemption count */
         if (!v) return 0;
         if (!v->seq) continue;
+        fkv_reclaim_action a = s->cfg.reclaim[k];
+        if (v == r && a != FKV_RECLAIM_QUANTIZE8 && a != FKV_RECLAIM_QUANTIZE4 && a != FKV_RECLAIM_DROP) continue;
         uint32_t freed = 0;
         fkv_status rs = fkv_seq_reclaim(v->seq, s->cfg.reclaim[k], &args, need, &freed);
         if (rs != FKV_OK && rs != FKV_EFULL) {
@@ -445,7 +453,9 @@ static int reclaim_some(fkv_sched *s, fkv_req *r, uint32_t need, fkv_status *st)
             return 0;
         }
         if (freed) {
-            v->fair_picks += fair;
+            /* only what costs it progress counts toward its exemption:
+             * recompute or reload (evict, offload), not a coarser copy */
+            v->fair_picks += fair && (a == FKV_RECLAIM_EVICT || a == FKV_RECLAIM_OFFLOAD);
             v->reclaims++;
             return 1;
         }

@@ -29,8 +29,10 @@
  *                            share (fkv_tenant_info: pages - share_pages),
  *                            the most recently admitted one within it.
  * Starvation bound of the fair rule: a request that the fair rule has
- * chosen fair_max_victim times (for a reclaim that freed pages or for a
- * preemption) is exempt from it; when every candidate is exempt, the
+ * chosen fair_max_victim times for something that costs it progress (a
+ * preemption, or a reclaim by evict or offload that freed pages: its
+ * chunks must be recomputed or reloaded) is exempt from it; quantize and
+ * drop, which cost it precision but no time, do not count; when every candidate is exempt, the
  * victim is the last-started one.  So no request is chosen by the fair
  * rule more than fair_max_victim times in its life, and beyond that it is
  * treated as under vLLM's rule, where the oldest running request is never
@@ -40,7 +42,10 @@
  * Fair reclaim (reclaim[0 .. n_reclaim), empty by default): when an
  * allocation fails where the scheduler would preempt, each action in order
  * is tried on the fair victim (the rule above, among candidates other than
- * the requester): fkv_seq_reclaim(victim, action, pages still needed); the
+ * the requester; but when the requester's own tenant is further over its
+ * share than the victim's, or there is no other candidate, the requester
+ * pays for itself with the actions that leave its K/V readable in the
+ * step, quantize and drop): fkv_seq_reclaim(victim, action, pages still needed); the
  * allocation is retried after every action that freed pages, from the
  * first action again.  Only when every action freed nothing is a victim
  * preempted (with fkv_seq_reclaim(victim, FKV_RECLAIM_PREEMPT) just before,
@@ -198,7 +203,7 @@ typedef struct fkv_req {
     uint64_t admit_order;     /* last admission, for the victim rules */
     uint64_t preempt_order;   /* last preemption (0 = never) */
     uint32_t preemptions;
-    uint32_t fair_picks;      /* times the fair victim rule chose it (<= fair_max_victim) */
+    uint32_t fair_picks;      /* times the fair rule chose it to preempt, evict or offload (<= fair_max_victim) */
     uint32_t reclaims;        /* reclaim actions that freed some of its pages */
     uint64_t recomputed;      /* tokens computed again after eviction/preemption */
     uint64_t reloaded;        /* tokens reloaded from the host tier */
