@@ -93,7 +93,10 @@ typedef struct run_out {
     int done[NREQ][MAXS];
     uint64_t ids[NREQ];
     fkv_engine_stats st;
+    uint64_t reclaimed[FKV_N_RECLAIM_SLOTS]; /* over the tenants, when requests have them */
 } run_out;
+
+static int with_tenants; /* requests alternate between tenants 1 and 2 (mkreq) */
 
 static int req_index(run_out *o, uint64_t id)
 {
@@ -132,6 +135,7 @@ static fkv_engine_request mkreq(int r, float temperature, uint64_t seed, uint32_
     rq.seed = seed;
     rq.n = n;
     rq.client = (uint64_t)r % 3;
+    rq.tenant = with_tenants ? 1 + (uint64_t)r % 2 : 0;
     rq.stop_token = -1;
     rq.on_token = on_tok;
     rq.on_done = on_done;
@@ -153,6 +157,9 @@ static void run(const fkv_engine_config *cfg, run_opts ro, run_out *o)
     char err[300] = "";
     fkv_status st = fkv_engine_create(model, cfg, &e, err, sizeof err);
     REQUIRE(st == FKV_OK || (fprintf(stderr, "%s\n", err), 0));
+    /* tenant 2 weighs a tenth: it is the one over its share, tenant 1's
+     * requests take memory from its running ones */
+    if (with_tenants) REQUIRE(fkv_cache_set_tenant_weight(fkv_engine_cache(e), 2, 0.1) == FKV_OK);
     for (int r = 0; r < NREQ; r++) {
         if (ro.capture) REQUIRE((o->lg[r] = calloc((size_t)MAXTOK * model->hp.n_vocab, sizeof(float))));
         fkv_engine_request rq = mkreq(r, ro.temperature, 1000 + (uint64_t)r, ro.n ? ro.n : 1, o);
@@ -163,6 +170,11 @@ static void run(const fkv_engine_config *cfg, run_opts ro, run_out *o)
     st = fkv_engine_run_until_idle(e);
     CHECKF(st == FKV_OK, "run: %s (%s)", fkv_engine_last_error(e), fkv_strerror(st));
     fkv_engine_stats_get(e, &o->st);
+    for (uint64_t t = 1; with_tenants && t <= 2; t++) {
+        fkv_tenant_info ti;
+        if (fkv_cache_tenant_info(fkv_engine_cache(e), t, &ti) == FKV_OK)
+            for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) o->reclaimed[k] += ti.reclaimed_pages[k];
+    }
     fkv_engine_destroy(e);
 }
 
@@ -280,6 +292,51 @@ static void test_pressure(int ref)
     free_out(calm);
     free(calm);
     free(o);
+}
+
+/* Fair reclaim in the engine: two tenants, tenant quotas, the fair victim,
+ * and reclaim by offload (to a host tier of 32 tokens) then evict before
+ * any preemption, under budgets that force all three.  Offloaded chunks
+ * come back with their bytes and evicted ones are recomputed, so greedy
+ * tokens stay the baseline's, and every computed token is budgeted. */
+static void test_fair_reclaim(int ref)
+{
+    with_tenants = 1;
+    fkv_engine_config c = base_cfg(ref);
+    c.quotas = FKV_QUOTA_TENANT;
+    c.victim = FKV_VICTIM_FAIR;
+    c.reclaim[0] = FKV_RECLAIM_OFFLOAD;
+    c.reclaim[1] = FKV_RECLAIM_EVICT;
+    c.n_reclaim = 2;
+    c.quant_hot_tokens = 32; /* cold chunks early: something to reclaim */
+    c.prefix_cache = 0;      /* shared prompt heads are never reclaimed: keep the chunks private */
+    c.host_bytes = 32 * token_bytes(); /* one chunk: then evict */
+    run_out *o = malloc(sizeof *o);
+    REQUIRE(o);
+    static const uint32_t budgets[] = {256, 320};
+    uint64_t off = 0, ev = 0, pre = 0;
+    for (size_t b = 0; b < 2 * (sizeof budgets / sizeof *budgets); b++) {
+        /* first offload then evict, then evict alone (the host tier rarely fills here) */
+        if (b == sizeof budgets / sizeof *budgets) c.reclaim[0] = FKV_RECLAIM_EVICT, c.n_reclaim = 1;
+        c.kv_budget_bytes = (uint64_t)budgets[b % (sizeof budgets / sizeof *budgets)] * token_bytes();
+        run(&c, (run_opts){1, 0, 0, NULL}, o);
+        uint32_t tokens = budgets[b % (sizeof budgets / sizeof *budgets)];
+        CHECKF(matches_baseline(o, 1, "fair reclaim"), "[%s] fair reclaim, %u tokens", cell.name, tokens);
+        check_accounting("fair reclaim", o);
+        printf("fair reclaim, %u tokens (%s): %llu pages offloaded, %llu evicted from running requests, %llu "
+               "preempted, %llu recomputed tokens\n",
+               tokens, ref ? "reference" : "kernels", (unsigned long long)o->reclaimed[FKV_RECLAIM_OFFLOAD],
+               (unsigned long long)o->reclaimed[FKV_RECLAIM_EVICT], (unsigned long long)o->st.preemptions,
+               (unsigned long long)o->st.recomputed_tokens);
+        off += o->reclaimed[FKV_RECLAIM_OFFLOAD];
+        ev += o->reclaimed[FKV_RECLAIM_EVICT];
+        pre += o->st.preemptions;
+    }
+    CHECKF(off > 0 && ev > 0, "[%s] the reclaim paths ran: offload %llu, evict %llu pages", cell.name,
+           (unsigned long long)off, (unsigned long long)ev);
+    (void)pre;
+    free(o);
+    with_tenants = 0;
 }
 
 /* f16 K/V pages: the reference and the kernels read the same rounded K/V,
@@ -537,7 +594,9 @@ static void run_cell(void)
     test_pressure(0);
     test_prefix();
     test_samples();
+    test_fair_reclaim(0);
     if (lean) return;
+    test_fair_reclaim(1);
     test_int8();
     test_sparsity(FKV_SPARSE_STREAMING);
     test_sparsity(FKV_SPARSE_H2O);

@@ -29,7 +29,12 @@ static void usage(FILE *f)
             "  --kv-budget BYTES    engine: KV cache bytes, K+V of all layers (default 64MiB; K, KiB, M, MiB, G, GiB)\n"
             "  --kv-dtype f32|f16   engine: K/V storage type (default f32)\n"
             "  --policy NAME        engine: eviction policy (default flru)\n"
-            "  --quotas on|off      engine: per-request quotas around the policy (default on)\n"
+            "  --quotas on|off|tenant  engine: per-request quotas around the policy (default on);\n"
+            "                       tenant: fair shares per 'user' (weighted max-min over demand)\n"
+            "  --victim last-started|fewest-output|fair  engine: preemption victim (default last-started)\n"
+            "  --reclaim LIST       engine: before preempting, take memory from the fair victim by\n"
+            "                       quantize8,quantize4,offload,drop,evict in that order (default none)\n"
+            "  --host-bytes BYTES   engine: host tier for offloaded chunks (default 0: none)\n"
             "  --dynamic-chunking on|off  engine: variable chunk sizes (default off)\n"
             "  --chunk-tokens N     engine: chunk size, or base size when dynamic (default 64)\n"
             "  --quant off|always|under-pressure  engine: cold-chunk int8 quantization (default off)\n"
@@ -62,23 +67,33 @@ static int parse_u64(const char *opt, const char *v, unsigned long long lo, unsi
     return 0;
 }
 
+/* engine options given as flags become "key=value" backend options */
+static const struct {
+    const char *flag, *key;
+} eflags[] = {{"--model", "model"},           {"--kv-budget", "kv_budget"},
+              {"--kv-dtype", "kv_dtype"},     {"--policy", "policy"},
+              {"--quotas", "quotas"},         {"--dynamic-chunking", "dynamic_chunking"},
+              {"--chunk-tokens", "chunk_tokens"}, {"--quant", "quant"},
+              {"--threads", "threads"},       {"--max-batch-tokens", "max_batch_tokens"},
+              {"--max-running", "max_running"}, {"--admission", "admission"},
+              {"--step-log", "step_log"},     {"--victim", "victim"},
+              {"--reclaim", "reclaim"},       {"--host-bytes", "host_bytes"}};
+#define N_EFLAGS (sizeof eflags / sizeof eflags[0])
+
+static int is_engine_flag(const char *a)
+{
+    for (size_t k = 0; k < N_EFLAGS; k++)
+        if (!strcmp(a, eflags[k].flag)) return 1;
+    return 0;
+}
+
 int fkv_cli_serve(int argc, char **argv)
 {
     fkv_server_config cfg;
     fkv_server_config_default(&cfg);
     const char *backend = NULL;
     const char *opts[65];
-    /* engine options given as flags become "key=value" backend options */
-    static const struct {
-        const char *flag, *key;
-    } eflags[] = {{"--model", "model"},           {"--kv-budget", "kv_budget"},
-                  {"--kv-dtype", "kv_dtype"},     {"--policy", "policy"},
-                  {"--quotas", "quotas"},         {"--dynamic-chunking", "dynamic_chunking"},
-                  {"--chunk-tokens", "chunk_tokens"}, {"--quant", "quant"},
-                  {"--threads", "threads"},       {"--max-batch-tokens", "max_batch_tokens"},
-                  {"--max-running", "max_running"}, {"--admission", "admission"},
-                  {"--step-log", "step_log"}};
-    char ebuf[sizeof eflags / sizeof eflags[0]][1100];
+    char ebuf[N_EFLAGS][1100];
     int has_model = 0;
     int n_opts = 0;
     unsigned long long v, drain_s = 60;
@@ -117,14 +132,10 @@ int fkv_cli_serve(int argc, char **argv)
         } else if (OPT("--drain-timeout")) {
             if (parse_u64(a, val, 0, 86400, &drain_s)) return 2;
         } else if (OPT("--backend")) backend = val;
-        else if (!strcmp(a, "--model") || !strcmp(a, "--kv-budget") || !strcmp(a, "--kv-dtype") ||
-                 !strcmp(a, "--policy") || !strcmp(a, "--quotas") || !strcmp(a, "--dynamic-chunking") ||
-                 !strcmp(a, "--chunk-tokens") || !strcmp(a, "--quant") || !strcmp(a, "--threads") ||
-                 !strcmp(a, "--max-batch-tokens") || !strcmp(a, "--max-running") || !strcmp(a, "--admission") ||
-                 !strcmp(a, "--step-log")) {
+        else if (is_engine_flag(a)) {
             ok = 1;
             i++;
-            for (size_t k = 0; k < sizeof eflags / sizeof eflags[0] && val; k++) {
+            for (size_t k = 0; k < N_EFLAGS && val; k++) {
                 if (strcmp(a, eflags[k].flag)) continue;
                 if (strlen(val) > 1024 || n_opts == 64) {
                     fprintf(stderr, "fairkv serve: %s: value too long or too many options\n", a);

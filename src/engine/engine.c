@@ -77,6 +77,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     if (cfg->policy) cc.policy = cfg->policy;
     cc.prefix_cache = cfg->prefix_cache;
     cc.quotas = cfg->quotas;
+    cc.host_capacity_bytes = cfg->host_bytes;
     cc.dynamic_chunking = cfg->dynamic_chunking;
     cc.quant_mode = cfg->quant_mode;
     cc.quant_dtype = cfg->quant_dtype;
@@ -103,6 +104,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.mode = cfg->sched_mode;
     sc.admission = cfg->admission;
     sc.victim = cfg->victim;
+    memcpy(sc.reclaim, cfg->reclaim, sizeof sc.reclaim);
+    sc.n_reclaim = cfg->n_reclaim;
     sc.max_batch_tokens = e->cfg.max_batch_tokens;
     sc.chunked_prefill = cfg->chunked_prefill;
     sc.max_running = cfg->max_running;

@@ -55,7 +55,7 @@ typedef struct fkv_engine_config {
     uint32_t chunk_tokens;     /* 32 */
     const char *policy;        /* "flru" */
     int prefix_cache;          /* 1 */
-    int quotas;                /* 1: the cache's per-request quotas around the policy (fkv_config.quotas) */
+    int quotas;                /* FKV_QUOTA_REQUEST: the cache's quotas around the policy (fkv_config.quotas) */
     int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: the cache's dynamic chunk sizes */
     fkv_quant_mode quant_mode; /* off */
     fkv_dtype quant_dtype;     /* FKV_INT8 */
@@ -65,6 +65,9 @@ typedef struct fkv_engine_config {
     fkv_sched_mode sched_mode; /* continuous */
     fkv_admit admission;       /* FCFS; VTC shares service among request.client ids */
     fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
+    fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* fair reclaim before preemption (sched.h); none */
+    uint32_t n_reclaim;
+    uint64_t host_bytes;       /* 0: the cache's host tier for offloaded chunks (fkv_config.host_capacity_bytes) */
     uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
     int chunked_prefill;       /* 1: a prompt may be split over steps (fkv_sched_config.chunked_prefill) */
     uint32_t max_running;      /* 16 */

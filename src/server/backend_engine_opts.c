@@ -58,7 +58,21 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
         } else if (KEY("policy")) {
             if (!*v) bad = 1;
             cfg->policy = v;
-        } else if (KEY("quotas")) bad = onoff(v, &cfg->quotas);
+        } else if (KEY("quotas")) {
+            if (!strcmp(v, "tenant")) cfg->quotas = FKV_QUOTA_TENANT;
+            else if (!strcmp(v, "request")) cfg->quotas = FKV_QUOTA_REQUEST;
+            else bad = onoff(v, &cfg->quotas);
+        } else if (KEY("victim")) {
+            int r = fkv_victim_parse(v);
+            if (r < 0) bad = 1;
+            else cfg->victim = (fkv_victim_rule)r;
+        } else if (KEY("reclaim")) {
+            bad = fkv_sched_parse_reclaim(v, cfg->reclaim, &cfg->n_reclaim, NULL, 0) != 0;
+        } else if (KEY("host_bytes")) {
+            int64_t x = fkv_parse_bytes(v);
+            if (x < 0) bad = 1;
+            else cfg->host_bytes = (uint64_t)x;
+        }
         else if (KEY("dynamic_chunking")) bad = onoff(v, &cfg->dynamic_chunking);
         else if (KEY("prefix_cache")) bad = onoff(v, &cfg->prefix_cache);
         else if (KEY("chunked_prefill")) bad = onoff(v, &cfg->chunked_prefill);
