@@ -380,8 +380,9 @@ FKV_API fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32
  * sequence, shared with one (DROP, EVICT), or restored and not yet
  * computed are left alone.  Each action's pages are counted for s's
  * tenant (fairkv_tenant_reclaimed_pages_total{action}).
- *   QUANTIZE8 / QUANTIZE4  store base-precision chunks in int8 / int4
- *                          (readers dequantize: nothing to redo);
+ *   QUANTIZE8 / QUANTIZE4  store base-precision chunks in int8 / int4, and
+ *                          (QUANTIZE4) int8 chunks in int4 (readers
+ *                          dequantize: nothing to redo);
  *   DROP                   drop chunks wholly inside [sink, len - window)
  *                          (attention sparsity: never read again);
  *   EVICT                  evict: fkv_seq_missing reports them, and the
