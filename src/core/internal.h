@@ -280,7 +280,7 @@ void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
 void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
 int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if quantized */
-void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops an offloaded chunk's host copy (step.c) */
+void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops an offloaded chunk's host copy (reclaim.c) */
 
 /* seq.c */
 fkv_class fkv__seq_class(const fkv_seq *s);
