@@ -124,6 +124,39 @@ static void victims(double w2, uint64_t want1, uint64_t want2)
     fkv_cache_destroy(c);
 }
 
+static uint32_t resident_pages(fkv_seq *s)
+{
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    uint32_t p = 0;
+    for (size_t i = 0; i < n; i++) p += ch[i]->resident ? ch[i]->n_pages : 0;
+    return p;
+}
+
+/* Within the victim tenant, its request furthest over its quota gives
+ * first.  16 pages: tenant 1's A holds 12 (demand 12) and B 4 (expected
+ * 48 tokens: demand 12), both open and unpinned; tenant 2's C (expected 32
+ * tokens: 8 pages) appends 4 pages.  Shares: C's tenant its 8, tenant 1
+ * the other 8, split 4 and 4 between A and B (equal demands): A is 8 over,
+ * B at its quota, so the four victims are A's. */
+static void victims_within_tenant(void)
+{
+    fkv_cache *c = open_cache(16, FKV_QUOTA_TENANT, 16);
+    fkv_seq *a = tseq(c, 1, 1, 0, 0, 0), *b = tseq(c, 2, 1, 48, 0, 0);
+    fill(a, 100, 48);
+    fill(b, 200, 16);
+    fkv_seq *e = tseq(c, 3, 2, 32, 0, 0);
+    fill(e, 300, 16);
+    CHECKF(resident_pages(a) == 8 && resident_pages(b) == 4 && resident_pages(e) == 4, "resident pages %u %u %u",
+           resident_pages(a), resident_pages(b), resident_pages(e));
+    CHECK(fx_invariants(c));
+    fkv_seq_free(a);
+    fkv_seq_free(b);
+    fkv_seq_free(e);
+    fkv_cache_destroy(c);
+}
+
 static uint32_t match(fkv_cache *c, uint64_t id, uint64_t tenant, uint32_t shared, uint64_t salt, const int32_t *tok,
                       uint32_t n)
 {
@@ -272,6 +305,7 @@ int main(void)
     shares();
     victims(1.0, 9, 9);
     victims(3.0, 6, 12);
+    victims_within_tenant();
     namespaces(0);
     namespaces_ids();
     metrics();

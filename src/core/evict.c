@@ -155,12 +155,19 @@ void fkv__quota_refresh(fkv_cache *c)
     c->quota_epoch_allocs = 0;
 }
 
+/* Quotas (or shares) are stale: a request or tenant came or left, or
+ * capacity/64 pages were allocated since the last refresh. */
+static int quota_stale(const fkv_cache *c)
+{
+    return c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages;
+}
+
 /* Tenant mode: the tenant furthest over its share (pages - share) among
  * those with an evictable chunk; in it, a cached chunk first, then the
  * open request furthest over its quota within the tenant. */
 static fkv__chunk *pick_tenant(fkv_cache *c, int *tier)
 {
-    if (c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages) fkv__tenant_shares(c);
+    if (quota_stale(c)) fkv__tenant_shares(c);
     fkv__tenant *bt = NULL;
     double bex = 0;
     for (uint32_t i = 0; i < c->n_tenants; i++) {
@@ -174,17 +181,17 @@ static fkv__chunk *pick_tenant(fkv_cache *c, int *tier)
         *tier = FKV__TIER_CACHED;
         return bt->cached->ops->victim(bt->cached->state);
     }
-    fkv_seq *best = NULL;
-    double best_excess = 0;
+    fkv_seq *bs = NULL; /* within the tenant: the request furthest over its quota */
+    double bs_ex = 0;
     for (uint32_t i = 0; i < c->n_owners; i++) {
         fkv_seq *s = c->owners[i];
         if (s->tenant != bt || !s->inst->n) continue;
         double ex = (double)s->usage_pages - s->quota_pages;
-        if (!best || ex > best_excess) best = s, best_excess = ex;
+        if (!bs || ex > bs_ex) bs = s, bs_ex = ex;
     }
-    if (!best) return NULL; /* cannot happen: n_evictable counts these */
+    if (!bs) return NULL; /* cannot happen: n_evictable counts these */
     *tier = bex > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
-    return best->inst->ops->victim(best->inst->state);
+    return bs->inst->ops->victim(bs->inst->state);
 }
 
 static fkv__chunk *pick(fkv_cache *c, int *tier)
@@ -207,7 +214,7 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
             return c->shared_inst->ops->victim(c->shared_inst->state);
         }
         if (c->cfg.quotas == FKV_QUOTA_TENANT) goto young;
-        if (c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages) fkv__quota_refresh(c);
+        if (quota_stale(c)) fkv__quota_refresh(c);
         fkv_seq *best = NULL;
         double best_excess = 0;
         for (uint32_t i = 0; i < c->n_owners; i++) {
