@@ -304,6 +304,100 @@ static void offload_reload(void)
     fkv_cache_destroy(cache);
 }
 
+/* The whole reclaim ladder, quantize8, offload, drop, then preemption, on
+ * reclaim_order's cache (21 pages, R taking 4 pages a step from V, whose
+ * tenant weighs a quarter) with a host tier of one int8 chunk (2 pages)
+ * and a drop window of the last 64 tokens.  Step 2: two int8 chunks give
+ * R its 4 pages; step 3: the third int8 chunk (2) and, quantization having
+ * nothing left, an offload of one int8 chunk (2: the host is then full).
+ * Later in step 3 V itself is served and must reload its offloaded chunk:
+ * with R served there is no other victim, and V, its tenant the one over
+ * its share, pays for itself by the one action left that keeps its K/V
+ * readable, drop (its other two int8 chunks, 4 pages).  Only then is
+ * preemption left.  So each action acts first only after the one before
+ * it in the list has given what it could. */
+static void reclaim_ladder(void)
+{
+    int64_t now = 0;
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 21;
+    cc.page_tokens = 16;
+    cc.chunk_tokens = 64;
+    cc.policy = "lru";
+    cc.quotas = FKV_QUOTA_TENANT;
+    cc.prefix_cache = 0;
+    cc.quant_hot_tokens = 64;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    fkv_config probe = cc;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&probe, &cache, NULL, 0) == FKV_OK);
+    fkv_cache_info ci;
+    REQUIRE(fkv_cache_get_info(cache, &ci) == FKV_OK);
+    fkv_cache_destroy(cache);
+    /* one int8 chunk of 64 tokens: 2 pages and its scales (fairkv_quant.h) */
+    cc.host_capacity_bytes = 2 * ci.page_bytes + 2 * ci.page_bytes / 4;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    REQUIRE(fkv_cache_set_tenant_weight(cache, 2, 0.25) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.victim = FKV_VICTIM_FAIR;
+    sc.max_running = 2;
+    sc.max_batch_tokens = 128;
+    sc.tenant_step_share = 0.5;
+    sc.reclaim_sink_tokens = 0;
+    sc.reclaim_window_tokens = 64;
+    REQUIRE(fkv_sched_parse_reclaim("quantize8,offload,drop", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r = req(1, 1, 320, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = v.id;
+    p.tenant = v.tenant;
+    p.expected_tokens = 257 + 12;
+    fkv_seq *vs;
+    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
+    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
+    REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
+    fkv_batch b = {0};
+    enum { Q, OFF, DROP, PRE, N };
+    const int slot[N] = {FKV_RECLAIM_QUANTIZE8, FKV_RECLAIM_OFFLOAD, FKV_RECLAIM_DROP, FKV_RECLAIM_PREEMPT};
+    int first[N] = {0, 0, 0, 0};
+    uint64_t prev[FKV_N_RECLAIM_SLOTS] = {0};
+    for (int step = 1; step <= 40 && !first[PRE]; step++) {
+        STEP(s, now, &b);
+        fkv_tenant_info ti;
+        REQUIRE(fkv_cache_tenant_info(cache, 2, &ti) == FKV_OK);
+        for (int k = 0; k < N; k++)
+            if (ti.reclaimed_pages[slot[k]] > prev[slot[k]] && !first[k]) first[k] = step;
+        if (v.preemptions && !first[PRE]) first[PRE] = step;
+        memcpy(prev, ti.reclaimed_pages, sizeof prev);
+        CHECK(r.preemptions == 0);
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    CHECKF(first[Q] == 2 && first[OFF] == 3 && first[DROP] == 3 && first[PRE] > first[DROP],
+           "first steps: quantize8 %d, offload %d, drop %d, preemption %d", first[Q], first[OFF], first[DROP],
+           first[PRE]);
+    CHECKF(prev[FKV_RECLAIM_QUANTIZE8] == 6 && prev[FKV_RECLAIM_OFFLOAD] == 2 && prev[FKV_RECLAIM_DROP] == 4,
+           "pages: quantize8 %llu, offload %llu, drop %llu", (unsigned long long)prev[FKV_RECLAIM_QUANTIZE8],
+           (unsigned long long)prev[FKV_RECLAIM_OFFLOAD], (unsigned long long)prev[FKV_RECLAIM_DROP]);
+    for (int k = 0; k < 100000 && fkv_sched_finished(s) < 3; k++) {
+        STEP(s, now, &b);
+        now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+    }
+    CHECK(fkv_sched_finished(s) == 3 && fkv_sched_rejections(s) == 0);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 /* The starvation bound against an adversarial heavy tenant: tenant 1
  * sends long requests four times as often as tenant 2 sends tiny ones
  * (at most 16 tokens: one page, so they never need memory after their
@@ -608,6 +702,7 @@ int main(void)
     reclaim_order("quantize8,evict", FKV_RECLAIM_QUANTIZE8);
     reclaim_order("quantize4,evict", FKV_RECLAIM_QUANTIZE4);
     offload_reload();
+    reclaim_ladder();
     self_reclaim();
     starvation("", 2);
     starvation("quantize8,evict", 2);
