@@ -754,6 +754,17 @@ static void test_bad_args(void)
     fkv_engine *e = NULL;
     char err[200] = "";
     CHECK(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_EINVAL && strstr(err, "ref_attention"));
+    c = base_cfg(1);
+    c.reclaim[0] = FKV_RECLAIM_QUANTIZE8;
+    c.n_reclaim = 1;
+    CHECK(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_EINVAL && strstr(err, "quantize8"));
+    c = base_cfg(0);
+    c.reclaim[0] = FKV_RECLAIM_DROP;
+    c.n_reclaim = 1;
+    CHECK(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_EINVAL && strstr(err, "drop needs sparsity"));
+    c.sparsity = FKV_SPARSE_STREAMING;
+    REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+    fkv_engine_destroy(e);
     c = base_cfg(0);
     REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
     int32_t p[2] = {1, 400};

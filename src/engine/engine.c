@@ -52,6 +52,19 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
         return bad(err, errlen, FKV_EINVAL, "engine config: max_batch_tokens, max_running, n_threads (1..256)");
     if (cfg->sparsity != FKV_SPARSE_DENSE && cfg->sparsity_budget < 2 * cfg->chunk_tokens)
         return bad(err, errlen, FKV_EINVAL, "engine config sparsity_budget: at least two chunks");
+    if (cfg->n_reclaim > FKV_N_RECLAIM) return bad(err, errlen, FKV_EINVAL, "engine config n_reclaim: too many");
+    for (uint32_t i = 0; i < cfg->n_reclaim; i++) {
+        fkv_reclaim_action a = cfg->reclaim[i];
+        /* drop takes what streaming attention would not read anyway: its
+         * sink (the first chunk) and window are the sparsity's; a dense or
+         * H2O engine would lose K/V it still reads */
+        if (a == FKV_RECLAIM_DROP && cfg->sparsity != FKV_SPARSE_STREAMING)
+            return bad(err, errlen, FKV_EINVAL, "engine config reclaim: drop needs sparsity streaming");
+        if ((a == FKV_RECLAIM_QUANTIZE8 || a == FKV_RECLAIM_QUANTIZE4) && cfg->ref_attention)
+            return bad(err, errlen, FKV_EINVAL,
+                       "engine config reclaim: quantize8/quantize4 need the fairkv kernels (ref_attention reads "
+                       "base precision only)");
+    }
     fkv_engine *e = calloc(1, sizeof *e);
     if (!e) return FKV_ENOMEM;
     e->m = m;
@@ -106,6 +119,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.victim = cfg->victim;
     memcpy(sc.reclaim, cfg->reclaim, sizeof sc.reclaim);
     sc.n_reclaim = cfg->n_reclaim;
+    sc.reclaim_sink_tokens = cfg->chunk_tokens; /* streaming keeps chunk 0 ... */
+    sc.reclaim_window_tokens = cfg->sparsity_budget > cfg->chunk_tokens ? cfg->sparsity_budget - cfg->chunk_tokens : 0;
     sc.max_batch_tokens = e->cfg.max_batch_tokens;
     sc.chunked_prefill = cfg->chunked_prefill;
     sc.max_running = cfg->max_running;
