@@ -53,7 +53,11 @@ static int bench_main(fkv_bench_opts *o)
     size_t nsch = 0;
     int json_multi = n_loads > 1 && !strcmp(o->format, "json");
     char tenants[400] = "";
-    if (o->sim.n_tenants) {
+    if (o->sim.n_tenants && o->tenants_from_workload) {
+        int k = snprintf(tenants, sizeof tenants, "%u, named by the workload, weights", o->sim.n_tenants);
+        for (uint32_t t = 0; t < o->sim.n_tenants && k < (int)sizeof tenants - 16; t++)
+            k += snprintf(tenants + k, sizeof tenants - (size_t)k, "%s%g", t ? "," : " ", o->sim.tenant_weight[t]);
+    } else if (o->sim.n_tenants) {
         static const char *const an[] = {"client", "roundrobin", "heavy"};
         int k = snprintf(tenants, sizeof tenants, "%u, assigned by %s", o->sim.n_tenants, an[o->tenant_assign]);
         if (o->tenant_assign == FKV_ASSIGN_HEAVY) k += snprintf(tenants + k, sizeof tenants - (size_t)k, ":%g", o->heavy_frac);
@@ -82,7 +86,7 @@ static int bench_main(fkv_bench_opts *o)
             break;
         }
         fkv_report_meta m = {
-            .workload = o->trace ? c.base.name : "seed",
+            .workload = c.base.name,
             .load = load,
             .requests = w.n,
             .profile = c.profile.name,

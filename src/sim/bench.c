@@ -50,7 +50,12 @@ void fkv_bench_usage(FILE *f)
             "                           fit the engine's step times (alone, or from `fairkv serve --step-log`)\n"
             "                           to a cost profile (see cpu-tiny; --calibrate --help for options)\n"
             "workload:\n"
-            "  --workload seed          the seed's 60/30/10 short/medium/long mix (default)\n"
+            "  --workload W             seed: the seed's 60/30/10 short/medium/long mix (default);\n"
+            "                           tenants: 4 light tenants and 2 heavy long-prompt ones; tenants-alike:\n"
+            "                           the same requests, tenants uniform; chat: multi-turn sessions of 4\n"
+            "                           tenants (docs/EVALUATION.md, \"Fairness workloads\"); these name\n"
+            "                           their requests' tenants, so --tenants must match and --tenant-assign\n"
+            "                           is refused\n"
             "  --trace FILE             Azure CSV, Mooncake JSONL or plain CSV (recognized from the file)\n"
             "  --trace-format F         auto|azure|mooncake|plain (plain: a header line\n"
             "                           'arrival_ms,prompt_tokens,output_tokens[,client[,shared_tokens]]',\n"
@@ -203,7 +208,8 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
     } while (0)
     if (!strcmp(a, "--workload")) {
         TAKE();
-        if (strcmp(v, "seed")) return bad(a, v);
+        if (strcmp(v, "seed") && strcmp(v, "tenants") && strcmp(v, "tenants-alike") && strcmp(v, "chat"))
+            return bad_why(a, v, "one of seed, tenants, tenants-alike, chat");
         o->workload = v;
     } else if (!strcmp(a, "--trace")) {
         TAKE();
@@ -316,12 +322,14 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         if (num(v, &d) || d < 0 || d > FKV_SIM_MAX_TENANTS || d != floor(d))
             return bad_why(a, v, "a whole number of tenants from 0 to 16");
         o->sim.n_tenants = (uint32_t)d;
+        o->tenants_set = 1;
     } else if (!strcmp(a, "--tenant-weights")) {
         TAKE();
         char why[160];
         if (parse_weights(v, o->sim.tenant_weight, &o->n_weights, why, sizeof why)) return bad_why(a, v, why);
     } else if (!strcmp(a, "--tenant-assign")) {
         TAKE();
+        o->tenant_assign_set = 1;
         if (!strcmp(v, "client")) o->tenant_assign = FKV_ASSIGN_CLIENT;
         else if (!strcmp(v, "roundrobin")) o->tenant_assign = FKV_ASSIGN_ROUNDROBIN;
         else if (!strncmp(v, "heavy:", 6)) {
@@ -384,6 +392,22 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
     return 1;
 }
 
+/* The generator workloads at their documented parameters; chat's sessions
+ * start at session_rate per second. */
+static fkv_status generate(const fkv_bench_opts *o, size_t n, double session_rate, fkv_workload *w)
+{
+    if (!strcmp(o->workload, "chat")) {
+        fkv_chat_params p;
+        fkv_chat_params_default(&p);
+        p.session_rate = session_rate;
+        return fkv_workload_chat(n, o->seed, o->sim.sched.n_clients, &p, w);
+    }
+    fkv_tenants_params p;
+    fkv_tenants_params_default(&p);
+    p.alike = !strcmp(o->workload, "tenants-alike");
+    return fkv_workload_tenants(n, o->seed, o->sim.sched.n_clients, &p, w);
+}
+
 fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
@@ -409,6 +433,27 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
         st = fkv_trace_load(o->trace, (fkv_trace_format)o->trace_format, limit, o->sim.sched.n_clients, &c->base, err,
                             errlen);
         if (st) return st;
+    } else if (strcmp(o->workload, "seed")) {
+        if (o->requests_set && !o->requests) {
+            snprintf(err, errlen, "--workload %s: --requests 0 (a generator needs a count)", o->workload);
+            return FKV_EINVAL;
+        }
+        if ((st = generate(o, o->requests ? o->requests : 2000, 1.0, &c->base)) != FKV_OK) {
+            snprintf(err, errlen, "%s workload: %s", o->workload, fkv_strerror(st));
+            return st;
+        }
+        /* the generator names the tenants: the options may only agree */
+        if (o->tenant_assign_set) {
+            snprintf(err, errlen, "--tenant-assign: --workload %s gives every request its tenant", o->workload);
+            return FKV_EINVAL;
+        }
+        if (o->tenants_set && o->sim.n_tenants != c->base.n_tenants) {
+            snprintf(err, errlen, "--tenants %u: --workload %s has %u tenants", o->sim.n_tenants, o->workload,
+                     c->base.n_tenants);
+            return FKV_EINVAL;
+        }
+        o->sim.n_tenants = c->base.n_tenants;
+        o->tenants_from_workload = 1;
     } else {
         if ((st = fkv_workload_seed(o->requests ? o->requests : 2000, o->seed, o->sim.sched.n_clients, &c->base)) != FKV_OK) {
             snprintf(err, errlen, "seed workload: %s", fkv_strerror(st));
@@ -425,7 +470,7 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
                  o->sim.n_tenants);
         return FKV_EINVAL;
     }
-    fkv_bench_assign_tenants(o, &c->base);
+    if (!o->tenants_from_workload) fkv_bench_assign_tenants(o, &c->base);
     if (o->load_lo > 0 || o->trace == NULL) {
         if ((st = fkv_sim_capacity_rps(&c->base, &o->sim, &c->cap_rps, err, errlen)) != FKV_OK) return st;
     }
@@ -502,13 +547,26 @@ void fkv_bench_assign_tenants(const fkv_bench_opts *o, fkv_workload *w)
 
 fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, double *rate)
 {
+    double span = (double)fkv_workload_span(&c->base) * 1e-9;
+    if (c->base.session && load > 0) {
+        /* chat: think times are fixed, so the load sets how often sessions
+         * start: the same sessions (their sizes' stream does not depend on
+         * the rate), generated again at the request rate load x capacity */
+        double target = load * c->cap_rps;
+        double turns = (double)c->base.n / (double)c->base.n_sessions;
+        fkv_status st = generate(c->o, c->base.n, target / turns, w);
+        if (st) return st;
+        w->block_tokens = c->base.block_tokens;
+        *rate = target;
+        return FKV_OK;
+    }
     *w = c->base;
     w->reqs = malloc(c->base.n * sizeof *w->reqs);
     w->blocks = NULL; /* block pointers still point into base */
     w->n_blocks = w->cap_blocks = 0;
+    w->session = w->turn = NULL; /* base's */
     if (!w->reqs) return FKV_ENOMEM;
     memcpy(w->reqs, c->base.reqs, c->base.n * sizeof *w->reqs);
-    double span = (double)fkv_workload_span(&c->base) * 1e-9;
     if (load > 0) {
         double target = load * c->cap_rps;
         if (!c->o->trace) {

@@ -9,7 +9,8 @@
 #include "sim/sim.h"
 
 typedef struct fkv_bench_opts {
-    const char *workload;   /* "seed" unless a trace is given */
+    const char *workload;   /* seed | tenants | tenants-alike | chat (docs/EVALUATION.md,
+                             * "Fairness workloads"); a trace replaces it */
     const char *trace;      /* file, or NULL */
     int trace_format;       /* fkv_trace_format */
     size_t requests;        /* 0 = whole trace; seed: count to generate */
@@ -34,6 +35,9 @@ typedef struct fkv_bench_opts {
     int tenant_assign;      /* fkv_tenant_assign */
     double heavy_frac;      /* heavy:F: tenant 1's fraction of the requests */
     uint32_t n_weights;     /* --tenant-weights given: this many */
+    int tenants_set;        /* --tenants given */
+    int tenant_assign_set;  /* --tenant-assign given */
+    int tenants_from_workload; /* set by fkv_bench_prepare: the generator named the tenants */
 } fkv_bench_opts;
 
 typedef enum fkv_tenant_assign {

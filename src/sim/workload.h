@@ -49,7 +49,68 @@ typedef struct fkv_workload {
     uint64_t *blocks; /* storage of all requests' block ids */
     size_t n_blocks, cap_blocks;
     uint32_t block_tokens; /* tokens per block id (512 for Mooncake) */
+    /* generator workloads (tenants, chat): requests carry their tenant ids */
+    uint32_t n_tenants;    /* 0: tenants are assigned by the bench options */
+    uint32_t n_light;      /* tenants 1..n_light are light, the rest heavy (tenants) */
+    /* chat: session (0-based) and turn (0 = first) of each request, or NULL */
+    uint32_t *session, *turn;
+    size_t n_sessions;
 } fkv_workload;
+
+/* Fairness workloads (docs/EVALUATION.md, "Fairness workloads", gives
+ * every default and its source).
+ *
+ * tenants: n_light light tenants (ids 1..n_light) send the seed's short and
+ * medium requests (the seed's 60:30 ratio, so 2/3 short); n_heavy heavy
+ * tenants (ids after them) send heavy_frac of the requests, long prompts
+ * uniform in [heavy_prompt_lo, heavy_prompt_hi] and outputs uniform in
+ * [heavy_out_lo, heavy_out_hi] (RAG / summarization).  A request's tenant is
+ * drawn independently of the others, so each tenant's arrivals are a
+ * thinned Poisson stream, Poisson too.  alike: the same requests (same
+ * sizes, same order), their tenant drawn uniformly over all tenants from
+ * another stream, so the total load is the same and no tenant differs.
+ * Clients (VTC) are (tenant - 1) mod n_clients. */
+typedef struct fkv_tenants_params {
+    uint32_t n_light, n_heavy;
+    double heavy_frac;
+    uint32_t heavy_prompt_lo, heavy_prompt_hi;
+    uint32_t heavy_out_lo, heavy_out_hi;
+    int alike;
+} fkv_tenants_params;
+void fkv_tenants_params_default(fkv_tenants_params *p);
+fkv_status fkv_workload_tenants(size_t n, uint64_t seed, uint32_t n_clients, const fkv_tenants_params *p,
+                                fkv_workload *w);
+
+/* chat: multi-turn sessions.  A session draws its tenant (uniform over
+ * n_tenants), its class and final length as the seed draws a request's
+ * (60/30/10, uniform within the class), and its turns T = 1 + a geometric
+ * number with mean turns_mean - 1 (at most turns_max <= 64 and at most half the
+ * final length).  The final length is split into T chunks (2 tokens each
+ * plus the rest in proportion to weights uniform in [0.5, 1.5)); a chunk is
+ * a user message and the model's answer, the answer taking the seed's
+ * output fraction f ~ U[0.2, 0.5).  Turn k's prompt is the whole history
+ * (chunks 0..k-1) plus its user message; its output is its answer; so the
+ * last turn's prompt + output is the final length.  Every turn of a session
+ * has the session's token_seed and no blocks, so fkv_req_token gives the
+ * same ids at the same positions in every turn: turn k's prompt begins
+ * with turn k-1's prompt and output, id for id.
+ * Timing (open loop): sessions start as a Poisson process at session_rate
+ * per second; turn k arrives think_k after turn k-1's arrival, think_k ~
+ * exponential with mean think_mean_s (at least 1 ns), whether or not turn
+ * k-1 has finished.  Sessions are generated until n requests exist (whole
+ * sessions, so w->n may exceed n by less than turns_max); requests are
+ * sorted by arrival (ties by session, then turn), ids index + 1.  Sizes come
+ * from one stream and times from another, so another rate moves the same
+ * requests in time. */
+typedef struct fkv_chat_params {
+    uint32_t n_tenants;
+    double turns_mean;
+    uint32_t turns_max;
+    double think_mean_s;
+    double session_rate;
+} fkv_chat_params;
+void fkv_chat_params_default(fkv_chat_params *p);
+fkv_status fkv_workload_chat(size_t n, uint64_t seed, uint32_t n_clients, const fkv_chat_params *p, fkv_workload *w);
 
 /* Class of a request of `total` tokens (prompt + output). */
 fkv_class fkv_sim_class(uint32_t total);
