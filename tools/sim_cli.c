@@ -256,7 +256,7 @@ int fkv_cli_grid(int argc, char **argv)
         goto done;
     }
     fprintf(out, "# fairkv grid: scheme %s, workload %s, %zu requests, load %.2f, profile %s, capacity %llu tokens (%s)\n",
-            o.schemes, o.trace ? c.base.name : "seed", w.n, o.load_lo, c.profile.name,
+            o.schemes, c.base.name, w.n, o.load_lo, c.profile.name,
             (unsigned long long)c.capacity_tokens, c.capacity_rule);
     fprintf(out, "alpha,beta,e2e_mean_ms,e2e_p99_ms,e2e_std_ms,short_mean_ms,long_mean_ms,hit_rate,objective\n");
     size_t best = 0;
