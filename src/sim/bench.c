@@ -258,10 +258,12 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 1 || d > 1e7 || d != floor(d)) return bad(a, v);
         o->sim.sched.max_batch_tokens = (uint32_t)d;
+        o->sim.batch_tokens_set = 1;
     } else if (!strcmp(a, "--max-running")) {
         TAKE();
         if (num(v, &d) || d < 1 || d > 1e6 || d != floor(d)) return bad(a, v);
         o->sim.sched.max_running = (uint32_t)d;
+        o->sim.running_set = 1;
     } else if (!strcmp(a, "--no-chunked-prefill")) {
         o->sim.sched.chunked_prefill = 0;
     } else if (!strcmp(a, "--batching")) {
