@@ -5,13 +5,22 @@
  *   victim/on_preempt: what the scheduler does when nothing is evictable
  *   (sched.h): vLLM preempts the last-started request and frees its blocks
  *   into the prefix cache (recompute on resume); SGLang retracts the request
- *   with the fewest output tokens (then the longest prompt) and keeps its
- *   prefix in the radix tree; our schemes keep the victim's sequence so only
- *   its evicted chunks are recomputed.
- *   vllm / sglang: chunks of 16 tokens = vLLM's block size; SGLang's radix
- *   tree has token granularity, which the page-granular prefix index
- *   approximates at 16 tokens.  Both evict LRU (vLLM's free-block queue,
- *   SGLang's LRU over unlocked leaves).
+ *   with the fewest output tokens (then the longest prompt); our schemes
+ *   keep the victim's sequence so only its evicted chunks are recomputed.
+ *   vllm (issue 13; docs/EVALUATION.md, section 3, names vLLM's code for
+ *   each): 16-token blocks; the free block queue (policy freeq:
+ *   kv_cache_utils.py FreeKVCacheBlockQueue, block_pool.py popleft) fed
+ *   tail first (single_type_kv_cache_manager.py free: reversed(req_blocks));
+ *   no admission in a step that preempted (scheduler.py schedule: "if not
+ *   preempted_reqs"); max_num_batched_tokens / max_num_seqs by the
+ *   profile's GPU (arg_utils.py get_batch_defaults).  vllm-fp8: the same
+ *   with --kv-cache-dtype fp8, twice the blocks in the same bytes
+ *   (kv_cache_interface.py page_size_bytes), accuracy not priced.
+ *   lru+sglang-victim: LRU over 16-token blocks with SGLang's retract order
+ *   as the victim rule, and nothing else of SGLang (its admission by
+ *   new_token_ratio, decode-only retraction with headroom and separate
+ *   prefill/decode batches are not built): it was called "sglang" and is
+ *   not an SGLang emulation.
  *   fairkv (issue 12): tenant max-min shares in the cache, the fair victim
  *   rule, fair reclaim quantize8 > quantize4 > evict before preempting, the
  *   victim's sequence kept.  Its policy was chosen on the development
