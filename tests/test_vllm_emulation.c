@@ -15,8 +15,8 @@
 #include "sim/sim.h"
 
 /* A cache of `pages` pages of 4 tokens, chunks of one page (vLLM's block
- * is the unit of eviction), no quotas. */
-static fkv_cache *block_cache(int64_t *now, uint32_t pages, const char *policy, int tail_first)
+ * is the unit of eviction), quotas as given. */
+static fkv_cache *block_cache(int64_t *now, uint32_t pages, const char *policy, int tail_first, int quotas)
 {
     fkv_config cc;
     fkv_config_default(&cc);
@@ -25,7 +25,7 @@ static fkv_cache *block_cache(int64_t *now, uint32_t pages, const char *policy, 
     cc.page_tokens = 4;
     cc.chunk_tokens = 4;
     cc.policy = policy;
-    cc.quotas = 0;
+    cc.quotas = quotas;
     cc.free_tail_first = tail_first;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
@@ -49,10 +49,10 @@ static fkv_seq *open_seq(fkv_cache *c, uint64_t id)
  * it with FKV_PREEMPT_FREE (unpin, free); another request takes one page,
  * which evicts one chunk; the first one resumes and matches its prompt
  * again.  Returns the tokens matched. */
-static uint32_t preempt_evict_resume(const char *policy, int tail_first, uint32_t pages)
+static uint32_t preempt_evict_resume(const char *policy, int tail_first, uint32_t pages, int quotas)
 {
     int64_t now = 0;
-    fkv_cache *c = block_cache(&now, pages, policy, tail_first);
+    fkv_cache *c = block_cache(&now, pages, policy, tail_first, quotas);
     uint32_t n = pages * 4;
     int32_t *a = malloc(n * sizeof *a), b[4];
     REQUIRE(a != NULL);
@@ -83,20 +83,28 @@ static uint32_t preempt_evict_resume(const char *policy, int tail_first, uint32_
     return m;
 }
 
+/* Without quotas a chunk stays in the one policy instance from unpin to
+ * free, so the unpin's order counts (step.c); with quotas the free moves
+ * it from its request's instance to the cached chunks', so the free's
+ * order counts (seq.c).  Both are checked. */
 static void tail_first(void)
 {
-    for (uint32_t pages = 2; pages <= 16; pages *= 2) {
-        uint32_t all_but_tail = (pages - 1) * 4;
-        uint32_t m = preempt_evict_resume("freeq", 1, pages);
-        CHECKF(m == all_but_tail, "freeq tail first, %u pages: matched %u of %u", pages, m, all_but_tail);
-        /* position order: the head goes and the match stops at 0, which is
-         * what the emulation did before (the test fails without the option) */
-        m = preempt_evict_resume("freeq", 0, pages);
-        CHECKF(m == 0, "freeq in position order, %u pages: matched %u", pages, m);
-        /* LRU orders by last read, chunk id on ties: the option alone does not change it */
-        m = preempt_evict_resume("lru", 1, pages);
-        CHECKF(m == 0, "lru, tail first, %u pages: matched %u", pages, m);
-    }
+    for (int quotas = 0; quotas <= FKV_QUOTA_REQUEST; quotas++)
+        for (uint32_t pages = 2; pages <= 16; pages *= 2) {
+            uint32_t all_but_tail = (pages - 1) * 4;
+            uint32_t m = preempt_evict_resume("freeq", 1, pages, quotas);
+            CHECKF(m == all_but_tail, "freeq tail first, quotas %d, %u pages: matched %u of %u", quotas, pages, m,
+                   all_but_tail);
+            /* position order: the head goes and the match stops at 0, which
+             * is what the emulation did before (the test fails without the
+             * option) */
+            m = preempt_evict_resume("freeq", 0, pages, quotas);
+            CHECKF(m == 0, "freeq in position order, quotas %d, %u pages: matched %u", quotas, pages, m);
+            /* LRU orders by last read, chunk id on ties: the option alone
+             * does not change it */
+            m = preempt_evict_resume("lru", 1, pages, quotas);
+            CHECKF(m == 0, "lru, tail first, quotas %d, %u pages: matched %u", quotas, pages, m);
+        }
 }
 
 static void bad_option(void)

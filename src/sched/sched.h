@@ -13,7 +13,8 @@
  * tokens its evicted ranges need (recompute, or reload from a host tier),
  * then one decode token or a prefill chunk; then waiting requests are
  * admitted (FCFS or VTC) while the token budget, the running-request limit
- * and the cache allow.  The sum of recomputed and new tokens of a step never
+ * and the cache allow (none in a step that preempted, with
+ * no_admit_after_preempt: below).  The sum of recomputed and new tokens of a step never
  * exceeds max_batch_tokens (reloaded tokens cost transfer time, not compute
  * budget), with one exception: a chunk larger than the whole budget (dynamic
  * chunks under a small budget) is recomputed alone, in a step with nothing
