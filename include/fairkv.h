@@ -159,6 +159,9 @@ typedef struct fkv_config {
     double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
     uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */
+    int free_tail_first;     /* 0: a sequence's chunks reach the policy in position order when it is
+                              * unpinned or freed; 1: last chunk first (vLLM frees a request's blocks
+                              * reversed, so its tail is evicted first: policy "freeq") */
     fkv_next_use_fn next_use; /* required by "belady" */
     void *next_use_ctx;
 

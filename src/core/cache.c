@@ -53,6 +53,7 @@ void fkv_config_default(fkv_config *cfg)
     cfg->temperature = 2.0;
     cfg->tenant_labels = 16;
     cfg->min_chunk_retention_ns = 0;
+    cfg->free_tail_first = 0;
     cfg->quant_mode = FKV_QUANT_OFF;
     cfg->quant_dtype = FKV_INT8;
     cfg->quant_hot_tokens = 128;
@@ -207,6 +208,8 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         return BAD("temperature=%g: must be > 0 (inf = equal shares)", cfg->temperature);
     if (cfg->min_chunk_retention_ns < 0)
         return BAD("min_chunk_retention_ns=%lld: must be >= 0", (long long)cfg->min_chunk_retention_ns);
+    if (cfg->free_tail_first != 0 && cfg->free_tail_first != 1)
+        return BAD("free_tail_first=%d: must be 0 (position order) or 1 (tail first)", cfg->free_tail_first);
     if (cfg->quant_mode != FKV_QUANT_OFF && cfg->quant_mode != FKV_QUANT_ALWAYS &&
         cfg->quant_mode != FKV_QUANT_UNDER_PRESSURE)
         return BAD("quant_mode=%d: must be off, always or under-pressure", (int)cfg->quant_mode);

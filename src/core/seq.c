@@ -195,10 +195,13 @@ void fkv_seq_free(fkv_seq *s)
     FKV__LOCK(c);
     fkv__cold_scan(c, s, 1); /* an ended request's chunks are all cold */
     /* in position order: the chunks reach the cached chunks' policy
-     * oldest first, the order a key-ordered policy appends fastest */
+     * oldest first, the order a key-ordered policy appends fastest; with
+     * free_tail_first last first, as vLLM frees a request's blocks
+     * (single_type_kv_cache_manager.py, free: reversed(req_blocks)) */
     uint32_t n = s->n_chunks;
+    int rev = c->cfg.free_tail_first;
     s->n_chunks = 0;
-    for (uint32_t i = 0; i < n; i++) drop(s, s->table[i]);
+    for (uint32_t i = 0; i < n; i++) drop(s, s->table[rev ? n - 1 - i : i]);
     fkv_seq *last = c->owners[--c->n_owners];
     c->owners[s->owner_idx] = last;
     last->owner_idx = s->owner_idx;

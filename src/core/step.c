@@ -34,8 +34,11 @@ fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing)
 
 static void pin_all(fkv_seq *s, int delta)
 {
-    for (uint32_t i = 0; i < s->n_chunks; i++) {
-        fkv__chunk *ch = s->table[i];
+    /* unpinning makes chunks evictable in this order: an entry-ordered
+     * policy (freeq) evicts them in it (fkv_config.free_tail_first) */
+    int rev = delta < 0 && s->cache->cfg.free_tail_first;
+    for (uint32_t k = 0; k < s->n_chunks; k++) {
+        fkv__chunk *ch = s->table[rev ? s->n_chunks - 1 - k : k];
         ch->m.pins = (uint32_t)((int)ch->m.pins + delta);
         if ((delta > 0 && ch->m.pins == 1) || ch->m.pins == 0) fkv__place_update(s->cache, ch);
     }

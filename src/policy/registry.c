@@ -6,16 +6,17 @@
 #include "core/chunk.h"
 
 extern const fkv__policy_ops fkv__policy_fifo, fkv__policy_lru, fkv__policy_flru,
-    fkv__policy_flru_literal, fkv__policy_sieve, fkv__policy_belady, fkv__policy_flru_seed;
+    fkv__policy_flru_literal, fkv__policy_sieve, fkv__policy_belady, fkv__policy_flru_seed,
+    fkv__policy_freeq;
 
 static const fkv__policy_ops *const registry[] = {
     &fkv__policy_fifo,  &fkv__policy_lru,   &fkv__policy_flru, &fkv__policy_flru_literal,
-    &fkv__policy_sieve, &fkv__policy_belady, &fkv__policy_flru_seed,
+    &fkv__policy_sieve, &fkv__policy_belady, &fkv__policy_flru_seed, &fkv__policy_freeq,
 };
 #define N_POLICIES (sizeof registry / sizeof registry[0])
 
 static const char *const names[N_POLICIES + 1] = {"fifo", "lru", "flru", "flru-lowest", "sieve",
-                                                  "belady", "flru-seed", NULL};
+                                                  "belady", "flru-seed", "freeq", NULL};
 
 const char *const *fkv_policy_names(void)
 {

@@ -67,6 +67,7 @@ void fkv_sched_config_default(fkv_sched_config *c)
     c->reclaim_window_tokens = 1024; /* and a recent window */
     c->vtc_mem_weight = 0;
     c->tenant_step_share = 1;
+    c->no_admit_after_preempt = 0;
 }
 
 static const char *const victim_names[] = {"last-started", "fewest-output", "fair"};
@@ -763,7 +764,9 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
         else if (s->n_run == before) i++; /* defensive: r stayed */
         /* else r left the running set: the same index now holds the next one */
     }
-    int may_admit = 1;
+    /* vLLM admits nothing in a step that preempted (sched.h); a step with
+     * no item would only stall */
+    int may_admit = !(s->cfg.no_admit_after_preempt && b->preempted && b->n);
     if (s->cfg.mode == FKV_SCHED_DYNAMIC) {
         may_admit = s->n_run == 0 && s->n_wait > 0;
         if (may_admit && s->n_wait < s->cfg.max_running) {

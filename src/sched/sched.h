@@ -13,7 +13,8 @@
  * tokens its evicted ranges need (recompute, or reload from a host tier),
  * then one decode token or a prefill chunk; then waiting requests are
  * admitted (FCFS or VTC) while the token budget, the running-request limit
- * and the cache allow.  The sum of recomputed and new tokens of a step never
+ * and the cache allow (none in a step that preempted, with
+ * no_admit_after_preempt: below).  The sum of recomputed and new tokens of a step never
  * exceeds max_batch_tokens (reloaded tokens cost transfer time, not compute
  * budget), with one exception: a chunk larger than the whole budget (dynamic
  * chunks under a small budget) is recomputed alone, in a step with nothing
@@ -114,6 +115,13 @@
  * units are weighted tokens, so vtc_mem_weight is counter units per
  * token-second of KV held.
  *
+ * No admission after a preemption (no_admit_after_preempt, vLLM v1's
+ * vllm/v1/core/sched/scheduler.py, schedule: "if not preempted_reqs"):
+ * a step whose running requests preempted one (or more) admits no waiting
+ * request, so memory freed by a preemption goes to the running requests
+ * first; except when the step holds no item at all (everything left was
+ * preempted or rejected), where admission goes on so the step does work.
+ *
  * Dynamic (windowed) batching: a batch is admitted only when nothing runs,
  * once the oldest waiting request has waited batch_window_ns or
  * max_running requests wait; the batch then runs to completion.
@@ -157,6 +165,7 @@ typedef struct fkv_sched_config {
     uint32_t reclaim_sink_tokens, reclaim_window_tokens; /* DROP: 4 and 1024 */
     double vtc_mem_weight;     /* 0: counter units per token-second of KV held */
     double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
+    int no_admit_after_preempt; /* 0; 1: a step that preempted admits nothing (vLLM) */
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);

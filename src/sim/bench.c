@@ -87,8 +87,9 @@ void fkv_bench_usage(FILE *f)
             "                           attention work [+ C3 ms a request]\n"
             "  --capacity-frac F        KV capacity = F x peak live demand (0.75)\n"
             "  --capacity-tokens N | --capacity-gb G   fixed KV capacity instead\n"
-            "  --max-batch-tokens N     token budget per step (2048)\n"
-            "  --max-running N          running requests (256)\n"
+            "  --max-batch-tokens N     token budget per step (2048; vllm rows: vLLM's default for the\n"
+            "                           profile's GPU, 8192 on H100)\n"
+            "  --max-running N          running requests (256; vllm rows: 1024 on H100)\n"
             "  --no-chunked-prefill     a prompt runs whole\n"
             "  --batching continuous|dynamic   --batch-window-ms W (50)\n"
             "  --admission fcfs|vtc     --miss recompute|reload (host tier over PCIe)\n"
@@ -264,10 +265,12 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 1 || d > 1e7 || d != floor(d)) return bad(a, v);
         o->sim.sched.max_batch_tokens = (uint32_t)d;
+        o->sim.batch_tokens_set = 1;
     } else if (!strcmp(a, "--max-running")) {
         TAKE();
         if (num(v, &d) || d < 1 || d > 1e6 || d != floor(d)) return bad(a, v);
         o->sim.sched.max_running = (uint32_t)d;
+        o->sim.running_set = 1;
     } else if (!strcmp(a, "--no-chunked-prefill")) {
         o->sim.sched.chunked_prefill = 0;
     } else if (!strcmp(a, "--batching")) {

@@ -140,6 +140,15 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     free(ttft);
 }
 
+/* The scheme column: 13 wide, or as wide as the longest name. */
+static int name_width(const fkv_scheme_summary *s, size_t n)
+{
+    size_t w = 13;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(s[i].name) > w) w = strlen(s[i].name);
+    return (int)w;
+}
+
 /* fkv_tenant_info.reclaimed_pages[k]: by fkv_reclaim_action, then idle evictions */
 static const char *slot_name(int k) { return k < FKV_N_RECLAIM ? fkv_reclaim_name((fkv_reclaim_action)k) : "idle"; }
 
@@ -147,15 +156,16 @@ static const char *slot_name(int k) { return k < FKV_N_RECLAIM ? fkv_reclaim_nam
 static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
 {
     if (!n || !s[0].n_tenants) return;
+    int w = name_width(s, n);
     fprintf(f, "\nper tenant: end-to-end and first-token latency (ms), pages reclaimed by action\n");
-    fprintf(f, "%-13s %6s %6s %8s %6s %9s %9s %9s %9s %7s %8s", "scheme", "tenant", "weight", "share", "done", "mean",
+    fprintf(f, "%-*s %6s %6s %8s %6s %9s %9s %9s %9s %7s %8s", w, "scheme", "tenant", "weight", "share", "done", "mean",
             "P99", "TTFTmean", "TTFTp99", "preempt", "reclaims");
     for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) fprintf(f, " %9.9s", slot_name(k));
     fputc('\n', f);
     for (size_t i = 0; i < n; i++)
         for (uint32_t t = 1; t <= s[i].n_tenants; t++) {
             const struct fkv_tenant_summary *x = &s[i].tenants[t];
-            fprintf(f, "%-13s %6u %6.2f %8.0f %6zu %9.1f %9.1f %9.1f %9.1f %7llu %8llu", s[i].name, t, x->weight,
+            fprintf(f, "%-*s %6u %6.2f %8.0f %6zu %9.1f %9.1f %9.1f %9.1f %7llu %8llu", w, s[i].name, t, x->weight,
                     x->share_pages, x->n, x->e2e_mean_ms, x->e2e_p99_ms, x->ttft_mean_ms, x->ttft_p99_ms,
                     (unsigned long long)x->preemptions, (unsigned long long)x->reclaims);
             for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
@@ -191,12 +201,13 @@ static void meta_line(FILE *f, const fkv_report_meta *m)
 void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
 {
     meta_line(f, m);
+    int w = name_width(s, n);
     fprintf(f, "\nend-to-end latency (ms), the seed's table 4.2 columns first\n");
-    fprintf(f, "%-13s %8s %8s %8s %8s %8s %8s %8s %7s %6s %10s %7s %9s\n", "scheme", "mean", "P99", "short", "long",
+    fprintf(f, "%-*s %8s %8s %8s %8s %8s %8s %8s %7s %6s %10s %7s %9s\n", w, "scheme", "mean", "P99", "short", "long",
             "medium", "P50", "std", "fair", "hit%", "recompute", "preempt", "tok/s");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%-13s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2fx %6.2f %10llu %7llu %9.1f\n", x->name,
+        fprintf(f, "%-*s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2fx %6.2f %10llu %7llu %9.1f\n", w, x->name,
                 x->e2e.mean_ms, x->e2e.p99_ms, x->e2e.by_class[FKV_CLASS_SHORT].mean_ms,
                 x->e2e.by_class[FKV_CLASS_LONG].mean_ms, x->e2e.by_class[FKV_CLASS_MEDIUM].mean_ms, x->e2e.p50_ms,
                 x->e2e.std_ms, x->fairness_gain, 100 * x->hit_rate, (unsigned long long)x->recomputed_tokens,
@@ -206,11 +217,11 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                "cache / (those + recomputed or reloaded); recompute: tokens computed again after eviction or "
                "preemption\n");
     fprintf(f, "\nper class P99 (ms) and first-token / per-output-token latency (ms)\n");
-    fprintf(f, "%-13s %9s %9s %9s %9s %9s %9s %9s %8s %6s %5s\n", "scheme", "P99short", "P99med", "P99long",
+    fprintf(f, "%-*s %9s %9s %9s %9s %9s %9s %9s %8s %6s %5s\n", w, "scheme", "P99short", "P99med", "P99long",
             "TTFTmean", "TTFTp99", "TTFTshort", "TPOTmean", "TPOTp99", "pfx%", "rej");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%-13s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %8.2f %6.2f %5zu\n", x->name,
+        fprintf(f, "%-*s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %8.2f %6.2f %5zu\n", w, x->name,
                 x->e2e.by_class[FKV_CLASS_SHORT].p99_ms, x->e2e.by_class[FKV_CLASS_MEDIUM].p99_ms,
                 x->e2e.by_class[FKV_CLASS_LONG].p99_ms, x->ttft.mean_ms, x->ttft.p99_ms,
                 x->ttft.by_class[FKV_CLASS_SHORT].mean_ms, x->tpot.mean_ms, x->tpot.p99_ms, 100 * x->prefix_hit_rate,

@@ -5,13 +5,22 @@
  *   victim/on_preempt: what the scheduler does when nothing is evictable
  *   (sched.h): vLLM preempts the last-started request and frees its blocks
  *   into the prefix cache (recompute on resume); SGLang retracts the request
- *   with the fewest output tokens (then the longest prompt) and keeps its
- *   prefix in the radix tree; our schemes keep the victim's sequence so only
- *   its evicted chunks are recomputed.
- *   vllm / sglang: chunks of 16 tokens = vLLM's block size; SGLang's radix
- *   tree has token granularity, which the page-granular prefix index
- *   approximates at 16 tokens.  Both evict LRU (vLLM's free-block queue,
- *   SGLang's LRU over unlocked leaves).
+ *   with the fewest output tokens (then the longest prompt); our schemes
+ *   keep the victim's sequence so only its evicted chunks are recomputed.
+ *   vllm (issue 13; docs/EVALUATION.md, section 3, names vLLM's code for
+ *   each): 16-token blocks; the free block queue (policy freeq:
+ *   kv_cache_utils.py FreeKVCacheBlockQueue, block_pool.py popleft) fed
+ *   tail first (single_type_kv_cache_manager.py free: reversed(req_blocks));
+ *   no admission in a step that preempted (scheduler.py schedule: "if not
+ *   preempted_reqs"); max_num_batched_tokens / max_num_seqs by the
+ *   profile's GPU (arg_utils.py get_batch_defaults).  vllm-fp8: the same
+ *   with --kv-cache-dtype fp8, twice the blocks in the same bytes
+ *   (kv_cache_interface.py page_size_bytes), accuracy not priced.
+ *   lru+sglang-victim: LRU over 16-token blocks with SGLang's retract order
+ *   as the victim rule, and nothing else of SGLang (its admission by
+ *   new_token_ratio, decode-only retraction with headroom and separate
+ *   prefill/decode batches are not built): it was called "sglang" and is
+ *   not an SGLang emulation.
  *   fairkv (issue 12): tenant max-min shares in the cache, the fair victim
  *   rule, fair reclaim quantize8 > quantize4 > evict before preempting, the
  *   victim's sequence kept.  Its policy was chosen on the development
@@ -30,23 +39,27 @@
 #include "sim/sim.h"
 
 static const fkv_scheme schemes[] = {
-    /* name        policy          quota dyn chunk page prefix victim                    on_preempt reclaim */
-    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, "plain LRU over 64-token chunks"},
-    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, "FIFO over 64-token chunks"},
-    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
+    /* name        policy          quota dyn chunk page prefix victim                    on_preempt reclaim
+     * tail-first no-admit gpu-defaults fp8 */
+    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, "plain LRU over 64-token chunks"},
+    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, "FIFO over 64-token chunks"},
+    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
      "F-LRU (evict highest alpha/count + beta*age) with per-request quotas, fixed 64-token chunks"},
-    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
+    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
      "F-LRU + quotas + dynamic chunking (the seed's 'dynamic chunking' row)"},
-    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
+    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
      "the seed's formula read literally (evict the lowest score) + quotas"},
-    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, "SIEVE (NSDI'24) over 64-token chunks"},
-    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL,
+    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, "SIEVE (NSDI'24) over 64-token chunks"},
+    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
      "Belady's MIN with the simulator's knowledge of the future: the hit-rate limit"},
-    {"vllm", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL,
-     "vLLM emulation: 16-token blocks, LRU prefix cache of freed blocks, preempt last-started, recompute"},
-    {"sglang", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL,
-     "SGLang emulation: radix prefix cache, LRU of unlocked leaves, retract fewest-output request"},
-    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict",
+    {"vllm", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 0,
+     "vLLM v1 emulation: 16-token blocks, free block queue freed tail first, preempt last-started, recompute, "
+     "no admission in a preempting step, the GPU's batch defaults"},
+    {"vllm-fp8", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 1,
+     "vllm with --kv-cache-dtype fp8: twice the blocks in the same bytes, every token fp8 (accuracy not priced)"},
+    {"lru+sglang-victim", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL, 0, 0, 0, 0,
+     "LRU prefix cache of 16-token blocks, retract the fewest-output request (SGLang's victim rule only)"},
+    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict", 0, 0, 0, 0,
      "issue 12: tenant max-min shares, fair victim, reclaim quantize8 > quantize4 > evict before preempting"},
 };
 

@@ -75,6 +75,20 @@ static int64_t belady_next_use(void *vctx, const fkv_chunk_view *view, const fkv
     }
 }
 
+void fkv_vllm_batch_defaults(const fkv_profile *p, uint32_t *max_batch_tokens, uint32_t *max_running)
+{
+    /* vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, the
+     * OpenAI-server column: a GPU of 70 GiB or more whose name does not
+     * say A100 (H100, H200, MI300x) gets 8192 / 1024, any other 2048 / 256
+     * (A100-80GB included: vLLM PR #17885 found the larger budget slower
+     * there); then max_num_seqs <= max_num_batched_tokens */
+    int big = p && p->gpu_mem_bytes >= 70.0 * 1024 * 1024 * 1024 && p->gpu && !strstr(p->gpu, "A100") &&
+              !strstr(p->gpu, "a100");
+    *max_batch_tokens = big ? 8192 : 2048;
+    *max_running = big ? 1024 : 256;
+    if (*max_running > *max_batch_tokens) *max_running = *max_batch_tokens;
+}
+
 static double wall_s(void)
 {
     struct timespec ts;
@@ -164,11 +178,18 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.dtype = FKV_F16;
     cc.storage = FKV_STORAGE_PHANTOM;
     cc.page_tokens = sc->page_tokens;
+    /* fp8 KV (vllm-fp8): vLLM sizes a block by its dtype (kv_cache_interface.py,
+     * page_size_bytes), so the same bytes hold exactly twice the blocks; the
+     * phantom cache just has twice the pages.  Per-tensor scales, every token
+     * fp8, no full-precision window: nothing else changes in the simulator,
+     * and its accuracy cost is not priced (docs/EVALUATION.md) */
+    uint64_t mult = sc->kv_fp8 ? 2 : 1;
     uint64_t pages = (cfg->capacity_tokens + sc->page_tokens - 1) / sc->page_tokens;
-    if (pages > UINT32_MAX) return fkv_errf(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
-                                        (unsigned long long)pages);
-    cc.capacity_pages = (uint32_t)pages;
+    if (pages * mult > UINT32_MAX) return fkv_errf(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
+                                        (unsigned long long)(pages * mult));
+    cc.capacity_pages = (uint32_t)(pages * mult);
     cc.capacity_bytes = pages * sc->page_tokens * fkv_model_token_bytes(m);
+    cc.free_tail_first = sc->free_tail_first;
     cc.chunk_tokens = sc->chunk_tokens;
     cc.dynamic_chunking = sc->dynamic_chunking;
     cc.policy = sc->policy;
@@ -255,6 +276,13 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         scfg.victim = cfg->victim >= 0 ? (fkv_victim_rule)cfg->victim : sc->victim;
         scfg.on_preempt = sc->on_preempt;
         scfg.pass_tokens = sc->prefix_cache;
+        scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
+        if (sc->gpu_batch_defaults) {
+            uint32_t tokens, running;
+            fkv_vllm_batch_defaults(cfg->profile, &tokens, &running);
+            if (!cfg->batch_tokens_set) scfg.max_batch_tokens = tokens;
+            if (!cfg->running_set) scfg.max_running = running;
+        }
         if (!cfg->reclaim_set) {
             char why[160] = "";
             if (fkv_sched_parse_reclaim(sc->reclaim ? sc->reclaim : "", scfg.reclaim, &scfg.n_reclaim, why,

@@ -32,6 +32,11 @@ typedef struct fkv_scheme {
     fkv_victim_rule victim;
     fkv_preempt_mode on_preempt;
     const char *reclaim;      /* fair reclaim before preemption (fkv_sched_parse_reclaim); NULL = none */
+    /* vLLM v1's behaviours (schemes.c names the code of each) */
+    int free_tail_first;      /* fkv_config.free_tail_first: a freed request's tail is evicted first */
+    int no_admit_after_preempt; /* fkv_sched_config.no_admit_after_preempt */
+    int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
+    int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
 
@@ -61,9 +66,15 @@ typedef struct fkv_sim_config {
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
+    int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
+                               * replace a scheme's GPU defaults (gpu_batch_defaults) */
 } fkv_sim_config;
 
 void fkv_sim_config_default(fkv_sim_config *c);
+
+/* vLLM's default max_num_batched_tokens / max_num_seqs on p's GPU
+ * (gpu_batch_defaults; the rule and its source in sim.c). */
+void fkv_vllm_batch_defaults(const fkv_profile *p, uint32_t *max_batch_tokens, uint32_t *max_running);
 
 typedef struct fkv_sim_result {
     char scheme[32];
