@@ -2,8 +2,12 @@
  * hand on tiny cases. */
 #include <math.h>
 
+#include <string.h>
+
 #include "check.h"
 #include "sim/fairness.h"
+#include "sim/report.h"
+#include "sim/sim.h"
 
 static void jain(void)
 {
@@ -56,10 +60,64 @@ static void service_diff(void)
     fkv_service_diff_free(&d);
 }
 
+/* Slowdown through the simulator: one request on an idle system (any
+ * arrival time, a cache with room) has slowdown exactly 1; two requests
+ * arriving together share steps, so the one finishing later is slowed
+ * down, and its tenant's mean slowdown is above 1. */
+static void slowdown(void)
+{
+    fkv_profile prof;
+    char err[200];
+    REQUIRE(fkv_profile_get("a100-llama2-7b", NULL, &prof, err, sizeof err) == FKV_OK);
+    fkv_sim_config cfg;
+    fkv_sim_config_default(&cfg);
+    cfg.profile = &prof;
+    cfg.capacity_tokens = 1 << 20;
+    cfg.n_tenants = 2;
+    fkv_req rq[2];
+    memset(rq, 0, sizeof rq);
+    for (int i = 0; i < 2; i++) {
+        rq[i].id = 1 + (uint64_t)i;
+        rq[i].tenant = 1 + (uint64_t)i;
+        rq[i].prompt = 300 + 200 * (uint32_t)i;
+        rq[i].output = 40;
+        rq[i].token_seed = 7 + (uint64_t)i;
+        rq[i].arrival_ns = 5000000; /* 5 ms: an idle system whenever it comes */
+    }
+    fkv_workload w;
+    memset(&w, 0, sizeof w);
+    w.reqs = rq;
+    w.n = 1;
+    int64_t idle[2];
+    REQUIRE(fkv_sim_idle_latency(&w, &cfg, idle, err, sizeof err) == FKV_OK);
+    const fkv_scheme *lru = fkv_scheme_find("lru");
+    REQUIRE(lru);
+    fkv_sim_result r;
+    REQUIRE(fkv_sim_run(&w, lru, &cfg, &r, err, sizeof err) == FKV_OK);
+    fkv_scheme_summary s;
+    fkv_summarize(&r, &s);
+    fkv_summary_slowdown(&s, &r, idle);
+    CHECKF(idle[0] > 0 && s.slowdown_mean == 1.0 && s.tenants[1].slowdown_mean == 1.0, "idle %lld, slowdown %.17g",
+           (long long)idle[0], s.slowdown_mean);
+    fkv_sim_result_free(&r);
+    w.n = 2;
+    REQUIRE(fkv_sim_idle_latency(&w, &cfg, idle, err, sizeof err) == FKV_OK);
+    REQUIRE(fkv_sim_run(&w, lru, &cfg, &r, err, sizeof err) == FKV_OK);
+    fkv_summarize(&r, &s);
+    fkv_summary_slowdown(&s, &r, idle);
+    CHECKF(s.slowdown_mean > 1.0 && (s.tenants[1].slowdown_mean > 1.0 || s.tenants[2].slowdown_mean > 1.0),
+           "together: slowdown %g (%g, %g)", s.slowdown_mean, s.tenants[1].slowdown_mean, s.tenants[2].slowdown_mean);
+    double m[2] = {s.tenants[1].slowdown_mean, s.tenants[2].slowdown_mean};
+    CHECK(fabs(s.jain_slowdown - fkv_jain_index(m, 2)) < 1e-12);
+    fkv_sim_result_free(&r);
+    fkv_profile_free(&prof);
+}
+
 int main(void)
 {
     jain();
     max_min();
     service_diff();
+    slowdown();
     return check_done();
 }

@@ -630,19 +630,35 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
     fkv_sim_config cfg = c->o->sim;
     cfg.capacity_tokens = c->capacity_tokens;
     cfg.progress = !c->o->quiet;
+    /* slowdown's denominator, once per workload: in tenant runs (their
+     * fairness lines); the plain tables do not print it */
+    int64_t *idle = NULL;
+    if (cfg.n_tenants) {
+        if (!(idle = malloc(w->n * sizeof *idle))) return FKV_ENOMEM;
+        fkv_status st = fkv_sim_idle_latency(w, &cfg, idle, err, errlen);
+        if (st) {
+            free(idle);
+            return st;
+        }
+    }
     for (size_t i = 0; i < nsel; i++) {
         fkv_sim_result r;
         double t0 = wall();
         fkv_status st = fkv_sim_run(w, sel[i], &cfg, &r, err, errlen);
-        if (st) return st;
+        if (st) {
+            free(idle);
+            return st;
+        }
         double dt = wall() - t0;
         fkv_summarize(&r, &sums[i]);
+        if (idle) fkv_summary_slowdown(&sums[i], &r, idle);
         sums[i].sim_wall_s = dt;
         if (!c->o->quiet)
             fprintf(stderr, "  %-13s %zu requests simulated in %.2f s\n", sel[i]->name, w->n, dt);
         if (res) res[i] = r;
         else fkv_sim_result_free(&r);
     }
+    free(idle);
     *n = nsel;
     fkv_summaries_fairness(sums, nsel);
     return FKV_OK;

@@ -1,5 +1,6 @@
 /* Result summaries and their three output forms (see report.h). */
 #include "sim/report.h"
+#include "sim/fairness.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -140,6 +141,43 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     free(ttft);
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void fkv_summary_slowdown(fkv_scheme_summary *o, const fkv_sim_result *r, const int64_t *idle_e2e)
+{
+    double *sd = malloc((r->n ? r->n : 1) * sizeof *sd);
+    if (!sd) return;
+    size_t m = 0;
+    double sum = 0, tsum[FKV_SIM_MAX_TENANTS + 1] = {0};
+    size_t tn[FKV_SIM_MAX_TENANTS + 1] = {0};
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->e2e_ns[i] < 0 || idle_e2e[i] <= 0) continue;
+        double x = (double)r->e2e_ns[i] / (double)idle_e2e[i];
+        sd[m++] = x;
+        sum += x;
+        uint32_t t = r->tenant[i];
+        if (t <= FKV_SIM_MAX_TENANTS) tsum[t] += x, tn[t]++;
+    }
+    if (m) {
+        o->slowdown_mean = sum / (double)m;
+        qsort(sd, m, sizeof *sd, cmp_dbl);
+        size_t k = (size_t)ceil(0.99 * (double)m);
+        o->slowdown_p99 = sd[(k ? k : 1) - 1];
+    }
+    free(sd);
+    if (!r->n_tenants) return;
+    double means[FKV_SIM_MAX_TENANTS];
+    size_t nm = 0;
+    for (uint32_t t = 1; t <= r->n_tenants; t++)
+        if (tn[t]) o->tenants[t].slowdown_mean = tsum[t] / (double)tn[t], means[nm++] = o->tenants[t].slowdown_mean;
+    o->jain_slowdown = fkv_jain_index(means, nm);
+    o->max_min_slowdown = fkv_max_min_ratio(means, nm);
+}
+
 /* The scheme column: 13 wide, or as wide as the longest name. */
 static int name_width(const fkv_scheme_summary *s, size_t n)
 {
@@ -176,6 +214,14 @@ static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
                "mean:");
     for (size_t i = 0; i < n; i++) fprintf(f, " %s %.2f", s[i].name, s[i].tenant_spread);
     fprintf(f, "\n");
+    if (!s[0].slowdown_mean) return;
+    fprintf(f, "slowdown = e2e / e2e alone on an idle system; per tenant (mean), then Jain's index and max/min over "
+               "the tenants' means\n");
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "%-*s mean %.3f P99 %.3f |", w, s[i].name, s[i].slowdown_mean, s[i].slowdown_p99);
+        for (uint32_t t = 1; t <= s[i].n_tenants; t++) fprintf(f, " t%u %.3f", t, s[i].tenants[t].slowdown_mean);
+        fprintf(f, " | Jain %.4f max/min %.3f\n", s[i].jain_slowdown, s[i].max_min_slowdown);
+    }
 }
 
 void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n)
@@ -274,16 +320,20 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                 (unsigned long long)x->preemptions, (unsigned long long)x->evicted_pages, x->done, x->rejected,
                 x->throughput_tok_s, x->throughput_req_s, x->makespan_s, (unsigned long long)x->steps,
                 (unsigned long long)x->max_step_tokens);
+        if (x->slowdown_mean)
+            fprintf(f, ",\"slowdown\":{\"mean\":%.6f,\"p99\":%.6f},\"fairness\":{\"jain_slowdown\":%.6f,"
+                       "\"max_min_slowdown\":%.6f}",
+                    x->slowdown_mean, x->slowdown_p99, x->jain_slowdown, x->max_min_slowdown);
         if (x->n_tenants) {
             fprintf(f, ",\"tenant_spread\":%.4f,\"tenants\":[", x->tenant_spread);
             for (uint32_t t = 1; t <= x->n_tenants; t++) {
                 const struct fkv_tenant_summary *y = &x->tenants[t];
                 fprintf(f, "%s{\"tenant\":%u,\"weight\":%.4f,\"share_pages\":%.1f,\"done\":%zu,\"e2e_mean_ms\":%.3f,"
                            "\"e2e_p99_ms\":%.3f,\"ttft_mean_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"preemptions\":%llu,"
-                           "\"reclaims\":%llu,\"reclaimed_pages\":{",
+                           "\"reclaims\":%llu,\"slowdown_mean\":%.6f,\"reclaimed_pages\":{",
                         t > 1 ? "," : "", t, y->weight, y->share_pages, y->n, y->e2e_mean_ms, y->e2e_p99_ms,
                         y->ttft_mean_ms, y->ttft_p99_ms, (unsigned long long)y->preemptions,
-                        (unsigned long long)y->reclaims);
+                        (unsigned long long)y->reclaims, y->slowdown_mean);
                 for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
                     fprintf(f, "%s\"%s\":%llu", k ? "," : "", slot_name(k), (unsigned long long)y->reclaimed_pages[k]);
                 fprintf(f, "}}");

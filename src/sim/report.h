@@ -42,8 +42,12 @@ typedef struct fkv_scheme_summary {
         double e2e_mean_ms, e2e_p99_ms, ttft_mean_ms, ttft_p99_ms;
         uint64_t preemptions, reclaims;
         uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS];
+        double slowdown_mean; /* mean of e2e / e2e alone on an idle system; 0 = not computed */
     } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t = 1..n_tenants */
     double tenant_spread;    /* largest / smallest tenant mean e2e (1 = even); 0 without tenants */
+    /* slowdown (fkv_summary_slowdown): 0 = not computed */
+    double slowdown_mean, slowdown_p99;
+    double jain_slowdown, max_min_slowdown; /* over the tenants' mean slowdowns */
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */
@@ -65,6 +69,11 @@ typedef struct fkv_report_meta {
 
 void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_lat_stats *out);
 void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *out);
+/* Slowdown of every finished request: its e2e over idle_e2e[i], its e2e
+ * alone on an idle system (fkv_sim_idle_latency); the mean and P99, per
+ * tenant, and Jain's index and the max/min ratio over the tenants' means
+ * (src/sim/fairness.h). */
+void fkv_summary_slowdown(fkv_scheme_summary *o, const fkv_sim_result *r, const int64_t *idle_e2e);
 /* Sets fairness_gain of every summary from the one named "lru", if any. */
 void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n);
 

@@ -376,6 +376,29 @@ fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg
     return FKV_OK;
 }
 
+fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg, int64_t *e2e, char *err,
+                                size_t errlen)
+{
+    fkv_workload one = *w;
+    fkv_req r1;
+    one.reqs = &r1;
+    one.n = 1;
+    one.session = one.turn = NULL;
+    fkv_sim_config c = *cfg;
+    c.capacity_tokens = 0;
+    c.progress = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        r1 = w->reqs[i];
+        r1.arrival_ns = 0;
+        fkv_sim_result r;
+        fkv_status st = fkv_sim_run(&one, NULL, &c, &r, err, errlen);
+        if (st) return st;
+        e2e[i] = r.e2e_ns[0];
+        fkv_sim_result_free(&r);
+    }
+    return FKV_OK;
+}
+
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens, char *err,
                                size_t errlen)
 {

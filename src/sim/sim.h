@@ -113,6 +113,14 @@ void fkv_sim_result_free(fkv_sim_result *r);
  * unlimited memory.  The denominator of "load". */
 fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg, double *rps,
                                 char *err, size_t errlen);
+/* Each request's end-to-end latency alone on an idle system with unlimited
+ * memory, under cfg's scheduler (the denominator of its slowdown): w's
+ * request i run by itself, arriving at 0, through the same loop and cost
+ * profile, so one request on an idle system has a slowdown of exactly 1.
+ * e2e[n] (ns). */
+fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg, int64_t *e2e, char *err,
+                                size_t errlen);
+
 /* Peak live KV tokens with unlimited memory at w's arrivals (the memory
  * demand that the capacity rule takes a fraction of). */
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens,
