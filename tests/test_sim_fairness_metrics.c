@@ -8,6 +8,7 @@
 #include "sim/fairness.h"
 #include "sim/report.h"
 #include "sim/sim.h"
+#include "sim/workload.h"
 
 static void jain(void)
 {
@@ -113,11 +114,51 @@ static void slowdown(void)
     fkv_profile_free(&prof);
 }
 
+/* oracle-memory on chat (prefix reuse) at a capacity where lru evicts:
+ * no eviction, preemption or recompute, at least lru's prefix hit rate,
+ * and no request slower on average. */
+static void oracle_memory(void)
+{
+    fkv_profile prof;
+    char err[200];
+    REQUIRE(fkv_profile_get("a100-llama2-7b", NULL, &prof, err, sizeof err) == FKV_OK);
+    fkv_chat_params cp;
+    fkv_chat_params_default(&cp);
+    cp.session_rate = 2.0;
+    fkv_workload w;
+    REQUIRE(fkv_workload_chat(600, 11, 4, &cp, &w) == FKV_OK);
+    fkv_sim_config cfg;
+    fkv_sim_config_default(&cfg);
+    cfg.profile = &prof;
+    cfg.capacity_tokens = 8192; /* small: lru must evict */
+    cfg.sched.n_clients = 4;
+    fkv_sim_result ro, rl;
+    fkv_status so_st = fkv_sim_run(&w, fkv_scheme_find("oracle-memory"), &cfg, &ro, err, sizeof err);
+    CHECKF(so_st == FKV_OK, "oracle run: %s", err);
+    REQUIRE(so_st == FKV_OK);
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &cfg, &rl, err, sizeof err) == FKV_OK);
+    fkv_scheme_summary so, sl;
+    fkv_summarize(&ro, &so);
+    fkv_summarize(&rl, &sl);
+    CHECKF(ro.preemptions == 0 && ro.recomputed_tokens == 0 && ro.evicted_pages == 0,
+           "oracle: %llu preemptions, %llu recomputed, %llu evicted pages", (unsigned long long)ro.preemptions,
+           (unsigned long long)ro.recomputed_tokens, (unsigned long long)ro.evicted_pages);
+    CHECKF(rl.evicted_pages > 0, "lru at 8192 tokens evicted nothing: the case proves nothing");
+    CHECKF(so.prefix_hit_rate >= sl.prefix_hit_rate && so.prefix_hit_rate > 0, "prefix hit rate oracle %g, lru %g",
+           so.prefix_hit_rate, sl.prefix_hit_rate);
+    CHECKF(so.e2e.mean_ms <= sl.e2e.mean_ms, "oracle mean %g ms > lru %g ms", so.e2e.mean_ms, sl.e2e.mean_ms);
+    fkv_sim_result_free(&ro);
+    fkv_sim_result_free(&rl);
+    fkv_workload_free(&w);
+    fkv_profile_free(&prof);
+}
+
 int main(void)
 {
     jain();
     max_min();
     service_diff();
     slowdown();
+    oracle_memory();
     return check_done();
 }

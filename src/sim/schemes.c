@@ -40,27 +40,29 @@
 
 static const fkv_scheme schemes[] = {
     /* name        policy          quota dyn chunk page prefix victim                    on_preempt reclaim
-     * tail-first no-admit gpu-defaults fp8 */
-    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, "plain LRU over 64-token chunks"},
-    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, "FIFO over 64-token chunks"},
-    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
+     * tail-first no-admit gpu-defaults fp8 unlimited */
+    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, "plain LRU over 64-token chunks"},
+    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, "FIFO over 64-token chunks"},
+    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
      "F-LRU (evict highest alpha/count + beta*age) with per-request quotas, fixed 64-token chunks"},
-    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
+    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
      "F-LRU + quotas + dynamic chunking (the seed's 'dynamic chunking' row)"},
-    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
+    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
      "the seed's formula read literally (evict the lowest score) + quotas"},
-    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, "SIEVE (NSDI'24) over 64-token chunks"},
-    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0,
+    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, "SIEVE (NSDI'24) over 64-token chunks"},
+    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
      "Belady's MIN with the simulator's knowledge of the future: the hit-rate limit"},
-    {"vllm", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 0,
+    {"vllm", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 0, 0,
      "vLLM v1 emulation: 16-token blocks, free block queue freed tail first, preempt last-started, recompute, "
      "no admission in a preempting step, the GPU's batch defaults"},
-    {"vllm-fp8", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 1,
+    {"vllm-fp8", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 1, 0,
      "vllm with --kv-cache-dtype fp8: twice the blocks in the same bytes, every token fp8 (accuracy not priced)"},
-    {"lru+sglang-victim", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL, 0, 0, 0, 0,
+    {"lru+sglang-victim", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL, 0, 0, 0, 0, 0,
      "LRU prefix cache of 16-token blocks, retract the fewest-output request (SGLang's victim rule only)"},
-    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict", 0, 0, 0, 0,
+    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict", 0, 0, 0, 0, 0,
      "issue 12: tenant max-min shares, fair victim, reclaim quantize8 > quantize4 > evict before preempting"},
+    {"oracle-memory", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 1,
+     "unlimited KV memory (no cache limit, nothing evicted or preempted): the latency every scheme approaches"},
 };
 
 const fkv_scheme *fkv_scheme_list(size_t *n)

@@ -241,6 +241,18 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
 {
     memset(res, 0, sizeof *res);
     if (!w->n || !cfg->profile) return fkv_errf(err, errlen, FKV_EINVAL, "empty workload or no profile");
+    /* oracle-memory: a cache that holds every token the run ever writes
+     * (every prompt and output, whole pages of them), so nothing is
+     * evicted or preempted while the prefix cache still shares prefixes;
+     * a run with no cache at all would recompute every shared prefix */
+    fkv_sim_config oracle_cfg;
+    if (sc && sc->unlimited) {
+        oracle_cfg = *cfg;
+        uint64_t total = 0, pt = sc->page_tokens;
+        for (size_t i = 0; i < w->n; i++) total += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output + pt) / pt * pt;
+        oracle_cfg.capacity_tokens = total + 2 * pt;
+        cfg = &oracle_cfg;
+    }
     fkv_req *reqs = malloc(w->n * sizeof *reqs);
     res->e2e_ns = malloc(w->n * sizeof *res->e2e_ns);
     res->ttft_ns = malloc(w->n * sizeof *res->ttft_ns);

@@ -37,6 +37,7 @@ typedef struct fkv_scheme {
     int no_admit_after_preempt; /* fkv_sched_config.no_admit_after_preempt */
     int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
     int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
+    int unlimited;            /* 1: no cache at all (oracle-memory): the memory limit's latency */
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
 
