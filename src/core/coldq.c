@@ -92,6 +92,31 @@ static int convertible(const fkv_cache *c, const fkv__chunk *ch)
     return 1;
 }
 
+/* After a chunk's K/V were rewritten as dt into its first `need` pages:
+ * frees the others, sets the fills, moves the accounting and installs the
+ * new scales (the old ones, if any, go). */
+static void shrink_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, uint32_t need, void *qm, size_t meta, int reason)
+{
+    fkv_kv_geom g;
+    geom(c, &g);
+    uint32_t old = ch->v.n_pages, tpp = fkv_quant_tokens_per_page(&g, dt);
+    for (uint32_t j = 0; j < old; j++) {
+        if (j < need) fkv__page_set_fill(c, ch->pages[j], fkv__stored_fill(c->cfg.page_tokens, tpp, ch->v.n_tokens, j));
+        else fkv__page_unref(c, ch->pages[j]);
+    }
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)(old - need));
+    fkv__tenant_pages(ch, -(int64_t)(old - need));
+    c->pages_by_dtype[ch->v.dtype] -= old;
+    c->pages_by_dtype[dt] += need;
+    fkv__chunk_free_qmeta(c, ch);
+    ch->v.n_pages = need;
+    ch->v.dtype = dt;
+    ch->v.qmeta = qm;
+    ch->qmeta_bytes = meta;
+    c->qmeta_bytes[dt] += meta;
+    c->stats.fairkv_quantized_chunks_total[reason]++;
+}
+
 /* Quantizes one chunk in place to dt and frees the pages it no longer needs. */
 static fkv_status quantize_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, int reason)
 {
@@ -127,27 +152,7 @@ static fkv_status quantize_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, int re
             return fkv__fail(st, "quantizing chunk at token %u: %s", ch->v.start, err);
         }
     }
-    /* pages [need, n_pages) are no longer used; fills follow bytes used */
-    uint32_t old = ch->v.n_pages, pt = c->cfg.page_tokens;
-    uint32_t tpp = fkv_quant_tokens_per_page(&g, dt);
-    for (uint32_t j = 0; j < old; j++) {
-        if (j < need) {
-            uint32_t held = ch->v.n_tokens - j * tpp < tpp ? ch->v.n_tokens - j * tpp : tpp;
-            fkv__page_set_fill(c, ch->pages[j], (held * pt + tpp - 1) / tpp);
-        } else {
-            fkv__page_unref(c, ch->pages[j]);
-        }
-    }
-    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)(old - need));
-    fkv__tenant_pages(ch, -(int64_t)(old - need));
-    c->pages_by_dtype[ch->v.dtype] -= old;
-    c->pages_by_dtype[dt] += need;
-    ch->v.n_pages = need;
-    ch->v.dtype = dt;
-    ch->v.qmeta = qm;
-    ch->qmeta_bytes = meta;
-    c->qmeta_bytes[dt] += meta;
-    c->stats.fairkv_quantized_chunks_total[reason]++;
+    shrink_to(c, ch, dt, need, qm, meta, reason);
     return FKV_OK;
 }
 
@@ -207,26 +212,7 @@ static fkv_status requantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype to)
             return fkv__fail(st, "re-quantizing chunk at token %u: %s", ch->v.start, err);
         }
     }
-    uint32_t pt = c->cfg.page_tokens, tpp = fkv_quant_tokens_per_page(&g, to);
-    for (uint32_t j = 0; j < n8; j++) {
-        if (j < n4) {
-            uint32_t held = nt - j * tpp < tpp ? nt - j * tpp : tpp;
-            fkv__page_set_fill(c, ch->pages[j], (held * pt + tpp - 1) / tpp);
-        } else {
-            fkv__page_unref(c, ch->pages[j]);
-        }
-    }
-    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)(n8 - n4));
-    fkv__tenant_pages(ch, -(int64_t)(n8 - n4));
-    c->pages_by_dtype[ch->v.dtype] -= n8;
-    c->pages_by_dtype[to] += n4;
-    fkv__chunk_free_qmeta(c, ch);
-    ch->v.n_pages = n4;
-    ch->v.dtype = to;
-    ch->v.qmeta = qm;
-    ch->qmeta_bytes = meta;
-    c->qmeta_bytes[to] += meta;
-    c->stats.fairkv_quantized_chunks_total[2]++;
+    shrink_to(c, ch, to, n4, qm, meta, 2);
     return FKV_OK;
 }
 

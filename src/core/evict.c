@@ -194,6 +194,28 @@ static fkv__chunk *pick_tenant(fkv_cache *c, int *tier)
     return bs->inst->ops->victim(bs->inst->state);
 }
 
+/* Request mode: a cached chunk first (a finished request's quota is 0),
+ * then the open request furthest over its quota. */
+static fkv__chunk *pick_request(fkv_cache *c, int *tier)
+{
+    if (c->shared_inst->n) {
+        *tier = FKV__TIER_CACHED;
+        return c->shared_inst->ops->victim(c->shared_inst->state);
+    }
+    if (quota_stale(c)) fkv__quota_refresh(c);
+    fkv_seq *best = NULL;
+    double best_excess = 0;
+    for (uint32_t i = 0; i < c->n_owners; i++) {
+        fkv_seq *s = c->owners[i];
+        if (!s->inst->n) continue;
+        double ex = (double)s->usage_pages - s->quota_pages;
+        if (!best || ex > best_excess) best = s, best_excess = ex;
+    }
+    if (!best) return NULL;
+    *tier = best_excess > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
+    return best->inst->ops->victim(best->inst->state);
+}
+
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
     if (c->young_head) mature(c, fkv__now(c));
@@ -206,32 +228,12 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
             *tier = FKV__TIER_EXPIRED;
             return expired;
         }
-        if (c->cfg.quotas == FKV_QUOTA_TENANT) {
-            fkv__chunk *v = pick_tenant(c, tier);
-            if (v) return v;
-        } else if (c->shared_inst->n) {
-            *tier = FKV__TIER_CACHED;
-            return c->shared_inst->ops->victim(c->shared_inst->state);
-        }
-        if (c->cfg.quotas == FKV_QUOTA_TENANT) goto young;
-        if (quota_stale(c)) fkv__quota_refresh(c);
-        fkv_seq *best = NULL;
-        double best_excess = 0;
-        for (uint32_t i = 0; i < c->n_owners; i++) {
-            fkv_seq *s = c->owners[i];
-            if (!s->inst->n) continue;
-            double ex = (double)s->usage_pages - s->quota_pages;
-            if (!best || ex > best_excess) best = s, best_excess = ex;
-        }
-        if (best) {
-            *tier = best_excess > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
-            return best->inst->ops->victim(best->inst->state);
-        }
+        fkv__chunk *v = c->cfg.quotas == FKV_QUOTA_TENANT ? pick_tenant(c, tier) : pick_request(c, tier);
+        if (v) return v;
     } else if (c->shared_inst->n) {
         *tier = FKV__TIER_GLOBAL;
         return c->shared_inst->ops->victim(c->shared_inst->state);
     }
-young:
     if (c->young_head) {
         *tier = FKV__TIER_YOUNG;
         return c->young_head;
@@ -285,6 +287,20 @@ fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free)
         for (uint32_t i = 0; i < k; i++) fkv__chunk_release(c, b[i]);
     }
     return FKV_OK;
+}
+
+/* What fkv_seq_restore and fkv_seq_reload reserve for s (who: the call,
+ * for the message): the pool's limit first, then the reservation with s
+ * as the allocating sequence. */
+fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who)
+{
+    if (pages > c->n_pages)
+        return fkv__fail(FKV_EFULL, "%s: %llu pages needed, the pool has %u", who, (unsigned long long)pages,
+                         c->n_pages);
+    c->cur_seq = s;
+    fkv_status st = fkv__reserve_pages(c, (uint32_t)pages, c->scratch);
+    c->cur_seq = NULL;
+    return st;
 }
 
 /* The one way to get pages: relieve (quantize cold chunks, under pressure)

@@ -249,6 +249,8 @@ fkv_status fkv__evict_one(fkv_cache *c);
 fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
 /* relieve -> evict -> take n pages; FKV_EFULL takes none */
 fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
+/* pages for s's restore or reload, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
+fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who);
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
 void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached chunk with a TTL (evict.c) */
@@ -271,6 +273,14 @@ uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
 uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block);
 
 /* coldq.c: cold-chunk quantization */
+/* Fill of page j of a chunk of n tokens stored tpp to a page: quantized
+ * pages hold more tokens, and their fill follows the bytes used, in base
+ * token slots (tpp == page_tokens: the tokens themselves). */
+static inline uint32_t fkv__stored_fill(uint32_t page_tokens, uint32_t tpp, uint32_t n, uint32_t j)
+{
+    uint32_t held = n - j * tpp < tpp ? n - j * tpp : tpp;
+    return (held * page_tokens + tpp - 1) / tpp;
+}
 static inline uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch) /* logical (base) pages */
 {
     return (ch->v.n_tokens + c->cfg.page_tokens - 1) / c->cfg.page_tokens;

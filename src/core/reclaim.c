@@ -78,15 +78,7 @@ fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_
         fkv__chunk *ch = s->table[i];
         if (ch->v.offloaded && ch->v.start < end && ch->v.start + ch->v.n_tokens > start) pages += ch->host_pages;
     }
-    if (pages > c->n_pages) {
-        st = fkv__fail(FKV_EFULL, "fkv_seq_reload: %llu pages needed, the pool has %u", (unsigned long long)pages,
-                       c->n_pages);
-        goto out;
-    }
-    c->cur_seq = s;
-    st = fkv__reserve_pages(c, (uint32_t)pages, c->scratch);
-    c->cur_seq = NULL;
-    if (st) goto out;
+    if ((st = fkv__reserve_for_seq(c, s, pages, "fkv_seq_reload"))) goto out;
     const uint32_t *fresh = c->scratch;
     uint32_t done = 0, pt = PT(c);
     fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype, c->layer_page_stride,
@@ -99,8 +91,7 @@ fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_
         uint32_t tpp = dt == c->cfg.dtype ? pt : fkv_quant_tokens_per_page(&g, dt);
         for (uint32_t j = 0; j < np; j++) {
             ch->pages[j] = *fresh++;
-            uint32_t held = ch->v.n_tokens - j * tpp < tpp ? ch->v.n_tokens - j * tpp : tpp;
-            fkv__page_set_fill(c, ch->pages[j], (held * pt + tpp - 1) / tpp);
+            fkv__page_set_fill(c, ch->pages[j], fkv__stored_fill(pt, tpp, ch->v.n_tokens, j));
         }
         if (c->k) {
             uint64_t stride = c->layer_page_stride;

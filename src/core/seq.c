@@ -443,9 +443,11 @@ fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
     if (p->tenant && p->tenant != s->tenant->id)
         return fkv__fail(FKV_EINVAL, "fkv_seq_params.tenant=%llu: a fork stays in its parent's tenant %llu",
                          (unsigned long long)p->tenant, (unsigned long long)s->tenant->id);
+    fkv_seq_params q = *p;
+    q.tenant = s->tenant->id; /* a fork stays in its parent's tenant */
     FKV__LOCK(c);
     fkv_seq *k = NULL;
-    fkv_status st = seq_new(c, p, &k);
+    fkv_status st = seq_new(c, &q, &k);
     if (!st && fkv__seq_reserve(k, s->n_chunks)) {
         st = fkv__fail(FKV_ENOMEM, "out of memory");
     }
@@ -459,10 +461,7 @@ fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
         return st;
     }
     for (uint32_t i = 0; i < s->n_chunks; i++) fkv__seq_attach(k, s->table[i], i);
-    k->tenant->n_seqs--; /* the parent's tenant and namespace */
-    k->tenant = s->tenant;
-    k->tenant->n_seqs++;
-    k->ns_public = s->ns_public;
+    k->ns_public = s->ns_public; /* and its namespace */
     k->ns_private = s->ns_private;
     k->shared_pages = s->shared_pages;
     k->len = s->len;

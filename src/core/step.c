@@ -116,15 +116,7 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
             pages += (ch->v.n_tokens + pt - 1) / pt;
     }
     if (n_restored) *n_restored = 0;
-    if (pages > c->n_pages) {
-        st = fkv__fail(FKV_EFULL, "fkv_seq_restore: %llu pages needed, the pool has %u", (unsigned long long)pages,
-                       c->n_pages);
-        goto out;
-    }
-    c->cur_seq = s;
-    st = fkv__reserve_pages(c, (uint32_t)pages, c->scratch);
-    c->cur_seq = NULL;
-    if (st) goto out;
+    if ((st = fkv__reserve_for_seq(c, s, pages, "fkv_seq_restore"))) goto out;
     const uint32_t *fresh = c->scratch;
     uint32_t done = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
