@@ -25,7 +25,8 @@
 
 /* A phantom cache in tenant mode: LRU (no quotas of its own to decide
  * victims), prefix cache off, no cold-chunk quantization but by reclaim. */
-static fkv_cache *tenant_cache(int64_t *now, uint32_t pages, uint32_t chunk_tokens, uint32_t hot)
+static fkv_cache *tenant_cache_host(int64_t *now, uint32_t pages, uint32_t chunk_tokens, uint32_t hot,
+                                    uint64_t host_bytes)
 {
     fkv_config cc;
     fkv_config_default(&cc);
@@ -37,6 +38,7 @@ static fkv_cache *tenant_cache(int64_t *now, uint32_t pages, uint32_t chunk_toke
     cc.quotas = FKV_QUOTA_TENANT;
     cc.prefix_cache = 0;
     cc.quant_hot_tokens = hot;
+    cc.host_capacity_bytes = host_bytes;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;
@@ -46,6 +48,11 @@ static fkv_cache *tenant_cache(int64_t *now, uint32_t pages, uint32_t chunk_toke
     CHECKF(st == FKV_OK, "fkv_cache_create: %s", err);
     REQUIRE(st == FKV_OK);
     return c;
+}
+
+static fkv_cache *tenant_cache(int64_t *now, uint32_t pages, uint32_t chunk_tokens, uint32_t hot)
+{
+    return tenant_cache_host(now, pages, chunk_tokens, hot, 0);
 }
 
 static double over_of(fkv_cache *c, uint64_t tenant)
@@ -65,6 +72,45 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t outpu
     r.output = output;
     r.token_seed = 1000 + id;
     return r;
+}
+
+/* The reclaim cases' scene (reclaim_order, offload_reload,
+ * reclaim_ladder): at most 2 running, 128-token steps, the fair victim,
+ * tenant step share 0.5 (so R prefills 64 tokens a step while W waits),
+ * reclaim by `list`. */
+static void rvw_config(fkv_sched_config *sc, const char *list)
+{
+    fkv_sched_config_default(sc);
+    sc->victim = FKV_VICTIM_FAIR;
+    sc->max_running = 2;
+    sc->max_batch_tokens = 128;
+    sc->tenant_step_share = 0.5;
+    REQUIRE(fkv_sched_parse_reclaim(list, sc->reclaim, &sc->n_reclaim, NULL, 0) == 0);
+}
+
+/* R (tenant 1, prompt 320), V (tenant 2, from a sequence of 257 tokens,
+ * expected_tokens v_expected, 0 = unknown) and W (tenant 3, prompt 10),
+ * added in that order. */
+static fkv_sched *rvw_start(fkv_cache *cache, const fkv_sched_config *sc, fkv_req *r, fkv_req *v, fkv_req *w,
+                            uint32_t v_expected)
+{
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(sc, cache, &s) == FKV_OK);
+    *r = req(1, 1, 320, 1);
+    *v = req(2, 2, 257, 12);
+    *w = req(3, 3, 10, 1);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    p.request_id = v->id;
+    p.tenant = v->tenant;
+    p.expected_tokens = v_expected;
+    fkv_seq *vs;
+    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
+    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, r) == FKV_OK);
+    REQUIRE(fkv_sched_add_seq(s, v, vs) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, w) == FKV_OK);
+    return s;
 }
 
 /* Fair victim with weights.  10 pages of 16 tokens, 1-page chunks; A and C
@@ -169,26 +215,9 @@ static void reclaim_order(const char *list, fkv_reclaim_action quant)
      * to give way itself) */
     REQUIRE(fkv_cache_set_tenant_weight(cache, 2, 0.25) == FKV_OK);
     fkv_sched_config sc;
-    fkv_sched_config_default(&sc);
-    sc.victim = FKV_VICTIM_FAIR;
-    sc.max_running = 2;
-    sc.max_batch_tokens = 128;
-    sc.tenant_step_share = 0.5;
-    REQUIRE(fkv_sched_parse_reclaim(list, sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
-    fkv_sched *s;
-    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
-    fkv_req r = req(1, 1, 320, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = v.id;
-    p.tenant = v.tenant;
-    p.expected_tokens = 257 + 12;
-    fkv_seq *vs;
-    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
-    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
-    REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
-    REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
-    REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
+    rvw_config(&sc, list);
+    fkv_req r, v, w;
+    fkv_sched *s = rvw_start(cache, &sc, &r, &v, &w, 257 + 12);
     fkv_batch b = {0};
     enum { Q, EV, PRE, N };
     int first[N] = {0, 0, 0};
@@ -246,41 +275,11 @@ static void reclaim_order(const char *list, fkv_reclaim_action quant)
 static void offload_reload(void)
 {
     int64_t now = 0;
-    fkv_config cc;
-    fkv_config_default(&cc);
-    cc.storage = FKV_STORAGE_PHANTOM;
-    cc.capacity_pages = 21;
-    cc.page_tokens = 16;
-    cc.chunk_tokens = 64;
-    cc.policy = "lru";
-    cc.quotas = FKV_QUOTA_TENANT;
-    cc.prefix_cache = 0;
-    cc.quant_hot_tokens = 64;
-    cc.host_capacity_bytes = 1ULL << 30;
-    cc.clock.now_ns = fkv_virtual_clock_now;
-    cc.clock.ctx = &now;
-    fkv_cache *cache;
-    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_cache *cache = tenant_cache_host(&now, 21, 64, 64, 1ULL << 30);
     fkv_sched_config sc;
-    fkv_sched_config_default(&sc);
-    sc.victim = FKV_VICTIM_FAIR;
-    sc.max_running = 2;
-    sc.max_batch_tokens = 128;
-    sc.tenant_step_share = 0.5;
-    REQUIRE(fkv_sched_parse_reclaim("offload", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
-    fkv_sched *s;
-    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
-    fkv_req r = req(1, 1, 320, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = v.id;
-    p.tenant = v.tenant;
-    fkv_seq *vs;
-    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
-    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
-    REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
-    REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
-    REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
+    rvw_config(&sc, "offload");
+    fkv_req r, v, w;
+    fkv_sched *s = rvw_start(cache, &sc, &r, &v, &w, 0);
     fkv_batch b = {0};
     uint64_t host = 0;
     for (int k = 0; k < 1000 && fkv_sched_finished(s) < 3; k++) {
@@ -319,51 +318,19 @@ static void offload_reload(void)
 static void reclaim_ladder(void)
 {
     int64_t now = 0;
-    fkv_config cc;
-    fkv_config_default(&cc);
-    cc.storage = FKV_STORAGE_PHANTOM;
-    cc.capacity_pages = 21;
-    cc.page_tokens = 16;
-    cc.chunk_tokens = 64;
-    cc.policy = "lru";
-    cc.quotas = FKV_QUOTA_TENANT;
-    cc.prefix_cache = 0;
-    cc.quant_hot_tokens = 64;
-    cc.clock.now_ns = fkv_virtual_clock_now;
-    cc.clock.ctx = &now;
-    fkv_config probe = cc;
-    fkv_cache *cache;
-    REQUIRE(fkv_cache_create(&probe, &cache, NULL, 0) == FKV_OK);
+    fkv_cache *cache = tenant_cache(&now, 21, 64, 64);
     fkv_cache_info ci;
     REQUIRE(fkv_cache_get_info(cache, &ci) == FKV_OK);
     fkv_cache_destroy(cache);
     /* one int8 chunk of 64 tokens: 2 pages and its scales (fairkv_quant.h) */
-    cc.host_capacity_bytes = 2 * ci.page_bytes + 2 * ci.page_bytes / 4;
-    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    cache = tenant_cache_host(&now, 21, 64, 64, 2 * ci.page_bytes + 2 * ci.page_bytes / 4);
     REQUIRE(fkv_cache_set_tenant_weight(cache, 2, 0.25) == FKV_OK);
     fkv_sched_config sc;
-    fkv_sched_config_default(&sc);
-    sc.victim = FKV_VICTIM_FAIR;
-    sc.max_running = 2;
-    sc.max_batch_tokens = 128;
-    sc.tenant_step_share = 0.5;
+    rvw_config(&sc, "quantize8,offload,drop");
     sc.reclaim_sink_tokens = 0;
     sc.reclaim_window_tokens = 64;
-    REQUIRE(fkv_sched_parse_reclaim("quantize8,offload,drop", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
-    fkv_sched *s;
-    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
-    fkv_req r = req(1, 1, 320, 1), v = req(2, 2, 257, 12), w = req(3, 3, 10, 1);
-    fkv_seq_params p;
-    fkv_seq_params_default(&p);
-    p.request_id = v.id;
-    p.tenant = v.tenant;
-    p.expected_tokens = 257 + 12;
-    fkv_seq *vs;
-    REQUIRE(fkv_seq_create(cache, &p, &vs) == FKV_OK);
-    REQUIRE(fkv_seq_append(vs, NULL, 257, NULL) == FKV_OK);
-    REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
-    REQUIRE(fkv_sched_add_seq(s, &v, vs) == FKV_OK);
-    REQUIRE(fkv_sched_add(s, &w) == FKV_OK);
+    fkv_req r, v, w;
+    fkv_sched *s = rvw_start(cache, &sc, &r, &v, &w, 257 + 12);
     fkv_batch b = {0};
     enum { Q, OFF, DROP, PRE, N };
     const int slot[N] = {FKV_RECLAIM_QUANTIZE8, FKV_RECLAIM_OFFLOAD, FKV_RECLAIM_DROP, FKV_RECLAIM_PREEMPT};
