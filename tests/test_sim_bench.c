@@ -232,7 +232,7 @@ int main(void)
     const char *best_name = "";
     for (const cJSON *s = sch->child; s; s = s->next) {
         const char *name = cJSON_GetObjectItem(s, "name")->valuestring;
-        double hr = num(s, "hit_rate");
+        double hr = num(s, "context_read_rate");
         CHECKF(hr > 0 && hr <= 1, "%s hit rate %f", name, hr);
         const char *lat[] = {"e2e", "ttft"};
         for (int k = 0; k < 2; k++) {

@@ -131,7 +131,7 @@ int main(void)
     int lines = 0;
     for (char *p = csv; *p; p++) lines += *p == '\n';
     CHECK(lines == 3);
-    CHECK(!strncmp(csv, "workload,load,profile,capacity_tokens,scheme,hit_rate", 52));
+    CHECK(!strncmp(csv, "workload,load,profile,capacity_tokens,scheme,prefix_hit_rate,context_read_rate", 78));
     CHECK(strstr(csv, "\nseed,0.8000,a100-llama2-7b,") && strstr(csv, ",flru-dyn,"));
     free(csv);
 

@@ -258,7 +258,7 @@ int fkv_cli_grid(int argc, char **argv)
     fprintf(out, "# fairkv grid: scheme %s, workload %s, %zu requests, load %.2f, profile %s, capacity %llu tokens (%s)\n",
             o.schemes, c.base.name, w.n, o.load_lo, c.profile.name,
             (unsigned long long)c.capacity_tokens, c.capacity_rule);
-    fprintf(out, "alpha,beta,e2e_mean_ms,e2e_p99_ms,e2e_std_ms,short_mean_ms,long_mean_ms,hit_rate,objective\n");
+    fprintf(out, "alpha,beta,e2e_mean_ms,e2e_p99_ms,e2e_std_ms,short_mean_ms,long_mean_ms,prefix_hit_rate,objective\n");
     size_t best = 0;
     int quiet = o.quiet;
     o.quiet = 1;
@@ -279,7 +279,7 @@ int fkv_cli_grid(int argc, char **argv)
             if (obj[i * nb + j] < obj[best]) best = i * nb + j;
             fprintf(out, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f,%.3f\n", A[i], B[j], s.e2e.mean_ms, s.e2e.p99_ms,
                     s.e2e.std_ms, s.e2e.by_class[FKV_CLASS_SHORT].mean_ms, s.e2e.by_class[FKV_CLASS_LONG].mean_ms,
-                    s.hit_rate, obj[i * nb + j]);
+                    s.prefix_hit_rate, obj[i * nb + j]);
             if (!quiet && isatty(2)) fprintf(stderr, "\r  grid %zu/%zu   ", i * nb + j + 1, na * nb);
         }
     if (!quiet && isatty(2)) fprintf(stderr, "\r%30s\r", "");

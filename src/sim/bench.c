@@ -66,7 +66,7 @@ void fkv_bench_usage(FILE *f)
             "  --native                 trace: keep the trace's own timing (times --time-scale)\n"
             "  --time-scale S           multiply trace arrival times by S\n"
             "  --seed N                 RNG seed (42)\n"
-            "  --clients K              clients for VTC admission (4)\n"
+            "  --clients K              clients for VTC admission (4; in tenant runs the tenants, unless given)\n"
             "tenants (docs/ARCHITECTURE.md, \"Tenants\"):\n"
             "  --tenants N              tenants 1..N (0 = none: every request anonymous; at most 16)\n"
             "  --tenant-weights W1,W2,...  one weight per tenant (1 each)\n"
@@ -241,6 +241,7 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 1 || d > 1e6 || d != floor(d)) return bad(a, v);
         o->sim.sched.n_clients = (uint32_t)d;
+        o->clients_set = 1;
     } else if (!strcmp(a, "--profile")) {
         TAKE();
         o->profile = v;
@@ -474,6 +475,12 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
         return FKV_EINVAL;
     }
     if (!o->tenants_from_workload) fkv_bench_assign_tenants(o, &c->base);
+    if (o->sim.n_tenants && !o->clients_set) {
+        /* VTC's clients are the tenants: fair admission is fairness among
+         * the tenants the cache and the reports see */
+        o->sim.sched.n_clients = o->sim.n_tenants;
+        for (size_t i = 0; i < c->base.n; i++) c->base.reqs[i].client = c->base.reqs[i].tenant - 1;
+    }
     if (o->load_lo > 0 || o->trace == NULL) {
         if ((st = fkv_sim_capacity_rps(&c->base, &o->sim, &c->cap_rps, err, errlen)) != FKV_OK) return st;
     }
@@ -623,8 +630,9 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
             sel[nsel++] = s;
         }
     } else {
+        /* isolated is the single-tenant run itself without tenants */
         for (size_t i = 0; i < ns && nsel < 64; i++)
-            if (fkv_scheme_available(&all[i])) sel[nsel++] = &all[i];
+            if (fkv_scheme_available(&all[i]) && (c->o->sim.n_tenants || !all[i].isolated)) sel[nsel++] = &all[i];
     }
     if (nsel > cap) nsel = cap;
     fkv_sim_config cfg = c->o->sim;
@@ -652,6 +660,18 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
         double dt = wall() - t0;
         fkv_summarize(&r, &sums[i]);
         if (idle) fkv_summary_slowdown(&sums[i], &r, idle);
+        if (cfg.n_tenants && !sel[i]->isolated) {
+            /* the isolation check's reference: the same scheme on a static
+             * 1/n partition of the cache */
+            fkv_sim_result p;
+            if ((st = fkv_sim_partition(w, sel[i], &cfg, &p, err, errlen)) != FKV_OK) {
+                fkv_sim_result_free(&r);
+                free(idle);
+                return st;
+            }
+            fkv_summary_partition(&sums[i], &p);
+            fkv_sim_result_free(&p);
+        }
         sums[i].sim_wall_s = dt;
         if (!c->o->quiet)
             fprintf(stderr, "  %-13s %zu requests simulated in %.2f s\n", sel[i]->name, w->n, dt);
@@ -661,5 +681,6 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
     free(idle);
     *n = nsel;
     fkv_summaries_fairness(sums, nsel);
+    fkv_summaries_isolated(sums, nsel);
     return FKV_OK;
 }

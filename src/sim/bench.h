@@ -38,6 +38,7 @@ typedef struct fkv_bench_opts {
     int tenants_set;        /* --tenants given */
     int tenant_assign_set;  /* --tenant-assign given */
     int tenants_from_workload; /* set by fkv_bench_prepare: the generator named the tenants */
+    int clients_set;        /* --clients given (else tenant runs take the tenants as VTC's clients) */
 } fkv_bench_opts;
 
 typedef enum fkv_tenant_assign {

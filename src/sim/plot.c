@@ -98,7 +98,10 @@ static int xy_plot(const char *dir, const char *name, const char *xl, const char
         fprintf(d, "# %s\n", s[k].name);
         for (size_t i = 0; i < nx; i++) {
             const fkv_scheme_summary *v = &s[i * 16 + k];
-            double y = what == 0 ? v->fairness_gain : what == 1 ? 100 * v->hit_rate : v->e2e.std_ms;
+            double y = what == 0   ? v->fairness_gain
+                       : what == 1 ? 100 * v->context_read_rate
+                       : what == 3 ? 100 * v->prefix_hit_rate
+                                   : v->e2e.std_ms;
             fprintf(d, "%.4f %.4f\n", x[i], y);
         }
         fprintf(d, "\n\n");
@@ -126,8 +129,11 @@ int fkv_plot_load(const char *dir, const double *loads, const fkv_scheme_summary
 int fkv_plot_capacity(const char *dir, const double *fracs, const fkv_scheme_summary *s, size_t n_fracs,
                       size_t n_schemes)
 {
-    return xy_plot(dir, "hit_vs_capacity", "KV capacity / peak demand", "hit rate (%)", "hit rate vs cache capacity",
-                   fracs, s, n_fracs, n_schemes, 1);
+    xy_plot(dir, "context_read_vs_capacity", "KV capacity / peak demand", "context tokens read from the cache (%)",
+            "context reads served by the cache vs capacity", fracs, s, n_fracs, n_schemes, 1);
+    return xy_plot(dir, "prefix_hit_vs_capacity", "KV capacity / peak demand",
+                   "prompt tokens found in the prefix cache (%)", "prefix hit rate vs cache capacity", fracs, s,
+                   n_fracs, n_schemes, 3);
 }
 
 int fkv_plot_grid(const char *dir, const double *alpha, const double *beta, const double *obj, size_t na, size_t nb)

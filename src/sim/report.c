@@ -64,6 +64,7 @@ void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_
         if (k) {
             qsort(vc, k, sizeof *vc, cmp_i64);
             out->by_class[c].mean_ms = s / k;
+            out->by_class[c].p50_ms = pct_ms(vc, k, 50);
             out->by_class[c].p99_ms = pct_ms(vc, k, 99);
         }
     }
@@ -85,7 +86,7 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
      * and schemes that free it (its tokens are prefilled again, never
      * touched as misses) */
     uint64_t lost = r->recomputed_tokens + r->reloaded_tokens;
-    o->hit_rate = r->hit_tokens + lost ? (double)r->hit_tokens / (double)(r->hit_tokens + lost) : 1.0;
+    o->context_read_rate = r->hit_tokens + lost ? (double)r->hit_tokens / (double)(r->hit_tokens + lost) : 1.0;
     /* prompt tokens found in the prefix cache at a request's first
      * admission; the cache's own counter also counts the re-matches of
      * requests resumed after a freeing preemption (their own blocks) */
@@ -105,6 +106,7 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     o->max_step_tokens = r->max_step_tokens;
     o->capacity_tokens = r->capacity_tokens;
     o->n_tenants = r->n_tenants;
+    o->service_diff_tokens = r->service_diff_tokens;
     if (!r->n_tenants) return;
     int64_t *e2e = malloc(r->n * sizeof *e2e), *ttft = malloc(r->n * sizeof *ttft);
     if (!e2e || !ttft) {
@@ -112,29 +114,38 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
         free(ttft);
         return;
     }
-    double lo = 0, hi = 0;
+    double lo = 0, hi = 0, offered = 0, weights = 0;
+    for (uint32_t t = 1; t <= r->n_tenants; t++) {
+        offered += (double)r->tenants[t].offered_tokens;
+        weights += r->tenants[t].weight > 0 ? r->tenants[t].weight : 1;
+    }
     for (uint32_t t = 1; t <= r->n_tenants; t++) {
         /* the tenant's requests only: the others count as not done */
         for (size_t i = 0; i < r->n; i++) {
             e2e[i] = r->tenant[i] == t ? r->e2e_ns[i] : -1;
             ttft[i] = r->tenant[i] == t ? r->ttft_ns[i] : -1;
         }
-        fkv_lat_stats a, b;
-        fkv_lat_stats_compute(e2e, r->cls, r->n, &a);
-        fkv_lat_stats_compute(ttft, r->cls, r->n, &b);
         struct fkv_tenant_summary *x = &o->tenants[t];
-        x->n = a.n;
+        fkv_lat_stats_compute(e2e, r->cls, r->n, &x->e2e);
+        fkv_lat_stats_compute(ttft, r->cls, r->n, &x->ttft);
+        x->n = x->e2e.n;
         x->weight = r->tenants[t].weight;
         x->share_pages = r->tenants[t].share_pages;
-        x->e2e_mean_ms = a.mean_ms;
-        x->e2e_p99_ms = a.p99_ms;
-        x->ttft_mean_ms = b.mean_ms;
-        x->ttft_p99_ms = b.p99_ms;
         x->preemptions = r->tenants[t].preemptions;
         x->reclaims = r->tenants[t].reclaims;
         memcpy(x->reclaimed_pages, r->tenants[t].reclaimed_pages, sizeof x->reclaimed_pages);
-        if (a.n && (lo == 0 || a.mean_ms < lo)) lo = a.mean_ms;
-        if (a.n && a.mean_ms > hi) hi = a.mean_ms;
+        x->prefix_hit_rate = r->tenants[t].prompt_tokens
+                                 ? (double)r->tenants[t].matched_tokens / (double)r->tenants[t].prompt_tokens
+                                 : 0;
+        x->partition_hit_rate = x->isolated_ttft_p99_ms = x->isolated_e2e_p99_ms = -1;
+        /* light: the workload says so (generators name their light
+         * tenants), or else the tenant offers no more tokens than its
+         * weighted share of all offered */
+        double w = r->tenants[t].weight > 0 ? r->tenants[t].weight : 1;
+        x->light = r->n_light ? t <= r->n_light
+                              : (double)r->tenants[t].offered_tokens <= offered * w / weights * (1 + 1e-9);
+        if (x->n && (lo == 0 || x->e2e.mean_ms < lo)) lo = x->e2e.mean_ms;
+        if (x->n && x->e2e.mean_ms > hi) hi = x->e2e.mean_ms;
     }
     o->tenant_spread = lo > 0 ? hi / lo : 0;
     free(e2e);
@@ -190,22 +201,44 @@ static int name_width(const fkv_scheme_summary *s, size_t n)
 /* fkv_tenant_info.reclaimed_pages[k]: by fkv_reclaim_action, then idle evictions */
 static const char *slot_name(int k) { return k < FKV_N_RECLAIM ? fkv_reclaim_name((fkv_reclaim_action)k) : "idle"; }
 
-/* Per-tenant latency and reclaim, after the main tables (tenants only). */
+/* A figure that may be missing (< 0): "-" then. */
+static void opt_col(FILE *f, int width, int prec, double v)
+{
+    if (v < 0) fprintf(f, " %*s", width, "-");
+    else fprintf(f, " %*.*f", width, prec, v);
+}
+
+/* Per-tenant latency, hit rates and reclaim, after the main tables
+ * (tenants only). */
 static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
 {
     if (!n || !s[0].n_tenants) return;
     int w = name_width(s, n);
-    fprintf(f, "\nper tenant: end-to-end and first-token latency (ms), pages reclaimed by action\n");
-    fprintf(f, "%-*s %6s %6s %8s %6s %9s %9s %9s %9s %7s %8s", w, "scheme", "tenant", "weight", "share", "done", "mean",
-            "P99", "TTFTmean", "TTFTp99", "preempt", "reclaims");
+    fprintf(f, "\nper tenant: end-to-end and first-token latency (ms); iso = the isolated scheme's (the tenant alone)\n");
+    fprintf(f, "%-*s %6s %5s %6s %9s %9s %9s %9s %9s %9s %9s %8s\n", w, "scheme", "tenant", "light", "done", "mean",
+            "P50", "P99", "TTFTmean", "TTFTp50", "TTFTp99", "isoTTFT99", "slowdown");
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t t = 1; t <= s[i].n_tenants; t++) {
+            const struct fkv_tenant_summary *x = &s[i].tenants[t];
+            fprintf(f, "%-*s %6u %5s %6zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f", w, s[i].name, t, x->light ? "yes" : "no",
+                    x->n, x->e2e.mean_ms, x->e2e.p50_ms, x->e2e.p99_ms, x->ttft.mean_ms, x->ttft.p50_ms, x->ttft.p99_ms);
+            opt_col(f, 9, 1, x->isolated_ttft_p99_ms);
+            opt_col(f, 8, 3, x->slowdown_mean > 0 ? x->slowdown_mean : -1);
+            fputc('\n', f);
+        }
+    fprintf(f, "per class and tenant (mean, P50, P99 of e2e and TTFT): --format json or csv\n");
+    fprintf(f, "\nper tenant: memory; pfx%% = its prompt tokens found in the prefix cache at admission, part%% = the "
+               "same on a static 1/n partition of the cache (its requests alone there), pages reclaimed by action\n");
+    fprintf(f, "%-*s %6s %6s %8s %6s %6s %7s %8s", w, "scheme", "tenant", "weight", "share", "pfx%", "part%", "preempt",
+            "reclaims");
     for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++) fprintf(f, " %9.9s", slot_name(k));
     fputc('\n', f);
     for (size_t i = 0; i < n; i++)
         for (uint32_t t = 1; t <= s[i].n_tenants; t++) {
             const struct fkv_tenant_summary *x = &s[i].tenants[t];
-            fprintf(f, "%-*s %6u %6.2f %8.0f %6zu %9.1f %9.1f %9.1f %9.1f %7llu %8llu", w, s[i].name, t, x->weight,
-                    x->share_pages, x->n, x->e2e_mean_ms, x->e2e_p99_ms, x->ttft_mean_ms, x->ttft_p99_ms,
-                    (unsigned long long)x->preemptions, (unsigned long long)x->reclaims);
+            fprintf(f, "%-*s %6u %6.2f %8.0f %6.2f", w, s[i].name, t, x->weight, x->share_pages, 100 * x->prefix_hit_rate);
+            opt_col(f, 6, 2, x->partition_hit_rate < 0 ? -1 : 100 * x->partition_hit_rate);
+            fprintf(f, " %7llu %8llu", (unsigned long long)x->preemptions, (unsigned long long)x->reclaims);
             for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
                 fprintf(f, " %9llu", (unsigned long long)x->reclaimed_pages[k]);
             fputc('\n', f);
@@ -215,12 +248,14 @@ static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
     for (size_t i = 0; i < n; i++) fprintf(f, " %s %.2f", s[i].name, s[i].tenant_spread);
     fprintf(f, "\n");
     if (!s[0].slowdown_mean) return;
-    fprintf(f, "slowdown = e2e / e2e alone on an idle system; per tenant (mean), then Jain's index and max/min over "
-               "the tenants' means\n");
+    fprintf(f, "\nslowdown = e2e / e2e alone on an idle system; per tenant (mean), then Jain's index and max/min over "
+               "the tenants' means; service diff = VTC's largest gap in weighted tokens served between two "
+               "backlogged tenants\n");
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%-*s mean %.3f P99 %.3f |", w, s[i].name, s[i].slowdown_mean, s[i].slowdown_p99);
         for (uint32_t t = 1; t <= s[i].n_tenants; t++) fprintf(f, " t%u %.3f", t, s[i].tenants[t].slowdown_mean);
-        fprintf(f, " | Jain %.4f max/min %.3f\n", s[i].jain_slowdown, s[i].max_min_slowdown);
+        fprintf(f, " | Jain %.4f max/min %.3f | service diff %.0f\n", s[i].jain_slowdown, s[i].max_min_slowdown,
+                s[i].service_diff_tokens);
     }
 }
 
@@ -229,8 +264,30 @@ void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n)
     const fkv_scheme_summary *lru = NULL;
     for (size_t i = 0; i < n; i++)
         if (!strcmp(s[i].name, "lru")) lru = &s[i];
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         s[i].fairness_gain = lru && s[i].e2e.std_ms > 0 ? lru->e2e.std_ms / s[i].e2e.std_ms : 0;
+        s[i].throughput_rel_lru = lru && lru->throughput_tok_s > 0 ? s[i].throughput_tok_s / lru->throughput_tok_s : 0;
+    }
+}
+
+void fkv_summaries_isolated(fkv_scheme_summary *s, size_t n)
+{
+    const fkv_scheme_summary *iso = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(s[i].name, "isolated")) iso = &s[i];
+    if (!iso) return;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t t = 1; t <= s[i].n_tenants && t <= iso->n_tenants; t++) {
+            s[i].tenants[t].isolated_ttft_p99_ms = iso->tenants[t].ttft.p99_ms;
+            s[i].tenants[t].isolated_e2e_p99_ms = iso->tenants[t].e2e.p99_ms;
+        }
+}
+
+void fkv_summary_partition(fkv_scheme_summary *o, const fkv_sim_result *p)
+{
+    for (uint32_t t = 1; t <= o->n_tenants && t <= p->n_tenants; t++)
+        o->tenants[t].partition_hit_rate =
+            p->tenants[t].prompt_tokens ? (double)p->tenants[t].matched_tokens / (double)p->tenants[t].prompt_tokens : 0;
 }
 
 static void meta_line(FILE *f, const fkv_report_meta *m)
@@ -249,32 +306,32 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     meta_line(f, m);
     int w = name_width(s, n);
     fprintf(f, "\nend-to-end latency (ms), the seed's table 4.2 columns first\n");
-    fprintf(f, "%-*s %8s %8s %8s %8s %8s %8s %8s %7s %6s %10s %7s %9s\n", w, "scheme", "mean", "P99", "short", "long",
-            "medium", "P50", "std", "fair", "hit%", "recompute", "preempt", "tok/s");
+    fprintf(f, "%-*s %8s %8s %8s %8s %8s %8s %8s %7s %6s %8s %10s %7s %9s %6s\n", w, "scheme", "mean", "P99", "short",
+            "long", "medium", "P50", "std", "fair", "hit%", "ctxread%", "recompute", "preempt", "tok/s", "thr");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%-*s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2fx %6.2f %10llu %7llu %9.1f\n", w, x->name,
-                x->e2e.mean_ms, x->e2e.p99_ms, x->e2e.by_class[FKV_CLASS_SHORT].mean_ms,
+        fprintf(f, "%-*s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.2fx %6.2f %8.2f %10llu %7llu %9.1f %6.3f\n", w,
+                x->name, x->e2e.mean_ms, x->e2e.p99_ms, x->e2e.by_class[FKV_CLASS_SHORT].mean_ms,
                 x->e2e.by_class[FKV_CLASS_LONG].mean_ms, x->e2e.by_class[FKV_CLASS_MEDIUM].mean_ms, x->e2e.p50_ms,
-                x->e2e.std_ms, x->fairness_gain, 100 * x->hit_rate, (unsigned long long)x->recomputed_tokens,
-                (unsigned long long)x->preemptions, x->throughput_tok_s);
+                x->e2e.std_ms, x->fairness_gain, 100 * x->prefix_hit_rate, 100 * x->context_read_rate,
+                (unsigned long long)x->recomputed_tokens, (unsigned long long)x->preemptions, x->throughput_tok_s,
+                x->throughput_rel_lru);
     }
-    fprintf(f, "short/long/medium: class means; fair = std(lru) / std(scheme); hit%% = context tokens read from the "
-               "cache / (those + recomputed or reloaded); recompute: tokens computed again after eviction or "
-               "preemption\n");
+    fprintf(f, "short/long/medium: class means; fair = std(lru) / std(scheme); hit%% = prompt tokens found in the "
+               "prefix cache at admission / prompt tokens (vLLM's prefix_cache_hits / prefix_cache_queries); "
+               "ctxread%% = context tokens read from the cache / (those + recomputed or reloaded); recompute: "
+               "tokens computed again after eviction or preemption; thr = output tokens/s over lru's\n");
     fprintf(f, "\nper class P99 (ms) and first-token / per-output-token latency (ms)\n");
-    fprintf(f, "%-*s %9s %9s %9s %9s %9s %9s %9s %8s %6s %5s\n", w, "scheme", "P99short", "P99med", "P99long",
-            "TTFTmean", "TTFTp99", "TTFTshort", "TPOTmean", "TPOTp99", "pfx%", "rej");
+    fprintf(f, "%-*s %9s %9s %9s %9s %9s %9s %9s %8s %5s\n", w, "scheme", "P99short", "P99med", "P99long",
+            "TTFTmean", "TTFTp99", "TTFTshort", "TPOTmean", "TPOTp99", "rej");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%-*s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %8.2f %6.2f %5zu\n", w, x->name,
+        fprintf(f, "%-*s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %8.2f %5zu\n", w, x->name,
                 x->e2e.by_class[FKV_CLASS_SHORT].p99_ms, x->e2e.by_class[FKV_CLASS_MEDIUM].p99_ms,
                 x->e2e.by_class[FKV_CLASS_LONG].p99_ms, x->ttft.mean_ms, x->ttft.p99_ms,
-                x->ttft.by_class[FKV_CLASS_SHORT].mean_ms, x->tpot.mean_ms, x->tpot.p99_ms, 100 * x->prefix_hit_rate,
-                x->rejected);
+                x->ttft.by_class[FKV_CLASS_SHORT].mean_ms, x->tpot.mean_ms, x->tpot.p99_ms, x->rejected);
     }
-    fprintf(f, "pfx%% = prompt tokens found in the prefix cache at first admission; rej = requests larger than "
-               "the cache\n");
+    fprintf(f, "rej = requests larger than the cache\n");
     tenant_text(f, s, n);
     fprintf(f, "\nseed table 4.2 for comparison: LRU 142/623/89/412, F-LRU 128/287/112/156, "
                "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
@@ -286,9 +343,39 @@ static void json_lat(FILE *f, const char *key, const fkv_lat_stats *l)
     fprintf(f, "\"%s\":{\"n\":%zu,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"std_ms\":%.3f,\"max_ms\":%.3f,\"by_class\":{",
             key, l->n, l->mean_ms, l->p50_ms, l->p99_ms, l->std_ms, l->max_ms);
     for (int c = 0; c < FKV_N_CLASSES; c++)
-        fprintf(f, "%s\"%s\":{\"n\":%zu,\"mean_ms\":%.3f,\"p99_ms\":%.3f}", c ? "," : "", cn[c], l->by_class[c].n,
-                l->by_class[c].mean_ms, l->by_class[c].p99_ms);
+        fprintf(f, "%s\"%s\":{\"n\":%zu,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f}", c ? "," : "", cn[c],
+                l->by_class[c].n, l->by_class[c].mean_ms, l->by_class[c].p50_ms, l->by_class[c].p99_ms);
     fprintf(f, "}}");
+}
+
+/* A figure that may be missing (< 0): null then. */
+static void json_opt(FILE *f, const char *key, double v)
+{
+    if (v < 0) fprintf(f, ",\"%s\":null", key);
+    else fprintf(f, ",\"%s\":%.6f", key, v);
+}
+
+/* "fairness": the slowdown indices, the service difference, and per
+ * tenant what the fairness targets read. */
+static void json_fairness(FILE *f, const fkv_scheme_summary *x)
+{
+    fprintf(f, ",\"fairness\":{\"jain_slowdown\":%.6f,\"max_min_slowdown\":%.6f,\"service_diff_tokens\":%.3f,"
+               "\"tenants\":[",
+            x->jain_slowdown, x->max_min_slowdown, x->service_diff_tokens);
+    for (uint32_t t = 1; t <= x->n_tenants; t++) {
+        const struct fkv_tenant_summary *y = &x->tenants[t];
+        fprintf(f, "%s{\"id\":%u,\"light\":%s,\"done\":%zu,", t > 1 ? "," : "", t, y->light ? "true" : "false", y->n);
+        json_lat(f, "ttft", &y->ttft);
+        fputc(',', f);
+        json_lat(f, "e2e", &y->e2e);
+        fprintf(f, ",\"slowdown_mean\":%.6f", y->slowdown_mean);
+        json_opt(f, "isolated_ttft_p99_ms", y->isolated_ttft_p99_ms);
+        json_opt(f, "isolated_e2e_p99_ms", y->isolated_e2e_p99_ms);
+        fprintf(f, ",\"prefix_hit_rate\":%.6f", y->prefix_hit_rate);
+        json_opt(f, "partition_hit_rate", y->partition_hit_rate);
+        fputc('}', f);
+    }
+    fprintf(f, "]}");
 }
 
 void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
@@ -305,9 +392,10 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     fprintf(f, "\"schemes\":[");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%s\n{\"name\":\"%s\",\"hit_rate\":%.6f,\"cache_hit_rate\":%.6f,\"prefix_hit_rate\":%.6f,"
-                   "\"cache_prefix_hit_rate\":%.6f,\"fairness_gain\":%.4f,", i ? "," : "", x->name, x->hit_rate,
-                x->cache_hit_rate, x->prefix_hit_rate, x->cache_prefix_hit_rate, x->fairness_gain);
+        fprintf(f, "%s\n{\"name\":\"%s\",\"prefix_hit_rate\":%.6f,\"context_read_rate\":%.6f,\"cache_hit_rate\":%.6f,"
+                   "\"cache_prefix_hit_rate\":%.6f,\"fairness_gain\":%.4f,\"throughput_rel_lru\":%.6f,",
+                i ? "," : "", x->name, x->prefix_hit_rate, x->context_read_rate, x->cache_hit_rate,
+                x->cache_prefix_hit_rate, x->fairness_gain, x->throughput_rel_lru);
         json_lat(f, "e2e", &x->e2e);
         fputc(',', f);
         json_lat(f, "ttft", &x->ttft);
@@ -320,20 +408,18 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                 (unsigned long long)x->preemptions, (unsigned long long)x->evicted_pages, x->done, x->rejected,
                 x->throughput_tok_s, x->throughput_req_s, x->makespan_s, (unsigned long long)x->steps,
                 (unsigned long long)x->max_step_tokens);
-        if (x->slowdown_mean)
-            fprintf(f, ",\"slowdown\":{\"mean\":%.6f,\"p99\":%.6f},\"fairness\":{\"jain_slowdown\":%.6f,"
-                       "\"max_min_slowdown\":%.6f}",
-                    x->slowdown_mean, x->slowdown_p99, x->jain_slowdown, x->max_min_slowdown);
+        if (x->slowdown_mean) fprintf(f, ",\"slowdown\":{\"mean\":%.6f,\"p99\":%.6f}", x->slowdown_mean, x->slowdown_p99);
+        if (x->n_tenants) json_fairness(f, x);
         if (x->n_tenants) {
             fprintf(f, ",\"tenant_spread\":%.4f,\"tenants\":[", x->tenant_spread);
             for (uint32_t t = 1; t <= x->n_tenants; t++) {
                 const struct fkv_tenant_summary *y = &x->tenants[t];
                 fprintf(f, "%s{\"tenant\":%u,\"weight\":%.4f,\"share_pages\":%.1f,\"done\":%zu,\"e2e_mean_ms\":%.3f,"
                            "\"e2e_p99_ms\":%.3f,\"ttft_mean_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"preemptions\":%llu,"
-                           "\"reclaims\":%llu,\"slowdown_mean\":%.6f,\"reclaimed_pages\":{",
-                        t > 1 ? "," : "", t, y->weight, y->share_pages, y->n, y->e2e_mean_ms, y->e2e_p99_ms,
-                        y->ttft_mean_ms, y->ttft_p99_ms, (unsigned long long)y->preemptions,
-                        (unsigned long long)y->reclaims, y->slowdown_mean);
+                           "\"reclaims\":%llu,\"reclaimed_pages\":{",
+                        t > 1 ? "," : "", t, y->weight, y->share_pages, y->n, y->e2e.mean_ms, y->e2e.p99_ms,
+                        y->ttft.mean_ms, y->ttft.p99_ms, (unsigned long long)y->preemptions,
+                        (unsigned long long)y->reclaims);
                 for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
                     fprintf(f, "%s\"%s\":%llu", k ? "," : "", slot_name(k), (unsigned long long)y->reclaimed_pages[k]);
                 fprintf(f, "}}");
@@ -348,15 +434,24 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
 void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n, int header)
 {
     if (header)
-        fprintf(f, "workload,load,profile,capacity_tokens,scheme,hit_rate,prefix_hit_rate,fairness_gain,"
+        fprintf(f, "workload,load,profile,capacity_tokens,scheme,prefix_hit_rate,context_read_rate,fairness_gain,"
                    "e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,e2e_std_ms,e2e_short_mean_ms,e2e_short_p99_ms,"
                    "e2e_medium_mean_ms,e2e_medium_p99_ms,e2e_long_mean_ms,e2e_long_p99_ms,"
                    "ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,ttft_std_ms,ttft_short_mean_ms,ttft_long_mean_ms,"
-                   "tpot_mean_ms,tpot_p99_ms,recomputed_tokens,preemptions,done,rejected,throughput_tok_s");
+                   "tpot_mean_ms,tpot_p99_ms,recomputed_tokens,preemptions,done,rejected,throughput_tok_s,"
+                   "throughput_rel_lru");
+    static const char *const cn[FKV_N_CLASSES] = {"short", "medium", "long"};
     if (header && n && s[0].n_tenants) {
-        fprintf(f, ",tenant_spread");
-        for (uint32_t t = 1; t <= s[0].n_tenants; t++)
-            fprintf(f, ",t%u_e2e_mean_ms,t%u_e2e_p99_ms,t%u_ttft_mean_ms,t%u_ttft_p99_ms", t, t, t, t);
+        fprintf(f, ",tenant_spread,jain_slowdown,max_min_slowdown,service_diff_tokens");
+        for (uint32_t t = 1; t <= s[0].n_tenants; t++) {
+            fprintf(f, ",t%u_e2e_mean_ms,t%u_e2e_p99_ms,t%u_ttft_mean_ms,t%u_ttft_p99_ms,t%u_e2e_p50_ms,t%u_ttft_p50_ms,"
+                       "t%u_slowdown_mean,t%u_isolated_ttft_p99_ms,t%u_prefix_hit_rate,t%u_partition_hit_rate",
+                    t, t, t, t, t, t, t, t, t, t);
+            for (int c = 0; c < FKV_N_CLASSES; c++)
+                for (int k = 0; k < 2; k++)
+                    fprintf(f, ",t%u_%s_%s_mean_ms,t%u_%s_%s_p50_ms,t%u_%s_%s_p99_ms", t, cn[c], k ? "ttft" : "e2e", t,
+                            cn[c], k ? "ttft" : "e2e", t, cn[c], k ? "ttft" : "e2e");
+        }
     }
     if (header) fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
@@ -364,19 +459,34 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
         fprintf(f, "%s,", m->workload);
         if (m->load >= 0) fprintf(f, "%.4f", m->load);
         fprintf(f, ",%s,%llu,%s,%.6f,%.6f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%zu,%zu,%.3f",
-                m->profile, (unsigned long long)m->capacity_tokens, x->name, x->hit_rate, x->prefix_hit_rate,
+                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%zu,%zu,%.3f,%.6f",
+                m->profile, (unsigned long long)m->capacity_tokens, x->name, x->prefix_hit_rate, x->context_read_rate,
                 x->fairness_gain, x->e2e.mean_ms, x->e2e.p50_ms, x->e2e.p99_ms, x->e2e.std_ms,
                 x->e2e.by_class[0].mean_ms, x->e2e.by_class[0].p99_ms, x->e2e.by_class[1].mean_ms,
                 x->e2e.by_class[1].p99_ms, x->e2e.by_class[2].mean_ms, x->e2e.by_class[2].p99_ms, x->ttft.mean_ms,
                 x->ttft.p50_ms, x->ttft.p99_ms, x->ttft.std_ms, x->ttft.by_class[0].mean_ms, x->ttft.by_class[2].mean_ms,
                 x->tpot.mean_ms, x->tpot.p99_ms, (unsigned long long)x->recomputed_tokens,
-                (unsigned long long)x->preemptions, x->done, x->rejected, x->throughput_tok_s);
+                (unsigned long long)x->preemptions, x->done, x->rejected, x->throughput_tok_s, x->throughput_rel_lru);
         if (x->n_tenants) {
-            fprintf(f, ",%.4f", x->tenant_spread);
-            for (uint32_t t = 1; t <= x->n_tenants; t++)
-                fprintf(f, ",%.3f,%.3f,%.3f,%.3f", x->tenants[t].e2e_mean_ms, x->tenants[t].e2e_p99_ms,
-                        x->tenants[t].ttft_mean_ms, x->tenants[t].ttft_p99_ms);
+            fprintf(f, ",%.4f,%.6f,%.6f,%.3f", x->tenant_spread, x->jain_slowdown, x->max_min_slowdown,
+                    x->service_diff_tokens);
+            for (uint32_t t = 1; t <= x->n_tenants; t++) {
+                const struct fkv_tenant_summary *y = &x->tenants[t];
+                fprintf(f, ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.6f", y->e2e.mean_ms, y->e2e.p99_ms, y->ttft.mean_ms,
+                        y->ttft.p99_ms, y->e2e.p50_ms, y->ttft.p50_ms, y->slowdown_mean);
+                /* missing figures are empty fields */
+                if (y->isolated_ttft_p99_ms >= 0) fprintf(f, ",%.3f", y->isolated_ttft_p99_ms);
+                else fputc(',', f);
+                fprintf(f, ",%.6f", y->prefix_hit_rate);
+                if (y->partition_hit_rate >= 0) fprintf(f, ",%.6f", y->partition_hit_rate);
+                else fputc(',', f);
+                for (int c = 0; c < FKV_N_CLASSES; c++)
+                    for (int k = 0; k < 2; k++) {
+                        const fkv_lat_stats *l = k ? &y->ttft : &y->e2e;
+                        fprintf(f, ",%.3f,%.3f,%.3f", l->by_class[c].mean_ms, l->by_class[c].p50_ms,
+                                l->by_class[c].p99_ms);
+                    }
+            }
         }
         fputc('\n', f);
     }

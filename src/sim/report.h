@@ -17,29 +17,35 @@ typedef struct fkv_lat_stats {
     double mean_ms, p50_ms, p99_ms, std_ms, max_ms;
     struct {
         size_t n;
-        double mean_ms, p99_ms;
+        double mean_ms, p50_ms, p99_ms;
     } by_class[FKV_N_CLASSES];
 } fkv_lat_stats;
 
 typedef struct fkv_scheme_summary {
     char name[32];
     fkv_lat_stats e2e, ttft, tpot;
-    double hit_rate;         /* context reads served from cache / (those + recomputed + reloaded) */
+    double context_read_rate; /* context reads served from cache / (those + recomputed + reloaded) */
     double cache_hit_rate;   /* the cache's own counter: touched tokens found resident */
-    double prefix_hit_rate;  /* prompt tokens found in the prefix cache at first admission */
+    double prefix_hit_rate;  /* prompt tokens found in the prefix cache at first admission / prompt
+                              * tokens (vLLM's prefix_cache_hits / prefix_cache_queries): the headline */
     double cache_prefix_hit_rate; /* the cache's counter (includes re-matches after preemption) */
     double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
     uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;
     size_t done, rejected;
     double throughput_tok_s, throughput_req_s;
+    double throughput_rel_lru; /* output tokens/s over lru's in the same run; 0 when no lru run */
     double makespan_s;
     uint64_t steps, max_step_tokens, capacity_tokens;
     double sim_wall_s;       /* not printed in byte-compared outputs */
     uint32_t n_tenants;      /* 0: no per-tenant part in any output */
     struct fkv_tenant_summary {
         size_t n;            /* finished requests */
+        int light;           /* fkv_bench_light_tenants: a light tenant */
         double weight, share_pages;
-        double e2e_mean_ms, e2e_p99_ms, ttft_mean_ms, ttft_p99_ms;
+        fkv_lat_stats e2e, ttft; /* the tenant's requests only, per class too */
+        double prefix_hit_rate;    /* its prompt tokens matched at first admission / its prompt tokens */
+        double partition_hit_rate; /* the same on a static 1/n partition (fkv_sim_partition); < 0 = not run */
+        double isolated_ttft_p99_ms, isolated_e2e_p99_ms; /* scheme isolated's; < 0 = not run */
         uint64_t preemptions, reclaims;
         uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS];
         double slowdown_mean; /* mean of e2e / e2e alone on an idle system; 0 = not computed */
@@ -48,6 +54,7 @@ typedef struct fkv_scheme_summary {
     /* slowdown (fkv_summary_slowdown): 0 = not computed */
     double slowdown_mean, slowdown_p99;
     double jain_slowdown, max_min_slowdown; /* over the tenants' mean slowdowns */
+    double service_diff_tokens; /* VTC's service difference (fkv_sim_result); tenant runs */
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */
@@ -74,8 +81,14 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *out);
  * tenant, and Jain's index and the max/min ratio over the tenants' means
  * (src/sim/fairness.h). */
 void fkv_summary_slowdown(fkv_scheme_summary *o, const fkv_sim_result *r, const int64_t *idle_e2e);
-/* Sets fairness_gain of every summary from the one named "lru", if any. */
+/* Sets fairness_gain and throughput_rel_lru of every summary from the one
+ * named "lru", if any. */
 void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n);
+/* Copies the isolated scheme's per-tenant P99s (if s holds one) into every
+ * summary, so each row says how far it is from the tenant alone. */
+void fkv_summaries_isolated(fkv_scheme_summary *s, size_t n);
+/* The partition's per-tenant prefix hit rates (fkv_sim_partition) into o. */
+void fkv_summary_partition(fkv_scheme_summary *o, const fkv_sim_result *partition);
 
 void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
 void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);

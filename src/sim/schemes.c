@@ -7,7 +7,7 @@
  *   into the prefix cache (recompute on resume); SGLang retracts the request
  *   with the fewest output tokens (then the longest prompt); our schemes
  *   keep the victim's sequence so only its evicted chunks are recomputed.
- *   vllm (issue 13; docs/EVALUATION.md, section 3, names vLLM's code for
+ *   vllm (docs/EVALUATION.md, section 3, names vLLM's code for
  *   each): 16-token blocks; the free block queue (policy freeq:
  *   kv_cache_utils.py FreeKVCacheBlockQueue, block_pool.py popleft) fed
  *   tail first (single_type_kv_cache_manager.py free: reversed(req_blocks));
@@ -21,7 +21,9 @@
  *   new_token_ratio, decode-only retraction with headroom and separate
  *   prefill/decode batches are not built): it was called "sglang" and is
  *   not an SGLang emulation.
- *   fairkv (issue 12): tenant max-min shares in the cache, the fair victim
+ *   vtc: VTC's admission (the least-served tenant's request first) over
+ *   plain LRU; in tenant runs its clients are the tenants (bench.c).
+ *   fairkv: tenant max-min shares in the cache, the fair victim
  *   rule, fair reclaim quantize8 > quantize4 > evict before preempting, the
  *   victim's sequence kept.  Its policy was chosen on the development
  *   workloads only (docs/EVALUATION.md names none; the seed workload and the
@@ -40,29 +42,33 @@
 
 static const fkv_scheme schemes[] = {
     /* name        policy          quota dyn chunk page prefix victim                    on_preempt reclaim
-     * tail-first no-admit gpu-defaults fp8 unlimited */
-    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, "plain LRU over 64-token chunks"},
-    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, "FIFO over 64-token chunks"},
-    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
+     * tail-first no-admit gpu-defaults fp8 unlimited vtc isolated */
+    {"lru", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0, "plain LRU over 64-token chunks"},
+    {"fifo", "fifo", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0, "FIFO over 64-token chunks"},
+    {"flru", "flru", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0,
      "F-LRU (evict highest alpha/count + beta*age) with per-request quotas, fixed 64-token chunks"},
-    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
+    {"flru-dyn", "flru", 1, 1, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0,
      "F-LRU + quotas + dynamic chunking (the seed's 'dynamic chunking' row)"},
-    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
+    {"flru-literal", "flru-lowest", 1, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0,
      "the seed's formula read literally (evict the lowest score) + quotas"},
-    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, "SIEVE (NSDI'24) over 64-token chunks"},
-    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0,
+    {"sieve", "sieve", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0, "SIEVE (NSDI'24) over 64-token chunks"},
+    {"belady", "belady", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 0,
      "Belady's MIN with the simulator's knowledge of the future: the hit-rate limit"},
-    {"vllm", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 0, 0,
+    {"vllm", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 0, 0, 0, 0,
      "vLLM v1 emulation: 16-token blocks, free block queue freed tail first, preempt last-started, recompute, "
      "no admission in a preempting step, the GPU's batch defaults"},
-    {"vllm-fp8", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 1, 0,
+    {"vllm-fp8", "freeq", 0, 0, 16, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_FREE, NULL, 1, 1, 1, 1, 0, 0, 0,
      "vllm with --kv-cache-dtype fp8: twice the blocks in the same bytes, every token fp8 (accuracy not priced)"},
-    {"lru+sglang-victim", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL, 0, 0, 0, 0, 0,
+    {"lru+sglang-victim", "lru", 0, 0, 16, 16, 1, FKV_VICTIM_FEWEST_OUTPUT, FKV_PREEMPT_FREE, NULL, 0, 0, 0, 0, 0, 0, 0,
      "LRU prefix cache of 16-token blocks, retract the fewest-output request (SGLang's victim rule only)"},
-    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict", 0, 0, 0, 0, 0,
-     "issue 12: tenant max-min shares, fair victim, reclaim quantize8 > quantize4 > evict before preempting"},
-    {"oracle-memory", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 1,
+    {"vtc", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 1, 0,
+     "VTC fair admission (OSDI'24) over plain LRU: what fair scheduling alone gives"},
+    {"fairkv", "flru", FKV_QUOTA_TENANT, 0, 64, 16, 1, FKV_VICTIM_FAIR, FKV_PREEMPT_KEEP, "quantize8,quantize4,evict", 0, 0, 0, 0, 0, 0, 0,
+     "tenant max-min shares, fair victim, reclaim quantize8 > quantize4 > evict before preempting"},
+    {"oracle-memory", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 1, 0, 0,
      "unlimited KV memory (no cache limit, nothing evicted or preempted): the latency every scheme approaches"},
+    {"isolated", "lru", 0, 0, 64, 16, 1, FKV_VICTIM_LAST_STARTED, FKV_PREEMPT_KEEP, NULL, 0, 0, 0, 0, 0, 0, 1,
+     "each tenant's requests alone (the others absent), plain LRU on the whole cache: what a tenant gets alone"},
 };
 
 const fkv_scheme *fkv_scheme_list(size_t *n)

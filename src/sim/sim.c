@@ -1,6 +1,7 @@
 /* The simulator's event loop (see sim.h). */
 #include "sim/sim.h"
 
+#include "sim/fairness.h"
 #include "sim/oracle.h"
 #include "util/err.h"
 
@@ -99,7 +100,84 @@ static double wall_s(void)
 typedef struct loop_out {
     uint64_t peak_live, steps, max_step_tokens;
     int64_t end_ns;
+    double service_diff;
 } loop_out;
+
+/* VTC's service difference over a run (fairness.h): which tenants are
+ * backlogged (a request arrived and not finished) at each step's start,
+ * what each got in the step, observed at its end.  Tenant runs only. */
+typedef struct service_track {
+    fkv_service_diff d;
+    uint32_t n;                 /* tenants; 0 = not tracked */
+    size_t open[FKV_SIM_MAX_TENANTS + 1];
+    double inv_weight[FKV_SIM_MAX_TENANTS + 1];
+    uint32_t gen[4096];         /* generated before the step, per batch item (first 4096) */
+    uint8_t *closed;            /* [n requests]: counted as finished */
+    uint64_t n_closed;
+} service_track;
+
+static int track_init(service_track *t, const fkv_sim_config *cfg, size_t n_reqs)
+{
+    memset(t, 0, sizeof *t);
+    if (!cfg->n_tenants || cfg->n_tenants > FKV_SIM_MAX_TENANTS) return 0;
+    if (fkv_service_diff_init(&t->d, cfg->n_tenants) || !(t->closed = calloc(n_reqs ? n_reqs : 1, 1))) {
+        fkv_service_diff_free(&t->d);
+        return -1;
+    }
+    t->n = cfg->n_tenants;
+    for (uint32_t k = 1; k <= t->n; k++) t->inv_weight[k] = 1.0 / cfg->tenant_weight[k - 1];
+    return 0;
+}
+
+static void track_free(service_track *t)
+{
+    fkv_service_diff_free(&t->d);
+    free(t->closed);
+}
+
+static uint32_t tenant_of(const service_track *t, const fkv_req *r) { return r->tenant <= t->n ? (uint32_t)r->tenant : 0; }
+
+/* Before the step: who is backlogged; each item's output count. */
+static void track_before(service_track *t, const fkv_batch *b)
+{
+    if (!t->n) return;
+    for (uint32_t k = 1; k <= t->n; k++) fkv_service_diff_backlog(&t->d, k - 1, t->open[k] > 0);
+    for (size_t i = 0; i < b->n && i < 4096; i++) t->gen[i] = b->items[i].r->generated;
+}
+
+static void track_close(service_track *t, fkv_req *r, size_t idx)
+{
+    if (t->closed[idx]) return;
+    t->closed[idx] = 1;
+    t->n_closed++;
+    uint32_t k = tenant_of(t, r);
+    if (k && t->open[k]) t->open[k]--;
+}
+
+/* After the step: the service it gave, as VTC counts it (sched.c,
+ * fkv_sched_finish), then the observation; finished requests close. */
+static void track_after(service_track *t, const fkv_batch *b, fkv_req *reqs, size_t n_added, const fkv_sched *s,
+                        const fkv_sched_config *sc)
+{
+    if (!t->n) return;
+    for (size_t i = 0; i < b->n && i < 4096; i++) {
+        const fkv_batch_item *it = &b->items[i];
+        fkv_req *r = it->r;
+        uint32_t k = tenant_of(t, r);
+        if (!k) continue;
+        double served = 0;
+        if (it->prefill && t->gen[i] == 0) served += sc->vtc_in_weight * it->n_new;
+        served += sc->vtc_out_weight * (double)(r->generated - t->gen[i]);
+        fkv_service_diff_serve(&t->d, k - 1, served * t->inv_weight[k]);
+        if (r->state == FKV_REQ_DONE) track_close(t, r, (size_t)(r - reqs));
+    }
+    fkv_service_diff_observe(&t->d);
+    /* rejections (and items past the first 4096) are found by a scan,
+     * only when the scheduler's count says some were missed */
+    if (fkv_sched_finished(s) != t->n_closed)
+        for (size_t i = 0; i < n_added; i++)
+            if (reqs[i].state == FKV_REQ_DONE || reqs[i].state == FKV_REQ_REJECTED) track_close(t, &reqs[i], i);
+}
 
 /* The event loop over reqs (a private copy of the workload's requests). */
 static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
@@ -112,12 +190,15 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
     double t_last = wall_s();
     memset(o, 0, sizeof *o);
     *now = 0;
+    service_track tr;
+    if (track_init(&tr, cfg, n)) return FKV_ENOMEM;
     while (fkv_sched_finished(s) < n) {
         while (next < n && reqs[next].arrival_ns <= *now) {
             if ((st = fkv_sched_add(s, &reqs[next])) != FKV_OK) {
                 fkv_errf(err, errlen, st, "%s", fkv_sched_last_error(s));
                 goto out;
             }
+            if (tr.n) tr.open[tenant_of(&tr, &reqs[next])]++;
             next++;
         }
         if (fkv_sched_n_running(s) == 0 && fkv_sched_n_waiting(s) == 0) {
@@ -146,10 +227,12 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         }
         if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
         *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
+        track_before(&tr, &b);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
             fkv_errf(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
             goto out;
         }
+        track_after(&tr, &b, reqs, next, s, &cfg->sched);
         o->steps++;
         uint64_t live = fkv_sched_live_tokens(s);
         if (live > o->peak_live) o->peak_live = live;
@@ -162,6 +245,8 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
     if (tty) fprintf(stderr, "\r%60s\r", "");
 out:
     o->end_ns = *now;
+    o->service_diff = tr.n ? tr.d.max_diff : 0;
+    track_free(&tr);
     fkv_batch_free(&b);
     return st;
 }
@@ -236,11 +321,134 @@ void fkv_sim_result_free(fkv_sim_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* The per-request arrays of a result, every latency "not done" (-1). */
+static fkv_status alloc_result(fkv_sim_result *res, size_t n)
+{
+    res->e2e_ns = malloc(n * sizeof *res->e2e_ns);
+    res->ttft_ns = malloc(n * sizeof *res->ttft_ns);
+    res->tpot_ns = malloc(n * sizeof *res->tpot_ns);
+    res->cls = calloc(n, 1);
+    res->tenant = calloc(n, 1);
+    if (!res->e2e_ns || !res->ttft_ns || !res->tpot_ns || !res->cls || !res->tenant) {
+        fkv_sim_result_free(res);
+        return FKV_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) res->e2e_ns[i] = res->ttft_ns[i] = res->tpot_ns[i] = -1;
+    res->n = n;
+    return FKV_OK;
+}
+
+static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
+                           fkv_sim_result *res, char *err, size_t errlen);
+
+/* Each tenant's requests run alone (ids renumbered: the sim and Belady
+ * index requests by id - 1), at capacity cap(t) (0 = cfg's); the results
+ * are put back at the requests' places, the counters summed, the
+ * makespan the longest.  The isolated scheme and the partition both. */
+static fkv_status run_apart(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg, int partition,
+                            fkv_sim_result *res, char *err, size_t errlen)
+{
+    uint32_t nt = cfg->n_tenants ? cfg->n_tenants : 1;
+    fkv_workload sub = *w;
+    sub.session = sub.turn = NULL;
+    sub.reqs = malloc(w->n * sizeof *sub.reqs);
+    size_t *where = malloc(w->n * sizeof *where);
+    fkv_status st = FKV_OK;
+    if (!sub.reqs || !where) {
+        st = FKV_ENOMEM;
+        goto out;
+    }
+    if ((st = alloc_result(res, w->n)) != FKV_OK) goto out;
+    res->n_tenants = cfg->n_tenants;
+    res->n_light = w->n_light;
+    for (uint32_t t = 1; t <= nt; t++) {
+        sub.n = 0;
+        uint32_t biggest = 0;
+        for (size_t i = 0; i < w->n; i++) {
+            uint32_t rt = cfg->n_tenants ? (uint32_t)w->reqs[i].tenant : 1;
+            if (rt != t) continue;
+            where[sub.n] = i;
+            sub.reqs[sub.n] = w->reqs[i];
+            sub.reqs[sub.n].id = sub.n + 1;
+            if (w->reqs[i].prompt + w->reqs[i].output > biggest) biggest = w->reqs[i].prompt + w->reqs[i].output;
+            sub.n++;
+        }
+        if (!sub.n) continue;
+        fkv_sim_config c = *cfg;
+        c.progress = 0;
+        if (partition && c.capacity_tokens) {
+            /* a static 1/n partition, never below the tenant's largest
+             * request plus one 256-token chunk: bench.c's capacity rule */
+            c.capacity_tokens = (c.capacity_tokens + nt - 1) / nt;
+            if (c.capacity_tokens < (uint64_t)biggest + 256) c.capacity_tokens = (uint64_t)biggest + 256;
+        }
+        fkv_sim_result r;
+        if ((st = run_whole(&sub, sc, &c, &r, err, errlen)) != FKV_OK) goto out;
+        for (size_t j = 0; j < sub.n; j++) {
+            size_t i = where[j];
+            res->e2e_ns[i] = r.e2e_ns[j];
+            res->ttft_ns[i] = r.ttft_ns[j];
+            res->tpot_ns[i] = r.tpot_ns[j];
+            res->cls[i] = r.cls[j];
+            res->tenant[i] = r.tenant[j];
+        }
+        res->done += r.done;
+        res->rejected += r.rejected;
+        res->hit_tokens += r.hit_tokens;
+        res->miss_tokens += r.miss_tokens;
+        res->prefix_query_tokens += r.prefix_query_tokens;
+        res->prefix_hit_tokens += r.prefix_hit_tokens;
+        res->evicted_pages += r.evicted_pages;
+        res->recomputed_tokens += r.recomputed_tokens;
+        res->reloaded_tokens += r.reloaded_tokens;
+        res->matched_tokens += r.matched_tokens;
+        res->preemptions += r.preemptions;
+        res->steps += r.steps;
+        res->output_tokens += r.output_tokens;
+        res->prompt_tokens += r.prompt_tokens;
+        res->prompt_tokens_all += r.prompt_tokens_all;
+        if (r.peak_live_tokens > res->peak_live_tokens) res->peak_live_tokens = r.peak_live_tokens;
+        if (r.max_step_tokens > res->max_step_tokens) res->max_step_tokens = r.max_step_tokens;
+        int64_t end = r.makespan_ns + sub.reqs[0].arrival_ns - w->reqs[0].arrival_ns;
+        if (end > res->makespan_ns) res->makespan_ns = end;
+        res->capacity_tokens = r.capacity_tokens;
+        if (cfg->n_tenants) res->tenants[t] = r.tenants[t];
+        fkv_sim_result_free(&r);
+    }
+out:
+    free(sub.reqs);
+    free(where);
+    if (st) fkv_sim_result_free(res);
+    return st;
+}
+
+fkv_status fkv_sim_partition(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
+                             fkv_sim_result *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    if (!w->n || !cfg->profile) return fkv_errf(err, errlen, FKV_EINVAL, "empty workload or no profile");
+    fkv_status st = run_apart(w, sc, cfg, 1, res, err, errlen);
+    if (!st) snprintf(res->scheme, sizeof res->scheme, "%s", sc ? sc->name : "unlimited");
+    return st;
+}
+
 fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg, fkv_sim_result *res,
                        char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
     if (!w->n || !cfg->profile) return fkv_errf(err, errlen, FKV_EINVAL, "empty workload or no profile");
+    if (sc && sc->isolated) {
+        fkv_status st = run_apart(w, sc, cfg, 0, res, err, errlen);
+        if (!st) snprintf(res->scheme, sizeof res->scheme, "%s", sc->name);
+        return st;
+    }
+    return run_whole(w, sc, cfg, res, err, errlen);
+}
+
+static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
+                           fkv_sim_result *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
     /* oracle-memory: a cache that holds every token the run ever writes
      * (every prompt and output, whole pages of them), so nothing is
      * evicted or preempted while the prefix cache still shares prefixes;
@@ -254,14 +462,8 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         cfg = &oracle_cfg;
     }
     fkv_req *reqs = malloc(w->n * sizeof *reqs);
-    res->e2e_ns = malloc(w->n * sizeof *res->e2e_ns);
-    res->ttft_ns = malloc(w->n * sizeof *res->ttft_ns);
-    res->tpot_ns = malloc(w->n * sizeof *res->tpot_ns);
-    res->cls = malloc(w->n);
-    res->tenant = calloc(w->n, 1);
-    if (!reqs || !res->e2e_ns || !res->ttft_ns || !res->tpot_ns || !res->cls || !res->tenant) {
+    if (!reqs || alloc_result(res, w->n) != FKV_OK) {
         free(reqs);
-        fkv_sim_result_free(res);
         return FKV_ENOMEM;
     }
     memcpy(reqs, w->reqs, w->n * sizeof *reqs);
@@ -283,12 +485,14 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         goto out;
     }
     res->n_tenants = cfg->n_tenants;
+    res->n_light = w->n_light;
     if (sc && cfg->capacity_tokens) {
         if ((st = make_cache(sc, cfg, &now, &bctx, &cache, err, errlen)) != FKV_OK) goto out;
         scfg.victim = cfg->victim >= 0 ? (fkv_victim_rule)cfg->victim : sc->victim;
         scfg.on_preempt = sc->on_preempt;
         scfg.pass_tokens = sc->prefix_cache;
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
+        if (sc->vtc) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
             uint32_t tokens, running;
             fkv_vllm_batch_defaults(cfg->profile, &tokens, &running);
@@ -316,6 +520,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
     res->max_step_tokens = lo.max_step_tokens;
     res->makespan_ns = lo.end_ns - (w->n ? w->reqs[0].arrival_ns : 0);
     res->preemptions = fkv_sched_preemptions(s);
+    res->service_diff_tokens = lo.service_diff;
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &reqs[i];
         res->cls[i] = (uint8_t)fkv_sim_class(r->prompt + r->output);
@@ -328,6 +533,9 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         res->tenant[i] = (uint8_t)t;
         res->tenants[t].preemptions += r->preemptions;
         res->tenants[t].reclaims += r->reclaims;
+        res->tenants[t].prompt_tokens += r->prompt;
+        res->tenants[t].matched_tokens += r->matched;
+        res->tenants[t].offered_tokens += (uint64_t)r->prompt + r->output;
         if (r->state == FKV_REQ_REJECTED) {
             res->rejected++;
             continue;

@@ -38,6 +38,8 @@ typedef struct fkv_scheme {
     int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
     int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
     int unlimited;            /* 1: no cache at all (oracle-memory): the memory limit's latency */
+    int vtc;                  /* 1: VTC admission (fair scheduling alone), whatever the config says */
+    int isolated;             /* 1: each tenant's requests run alone, the others absent (fkv_sim_run) */
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
 
@@ -96,12 +98,20 @@ typedef struct fkv_sim_result {
     int64_t makespan_ns;
     uint64_t capacity_tokens;
     uint32_t n_tenants;       /* as the config */
+    uint32_t n_light;         /* the workload's: tenants 1..n_light are light (0: not named) */
     uint8_t *tenant;          /* [n] tenant id of each request (0..n_tenants) */
     struct fkv_sim_tenant {
         double weight, share_pages; /* share at the end of the run */
         uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* fkv_tenant_info: by action; [5] = idle evicted */
         uint64_t preemptions, reclaims;
+        uint64_t prompt_tokens, matched_tokens; /* of all its requests; matched at first admission */
+        uint64_t offered_tokens; /* prompt + output of all its requests */
     } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t; [0] = anonymous */
+    /* VTC's service difference (src/sim/fairness.h): the largest gap seen,
+     * at the end of any step, between the weighted service (input tokens
+     * of first prefills x vtc_in_weight + output tokens x vtc_out_weight,
+     * over the tenant's weight) of two backlogged tenants; tenant runs only */
+    double service_diff_tokens;
 } fkv_sim_result;
 
 /* Runs w (not modified) under scheme sc (NULL = no cache even if capacity
@@ -109,6 +119,15 @@ typedef struct fkv_sim_result {
 fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
                        fkv_sim_result *res, char *err, size_t errlen);
 void fkv_sim_result_free(fkv_sim_result *r);
+
+/* The isolation check's reference: each tenant's requests alone on a
+ * static 1/n_tenants partition of cfg's capacity (never below the tenant's
+ * largest request + 256 tokens, the capacity rule's floor) under sc, the
+ * others absent.  Its per-tenant prefix hit rates are what a partitioned
+ * cache gives; its latencies are not a partition's (each tenant also has
+ * the whole compute), so reports use only the hit rates. */
+fkv_status fkv_sim_partition(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
+                             fkv_sim_result *res, char *err, size_t errlen);
 
 /* Saturation throughput in requests/s: every request arrives at 0,
  * unlimited memory.  The denominator of "load". */
