@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 void fkv_bench_opts_default(fkv_bench_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -70,8 +72,12 @@ void fkv_bench_usage(FILE *f)
             "tenants (docs/ARCHITECTURE.md, \"Tenants\"):\n"
             "  --tenants N              tenants 1..N (0 = none: every request anonymous; at most 16)\n"
             "  --tenant-weights W1,W2,...  one weight per tenant (1 each)\n"
-            "  --tenant-assign client|roundrobin|heavy:F   tenant of a request: 1 + client mod N (default),\n"
-            "                           1 + index mod N, or tenant 1 for a fraction F, the rest round-robin\n"
+            "  --tenant-assign client|roundrobin|heavy:F|session   tenant of a request: 1 + client mod N\n"
+            "                           (default), 1 + index mod N, tenant 1 for a fraction F, the rest\n"
+            "                           round-robin, or its session's: 1 + XXH64(key) mod N, the key being a\n"
+            "                           Mooncake request's first hash_id (first 512-token prompt block) or a\n"
+            "                           plain trace's client; Azure traces and generated workloads have no\n"
+            "                           sessions and are refused\n"
             "  --quotas off|request|tenant   the cache's fair shares for every scheme (default: the scheme's)\n"
             "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"
             "  --reclaim A,B,...        fair reclaim before preemption for every scheme: quantize8, quantize4,\n"
@@ -79,7 +85,9 @@ void fkv_bench_usage(FILE *f)
             "  --host-gb G              host tier for offloaded chunks (0: offload frees nothing)\n"
             "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"
             "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"
-            "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n"
+            "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n");
+    /* two literals: one would pass the 4095 characters C compilers must take */
+    fprintf(f,
             "system:\n"
             "  --profile NAME           cost profile (a100-llama2-7b; see below)\n"
             "  --step-coeffs C0,C1,C2[,C3]  replace the profile's step cost by the fitted form of\n"
@@ -336,12 +344,13 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         o->tenant_assign_set = 1;
         if (!strcmp(v, "client")) o->tenant_assign = FKV_ASSIGN_CLIENT;
         else if (!strcmp(v, "roundrobin")) o->tenant_assign = FKV_ASSIGN_ROUNDROBIN;
+        else if (!strcmp(v, "session")) o->tenant_assign = FKV_ASSIGN_SESSION;
         else if (!strncmp(v, "heavy:", 6)) {
             if (num(v + 6, &o->heavy_frac) || !(o->heavy_frac > 0 && o->heavy_frac <= 1))
                 return bad_why(a, v, "heavy:F needs a fraction F in (0, 1]");
             o->tenant_assign = FKV_ASSIGN_HEAVY;
         } else
-            return bad_why(a, v, "one of client, roundrobin, heavy:F");
+            return bad_why(a, v, "one of client, roundrobin, heavy:F, session");
     } else if (!strcmp(a, "--quotas")) {
         TAKE();
         if (!strcmp(v, "off")) o->sim.quotas = FKV_QUOTA_OFF;
@@ -474,6 +483,19 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
                  o->sim.n_tenants);
         return FKV_EINVAL;
     }
+    if (o->tenant_assign == FKV_ASSIGN_SESSION && !c->base.session_key) {
+        /* hashing made-up sessions would hide that the trace names no user */
+        const char *f = c->base.name;
+        if (!o->trace)
+            snprintf(err, errlen, "--tenant-assign session: the %s workload has no sessions; "
+                                  "use roundrobin or heavy:F", o->workload);
+        else
+            snprintf(err, errlen, "--tenant-assign session: %s: %s; use roundrobin or heavy:F", o->trace,
+                     !strcmp(f, "azure")   ? "an Azure trace has no session signal (no user, conversation or prefix field)"
+                     : !strcmp(f, "plain") ? "no client column, so no session signal"
+                                           : "a request has no hash_ids, so its session is unknown");
+        return FKV_EINVAL;
+    }
     if (!o->tenants_from_workload) fkv_bench_assign_tenants(o, &c->base);
     if (o->sim.n_tenants && !o->clients_set) {
         /* VTC's clients are the tenants: fair admission is fairness among
@@ -550,6 +572,18 @@ void fkv_bench_assign_tenants(const fkv_bench_opts *o, fkv_workload *w)
                 r->tenant = 2 + rr++ % (n - 1);
             }
             break;
+        case FKV_ASSIGN_SESSION: {
+            if (!w->session_key) { /* fkv_bench_prepare refuses this first */
+                r->tenant = 0;
+                break;
+            }
+            /* the key's bytes fixed little-endian: the same tenants on every host */
+            uint64_t k = w->session_key[w->session[i]];
+            unsigned char b[8];
+            for (int j = 0; j < 8; j++) b[j] = (unsigned char)(k >> (8 * j));
+            r->tenant = 1 + XXH64(b, sizeof b, 0) % n;
+            break;
+        }
         default: r->tenant = 1 + r->client % n; break;
         }
     }
@@ -558,7 +592,7 @@ void fkv_bench_assign_tenants(const fkv_bench_opts *o, fkv_workload *w)
 fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, double *rate)
 {
     double span = (double)fkv_workload_span(&c->base) * 1e-9;
-    if (c->base.session && load > 0) {
+    if (c->base.session && !c->o->trace && load > 0) { /* a trace's sessions are recovered, not generated */
         /* chat: think times are fixed, so the load sets how often sessions
          * start: the same sessions (their sizes' stream does not depend on
          * the rate), generated again at the request rate load x capacity */
@@ -575,6 +609,7 @@ fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, do
     w->blocks = NULL; /* block pointers still point into base */
     w->n_blocks = w->cap_blocks = 0;
     w->session = w->turn = NULL; /* base's */
+    w->session_key = NULL;
     if (!w->reqs) return FKV_ENOMEM;
     memcpy(w->reqs, c->base.reqs, c->base.n * sizeof *w->reqs);
     if (load > 0) {

@@ -44,8 +44,10 @@ typedef struct fkv_bench_opts {
 typedef enum fkv_tenant_assign {
     FKV_ASSIGN_CLIENT = 0,     /* tenant = 1 + client mod n (the trace's client or user) */
     FKV_ASSIGN_ROUNDROBIN = 1, /* tenant = 1 + request index mod n */
-    FKV_ASSIGN_HEAVY = 2       /* tenant 1 sends heavy_frac of the requests, spread evenly; the rest go
+    FKV_ASSIGN_HEAVY = 2,      /* tenant 1 sends heavy_frac of the requests, spread evenly; the rest go
                                 * round-robin over tenants 2..n */
+    FKV_ASSIGN_SESSION = 3     /* tenant = 1 + XXH64(session key as 8 little-endian bytes, seed 0) mod n:
+                                * the trace's recovered sessions (workload.h), each whole to one tenant */
 } fkv_tenant_assign;
 
 /* Sets every request's tenant (1..n_tenants) by the options' rule; with

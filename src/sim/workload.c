@@ -260,5 +260,6 @@ void fkv_workload_free(fkv_workload *w)
     free(w->blocks);
     free(w->session);
     free(w->turn);
+    free(w->session_key);
     memset(w, 0, sizeof *w);
 }

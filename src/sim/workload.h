@@ -25,6 +25,13 @@
  *             the rest of the prompt is unique to the request.
  * A request with 0 output tokens is read as 1 (every request emits at least
  * its first token).  Clients of trace requests: index mod n_clients.
+ *
+ * Sessions of traces (for `--tenant-assign session`; trace.c gives the
+ * measurements behind the rule): a Mooncake request's session is its first
+ * hash_id (its first 512-token prompt block: requests that share it share
+ * their prompt's head); a plain trace's is its client column.  An Azure
+ * trace, a plain trace without clients, or a Mooncake trace with a request
+ * without hash_ids has none (session NULL).
  */
 #ifndef FKV_SIM_WORKLOAD_H
 #define FKV_SIM_WORKLOAD_H
@@ -52,9 +59,14 @@ typedef struct fkv_workload {
     /* generator workloads (tenants, chat): requests carry their tenant ids */
     uint32_t n_tenants;    /* 0: tenants are assigned by the bench options */
     uint32_t n_light;      /* tenants 1..n_light are light, the rest heavy (tenants) */
-    /* chat: session (0-based) and turn (0 = first) of each request, or NULL */
+    /* chat: session (0-based) and turn (0 = first) of each request, or NULL;
+     * traces: the recovered session (above), turn NULL */
     uint32_t *session, *turn;
     size_t n_sessions;
+    /* traces: [n_sessions] the key each session was recovered from (first
+     * hash_id or client), so its tenant follows from the key, not from the
+     * order sessions arrive in; NULL otherwise */
+    uint64_t *session_key;
 } fkv_workload;
 
 /* Fairness workloads (docs/EVALUATION.md, "Fairness workloads", gives
