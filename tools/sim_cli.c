@@ -58,7 +58,7 @@ static int bench_main(fkv_bench_opts *o)
         for (uint32_t t = 0; t < o->sim.n_tenants && k < (int)sizeof tenants - 16; t++)
             k += snprintf(tenants + k, sizeof tenants - (size_t)k, "%s%g", t ? "," : " ", o->sim.tenant_weight[t]);
     } else if (o->sim.n_tenants) {
-        static const char *const an[] = {"client", "roundrobin", "heavy"};
+        static const char *const an[] = {"client", "roundrobin", "heavy", "session"};
         int k = snprintf(tenants, sizeof tenants, "%u, assigned by %s", o->sim.n_tenants, an[o->tenant_assign]);
         if (o->tenant_assign == FKV_ASSIGN_HEAVY) k += snprintf(tenants + k, sizeof tenants - (size_t)k, ":%g", o->heavy_frac);
         k += snprintf(tenants + k, sizeof tenants - (size_t)k, ", weights");

@@ -1,0 +1,220 @@
+/* The fairness rows and figures of tenant runs against values worked out
+ * by hand: the service difference of a run, the partition's hit rates, the
+ * isolated scheme, the vtc scheme, and which tenants are light. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "hand_profile.h"
+#include "sim/bench.h"
+#include "sim/report.h"
+#include "sim/sim.h"
+#include "sim/workload.h"
+
+/* A plain trace; each request's tenant is its client + 1. */
+static void trace(const char *csv, uint32_t n_clients, fkv_workload *w)
+{
+    char err[256] = "";
+    fkv_status st = fkv_trace_parse(csv, strlen(csv), "t.csv", FKV_TRACE_PLAIN, 0, n_clients, w, err, sizeof err);
+    CHECKF(st == FKV_OK, "parse: %s", err);
+    REQUIRE(st == FKV_OK);
+    for (size_t i = 0; i < w->n; i++) w->reqs[i].tenant = w->reqs[i].client + 1;
+}
+
+static void config(fkv_sim_config *c, const fkv_profile *p, uint32_t n_tenants, uint64_t capacity)
+{
+    fkv_sim_config_default(c);
+    c->profile = p;
+    c->capacity_tokens = capacity;
+    c->sched.n_clients = n_tenants;
+    c->n_tenants = n_tenants;
+}
+
+/* Two requests at 0, in one step: tenant 1 prefills 10 tokens and emits
+ * one, tenant 2 prefills 100 and emits one.  VTC's weights (1 a prompt
+ * token, 2 an output token): 12 and 102, a gap of 90; with tenant 2's
+ * weight 2 its weighted service is 51, a gap of 39. */
+static void service_diff_of_a_run(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_workload w;
+    trace("arrival_ms,prompt_tokens,output_tokens,client\n0,10,1,0\n0,100,1,1\n", 2, &w);
+    fkv_sim_config c;
+    config(&c, &p, 2, 1 << 16);
+    char err[256] = "";
+    fkv_sim_result r;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    CHECKF(r.steps == 1 && fabs(r.service_diff_tokens - 90) < 1e-9, "%llu steps, gap %g",
+           (unsigned long long)r.steps, r.service_diff_tokens);
+    fkv_sim_result_free(&r);
+    c.tenant_weight[1] = 2;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    CHECKF(fabs(r.service_diff_tokens - 39) < 1e-9, "weighted gap %g", r.service_diff_tokens);
+    fkv_scheme_summary s;
+    fkv_summarize(&r, &s);
+    CHECK(s.service_diff_tokens == r.service_diff_tokens);
+    fkv_sim_result_free(&r);
+    /* no tenants: not tracked */
+    c.n_tenants = 0;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    CHECK(r.service_diff_tokens == 0);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+/* Tenant 1 sends a 96-token prompt whose first 64 tokens are its system
+ * prompt at 0 s and again at 10 s; tenant 2 sends eight unrelated
+ * 300-token prompts in between, one a second.  On a 2000-token cache
+ * (125 pages) tenant 2 writes 8 x 19 = 152 pages, so LRU evicts tenant
+ * 1's older pages: its second request matches nothing, hit rate 0.  On a
+ * static half (1000 tokens, above the floor 302 + 256) tenant 1 is alone
+ * and its second request matches the 64 shared tokens: 64 / 192 = 1/3.
+ * Tenant 2 reuses nothing: 0 either way. */
+static void partition_rates(void)
+{
+    fkv_profile p = hand_profile();
+    char csv[1024];
+    int k = snprintf(csv, sizeof csv, "arrival_ms,prompt_tokens,output_tokens,client,shared_tokens\n0,96,2,0,64\n");
+    for (int i = 1; i <= 8; i++) k += snprintf(csv + k, sizeof csv - (size_t)k, "%d,300,2,1,0\n", i * 1000);
+    snprintf(csv + k, sizeof csv - (size_t)k, "10000,96,2,0,64\n");
+    fkv_workload w;
+    trace(csv, 2, &w);
+    fkv_sim_config c;
+    config(&c, &p, 2, 2000);
+    char err[256] = "";
+    const fkv_scheme *lru = fkv_scheme_find("lru");
+    fkv_sim_result whole, part;
+    REQUIRE(fkv_sim_run(&w, lru, &c, &whole, err, sizeof err) == FKV_OK);
+    REQUIRE(fkv_sim_partition(&w, lru, &c, &part, err, sizeof err) == FKV_OK);
+    fkv_scheme_summary s;
+    fkv_summarize(&whole, &s);
+    CHECKF(whole.done == 10 && whole.evicted_pages > 0, "%zu done, %llu pages evicted", whole.done,
+           (unsigned long long)whole.evicted_pages);
+    fkv_summary_partition(&s, &part);
+    CHECKF(s.tenants[1].prefix_hit_rate == 0 && fabs(s.tenants[1].partition_hit_rate - 1.0 / 3) < 1e-12,
+           "tenant 1: shared %g, partition %g", s.tenants[1].prefix_hit_rate, s.tenants[1].partition_hit_rate);
+    CHECKF(s.tenants[2].prefix_hit_rate == 0 && s.tenants[2].partition_hit_rate == 0, "tenant 2: %g, %g",
+           s.tenants[2].prefix_hit_rate, s.tenants[2].partition_hit_rate);
+    CHECKF(part.capacity_tokens == 1000, "partition capacity %llu", (unsigned long long)part.capacity_tokens);
+    fkv_sim_result_free(&whole);
+    fkv_sim_result_free(&part);
+    /* a cache big enough for everything: tenant 1 hits 1/3 shared too */
+    c.capacity_tokens = 1 << 16;
+    REQUIRE(fkv_sim_run(&w, lru, &c, &whole, err, sizeof err) == FKV_OK);
+    fkv_summarize(&whole, &s);
+    CHECKF(fabs(s.tenants[1].prefix_hit_rate - 1.0 / 3) < 1e-12, "tenant 1 on a big cache: %g",
+           s.tenants[1].prefix_hit_rate);
+    fkv_sim_result_free(&whole);
+    /* a partition smaller than the largest request is raised to it + 256 */
+    c.capacity_tokens = 400;
+    REQUIRE(fkv_sim_partition(&w, lru, &c, &part, err, sizeof err) == FKV_OK);
+    CHECKF(part.capacity_tokens == 302 + 256, "partition capacity %llu (tenant 2's: the last run)",
+           (unsigned long long)part.capacity_tokens);
+    CHECK(part.rejected == 0 && part.done == 10);
+    fkv_sim_result_free(&part);
+    fkv_workload_free(&w);
+}
+
+/* isolated: request i's latency is its latency in a run of its tenant's
+ * requests alone under lru on the same cache; vtc: lru with VTC admission. */
+static void isolated_and_vtc(void)
+{
+    fkv_profile p;
+    char err[256] = "";
+    REQUIRE(fkv_profile_get("a100-llama2-7b", NULL, &p, err, sizeof err) == FKV_OK);
+    fkv_tenants_params tp;
+    fkv_tenants_params_default(&tp);
+    fkv_workload w;
+    REQUIRE(fkv_workload_tenants(300, 5, 6, &tp, &w) == FKV_OK);
+    fkv_workload_poisson(&w, 12.0, 5);
+    for (size_t i = 0; i < w.n; i++) w.reqs[i].client = w.reqs[i].tenant - 1;
+    fkv_sim_config c;
+    config(&c, &p, w.n_tenants, 60000);
+    fkv_sim_result iso;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("isolated"), &c, &iso, err, sizeof err) == FKV_OK);
+    CHECK(iso.done == w.n && !strcmp(iso.scheme, "isolated"));
+    size_t compared = 0, differ = 0;
+    for (uint32_t t = 1; t <= w.n_tenants; t++) {
+        fkv_workload sub = w;
+        fkv_req reqs[300];
+        size_t where[300];
+        sub.reqs = reqs;
+        sub.n = 0;
+        for (size_t i = 0; i < w.n; i++)
+            if (w.reqs[i].tenant == t) {
+                where[sub.n] = i;
+                reqs[sub.n] = w.reqs[i];
+                reqs[sub.n].id = sub.n + 1;
+                sub.n++;
+            }
+        if (!sub.n) continue;
+        fkv_sim_result r;
+        REQUIRE(fkv_sim_run(&sub, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+        for (size_t j = 0; j < sub.n; j++, compared++)
+            differ += r.e2e_ns[j] != iso.e2e_ns[where[j]] || r.ttft_ns[j] != iso.ttft_ns[where[j]];
+        fkv_sim_result_free(&r);
+    }
+    CHECKF(compared == w.n && differ == 0, "%zu of %zu requests differ from their tenant's run alone", differ,
+           compared);
+    /* isolated is faster for the light tenants than sharing the system */
+    fkv_sim_result all;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &all, err, sizeof err) == FKV_OK);
+    fkv_scheme_summary si, sa;
+    fkv_summarize(&iso, &si);
+    fkv_summarize(&all, &sa);
+    CHECKF(si.tenants[1].light && si.tenants[1].ttft.mean_ms < sa.tenants[1].ttft.mean_ms, "isolated %g, shared %g",
+           si.tenants[1].ttft.mean_ms, sa.tenants[1].ttft.mean_ms);
+    fkv_scheme_summary pair[2] = {sa, si};
+    fkv_summaries_isolated(pair, 2);
+    CHECK(pair[0].tenants[1].isolated_ttft_p99_ms == si.tenants[1].ttft.p99_ms &&
+          pair[0].tenants[5].isolated_e2e_p99_ms == si.tenants[5].e2e.p99_ms);
+    /* light: the generator names tenants 1..n_light */
+    for (uint32_t t = 1; t <= w.n_tenants; t++) CHECKF(sa.tenants[t].light == (t <= w.n_light), "tenant %u", t);
+    fkv_sim_result vr, lr;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("vtc"), &c, &vr, err, sizeof err) == FKV_OK);
+    c.sched.admission = FKV_ADMIT_VTC;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &lr, err, sizeof err) == FKV_OK);
+    CHECK(!memcmp(vr.e2e_ns, lr.e2e_ns, w.n * sizeof *vr.e2e_ns));
+    CHECK(memcmp(vr.e2e_ns, all.e2e_ns, w.n * sizeof *vr.e2e_ns) != 0); /* and VTC changes something */
+    fkv_sim_result_free(&vr);
+    fkv_sim_result_free(&lr);
+    fkv_sim_result_free(&iso);
+    fkv_sim_result_free(&all);
+    fkv_workload_free(&w);
+    fkv_profile_free(&p);
+}
+
+/* Without the generator's names, a tenant is light when it offers no more
+ * tokens than its weighted share: tenant 1 offers 1000 of 1300 tokens. */
+static void light_by_demand(void)
+{
+    fkv_profile p = hand_profile();
+    fkv_workload w;
+    trace("arrival_ms,prompt_tokens,output_tokens,client\n0,990,10,0\n10,90,10,1\n20,190,10,2\n", 3, &w);
+    fkv_sim_config c;
+    config(&c, &p, 3, 1 << 16);
+    char err[256] = "";
+    fkv_sim_result r;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    fkv_scheme_summary s;
+    fkv_summarize(&r, &s);
+    CHECK(!s.tenants[1].light && s.tenants[2].light && s.tenants[3].light);
+    fkv_sim_result_free(&r);
+    /* weights move the share: 10 of 12 to tenant 1 makes it light */
+    c.tenant_weight[0] = 10;
+    REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
+    fkv_summarize(&r, &s);
+    CHECK(s.tenants[1].light && !s.tenants[3].light);
+    fkv_sim_result_free(&r);
+    fkv_workload_free(&w);
+}
+
+int main(void)
+{
+    service_diff_of_a_run();
+    partition_rates();
+    isolated_and_vtc();
+    light_by_demand();
+    return check_done();
+}
