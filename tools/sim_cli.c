@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "calib/calibrate.h"
 #include "sim/bench.h"
+#include "sim/frontier.h"
 
 #define MAX_SCHEMES 16
 
@@ -30,8 +31,107 @@ static void report(FILE *f, const char *fmt, const fkv_report_meta *m, const fkv
     }
 }
 
+/* The schemes of --schemes (all available ones by default), as
+ * fkv_bench_schemes picks them. */
+static int select_schemes(const char *list, const fkv_scheme **sel, size_t *n, size_t cap)
+{
+    *n = 0;
+    if (!list) {
+        size_t ns;
+        const fkv_scheme *all = fkv_scheme_list(&ns);
+        for (size_t i = 0; i < ns && *n < cap; i++)
+            if (fkv_scheme_available(&all[i])) sel[(*n)++] = &all[i];
+        return 0;
+    }
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *t = strtok(buf, ","); t && *n < cap; t = strtok(NULL, ",")) {
+        const fkv_scheme *s = fkv_scheme_find(t);
+        if (!s || !fkv_scheme_available(s)) {
+            fprintf(stderr, "fairkv bench: %s scheme '%s' (see fairkv bench --help)\n", s ? "unavailable" : "unknown",
+                    t);
+            return -1;
+        }
+        sel[(*n)++] = s;
+    }
+    return 0;
+}
+
+/* The options a frontier cannot take: it searches the capacity itself, at one load. */
+static int frontier_refuse(const fkv_bench_opts *o)
+{
+    const char *why = NULL;
+    if (o->load_step > 0) why = "--load takes one value here, not a range A:B:STEP (the frontier is per load)";
+    else if (o->cap_tokens || o->cap_gb > 0) why = "--capacity-tokens / --capacity-gb fix the capacity the frontier searches";
+    else if (!strcmp(o->format, "csv")) why = "--format csv: the frontier prints text or json";
+    if (why) fprintf(stderr, "fairkv bench --frontier: %s\n", why);
+    return why != NULL;
+}
+
+static int frontier_out(fkv_bench_opts *o, fkv_bench_ctx *c, size_t requests, const fkv_scheme_summary *oracle,
+                        const fkv_frontier_point *pts, size_t n)
+{
+    FILE *out = open_out(o->output);
+    if (!out) return 1;
+    fkv_frontier_meta m = {
+        .workload = c->base.name,
+        .profile = c->profile.name,
+        .load = o->load_lo,
+        .requests = requests,
+        .peak_tokens = c->peak_tokens,
+        .floor_tokens = c->floor_tokens,
+        .token_bytes = fkv_model_token_bytes(c->profile.model),
+        .tol = o->frontier_tol,
+        .slack = FKV_FRONTIER_SLACK,
+    };
+    if (!strcmp(o->format, "json")) fkv_frontier_json(out, &m, oracle, pts, n);
+    else fkv_frontier_text(out, &m, oracle, pts, n);
+    if (out != stdout) fclose(out);
+    if (o->plot_dir) {
+        const char *names[MAX_SCHEMES];
+        double fr[MAX_SCHEMES];
+        int found[MAX_SCHEMES];
+        for (size_t i = 0; i < n; i++) names[i] = pts[i].scheme, fr[i] = pts[i].capacity_frac, found[i] = pts[i].found;
+        fkv_plot_frontier(o->plot_dir, names, fr, found, n);
+    }
+    return 0;
+}
+
+/* --frontier: oracle-memory once, then each scheme's bisection over capacity. */
+static int frontier_main(fkv_bench_opts *o)
+{
+    if (frontier_refuse(o)) return 2;
+    const fkv_scheme *sel[MAX_SCHEMES];
+    size_t nsel;
+    if (select_schemes(o->schemes, sel, &nsel, MAX_SCHEMES)) return 1;
+    char err[512] = "";
+    fkv_bench_ctx c;
+    fkv_workload w;
+    double rate;
+    fkv_scheme_summary oracle;
+    fkv_frontier_point *pts = calloc(MAX_SCHEMES, sizeof *pts);
+    int rc = 1;
+    fkv_status st = pts ? fkv_bench_prepare(&c, o, err, sizeof err) : FKV_ENOMEM;
+    if (st == FKV_OK && (st = fkv_bench_arrivals(&c, o->load_lo, &w, &rate)) == FKV_OK) {
+        st = fkv_frontier_oracle(&c, &w, &oracle, err, sizeof err);
+        for (size_t i = 0; i < nsel && st == FKV_OK; i++) {
+            st = fkv_frontier_scheme(&c, &w, sel[i], &oracle, o->frontier_tol, &pts[i], err, sizeof err);
+            if (st == FKV_OK && !o->quiet)
+                fprintf(stderr, "  %-13s frontier %s%.2f of peak after %d runs\n", sel[i]->name,
+                        pts[i].found ? "" : "> ", pts[i].capacity_frac, pts[i].n_probes);
+        }
+        if (st == FKV_OK) rc = frontier_out(o, &c, w.n, &oracle, pts, nsel);
+        fkv_workload_free(&w);
+    }
+    if (st) fprintf(stderr, "fairkv bench --frontier: %s\n", err[0] ? err : fkv_strerror(st));
+    free(pts);
+    if (pts) fkv_bench_ctx_free(&c);
+    return rc;
+}
+
 static int bench_main(fkv_bench_opts *o)
 {
+    if (o->frontier) return frontier_main(o);
     char err[512] = "";
     fkv_bench_ctx c;
     fkv_status st = fkv_bench_prepare(&c, o, err, sizeof err);

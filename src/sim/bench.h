@@ -39,6 +39,8 @@ typedef struct fkv_bench_opts {
     int tenant_assign_set;  /* --tenant-assign given */
     int tenants_from_workload; /* set by fkv_bench_prepare: the generator named the tenants */
     int clients_set;        /* --clients given (else tenant runs take the tenants as VTC's clients) */
+    int frontier;           /* --frontier: per scheme, the smallest capacity within 5% of oracle-memory */
+    double frontier_tol;    /* --frontier-tol: the bisection's resolution, a fraction of peak (0.01) */
 } fkv_bench_opts;
 
 typedef enum fkv_tenant_assign {
@@ -72,6 +74,9 @@ typedef struct fkv_bench_ctx {
     double cap_rps;
     uint64_t capacity_tokens;
     char capacity_rule[160];
+    /* set by the capacity-fraction rule (0 with a fixed capacity): the
+     * peak live demand, and the floor no capacity goes under */
+    uint64_t peak_tokens, floor_tokens;
 } fkv_bench_ctx;
 
 fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, size_t errlen);
@@ -89,6 +94,9 @@ int fkv_plot_cdf(const char *dir, const fkv_sim_result *res, size_t n);
 int fkv_plot_classes(const char *dir, const fkv_scheme_summary *s, size_t n);
 int fkv_plot_load(const char *dir, const double *loads, const fkv_scheme_summary *s, size_t n_loads, size_t n_schemes);
 int fkv_plot_capacity(const char *dir, const double *fracs, const fkv_scheme_summary *s, size_t n_fracs, size_t n_schemes);
+/* The frontier: one bar per scheme, its capacity fraction; a scheme not
+ * within at the range's top (found[i] == 0) gets a bar at fracs[i] marked "> ". */
+int fkv_plot_frontier(const char *dir, const char *const *names, const double *fracs, const int *found, size_t n);
 int fkv_plot_grid(const char *dir, const double *alpha, const double *beta, const double *obj, size_t na, size_t nb);
 
 #endif

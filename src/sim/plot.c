@@ -136,6 +136,26 @@ int fkv_plot_capacity(const char *dir, const double *fracs, const fkv_scheme_sum
                    n_fracs, n_schemes, 3);
 }
 
+int fkv_plot_frontier(const char *dir, const char *const *names, const double *fracs, const int *found, size_t n)
+{
+    FILE *d = open_in(dir, "frontier", "dat");
+    if (!d) return -1;
+    fprintf(d, "# scheme capacity_frac label\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(d, "%s %.4f \"%s%.2f\"\n", names[i], fracs[i], found[i] ? "" : "> ", fracs[i]);
+    fclose(d);
+    FILE *g = open_in(dir, "frontier", "gp");
+    if (!g) return -1;
+    fprintf(g, "set terminal pngcairo size 900,600\nset output 'frontier.png'\nset style fill solid 0.8\n"
+               "set boxwidth 0.6\nset yrange [0:1.15]\nset xtics rotate by -30\n"
+               "set ylabel 'KV capacity / peak live demand'\n"
+               "set title 'memory frontier: smallest capacity within 5%% of oracle-memory (lower is better)'\n"
+               "plot 'frontier.dat' using 0:2:xtic(1) with boxes notitle, "
+               "'' using 0:($2+0.03):3 with labels notitle\n");
+    fclose(g);
+    return run_gnuplot(dir, "frontier");
+}
+
 int fkv_plot_grid(const char *dir, const double *alpha, const double *beta, const double *obj, size_t na, size_t nb)
 {
     FILE *d = open_in(dir, "grid", "dat");
