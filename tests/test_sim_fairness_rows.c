@@ -31,21 +31,26 @@ static void config(fkv_sim_config *c, const fkv_profile *p, uint32_t n_tenants, 
     c->n_tenants = n_tenants;
 }
 
-/* Two requests at 0, in one step: tenant 1 prefills 10 tokens and emits
- * one, tenant 2 prefills 100 and emits one.  VTC's weights (1 a prompt
- * token, 2 an output token): 12 and 102, a gap of 90; with tenant 2's
- * weight 2 its weighted service is 51, a gap of 39. */
+/* One request a step (max_running 1), four at 0 in this order: A (tenant
+ * 1, 10 prompt tokens, 1 output), B (tenant 2, 100, 1), C (tenant 1, 10,
+ * 1), D (tenant 2, 50, 1).  VTC's weights: 1 a prompt token, 2 an output
+ * token.  Step 1 runs A while B, C, D wait: both backlogged, tenant 1 has
+ * 12.  Step 2 runs B while C and D wait: tenant 2 has 102, the gap is 90.
+ * Step 3 runs C while only D waits: tenant 1 is no longer backlogged, no
+ * gap is seen; step 4 runs D with nobody waiting.  The largest gap: 90;
+ * with tenant 2's weight 2 its weighted service is 51, a gap of 39. */
 static void service_diff_of_a_run(void)
 {
     fkv_profile p = hand_profile();
     fkv_workload w;
-    trace("arrival_ms,prompt_tokens,output_tokens,client\n0,10,1,0\n0,100,1,1\n", 2, &w);
+    trace("arrival_ms,prompt_tokens,output_tokens,client\n0,10,1,0\n0,100,1,1\n0,10,1,0\n0,50,1,1\n", 2, &w);
     fkv_sim_config c;
     config(&c, &p, 2, 1 << 16);
+    c.sched.max_running = 1;
     char err[256] = "";
     fkv_sim_result r;
     REQUIRE(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &r, err, sizeof err) == FKV_OK);
-    CHECKF(r.steps == 1 && fabs(r.service_diff_tokens - 90) < 1e-9, "%llu steps, gap %g",
+    CHECKF(r.steps == 4 && fabs(r.service_diff_tokens - 90) < 1e-9, "%llu steps, gap %g",
            (unsigned long long)r.steps, r.service_diff_tokens);
     fkv_sim_result_free(&r);
     c.tenant_weight[1] = 2;

@@ -20,10 +20,13 @@ static FILE *open_out(const char *path)
     return f;
 }
 
-static void report(FILE *f, const char *fmt, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n,
+static void report(FILE *f, const fkv_bench_opts *o, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n,
                    int first)
 {
-    if (!strcmp(fmt, "json")) fkv_report_json(f, m, s, n);
+    const char *fmt = o->format;
+    if (o->fairness_table) {
+        fkv_report_fairness_text(f, m, s, n);
+    } else if (!strcmp(fmt, "json")) fkv_report_json(f, m, s, n);
     else if (!strcmp(fmt, "csv")) fkv_report_csv(f, m, s, n, first);
     else {
         if (!first) fputc('\n', f);
@@ -202,7 +205,7 @@ static int bench_main(fkv_bench_opts *o)
             .tenants = tenants,
         };
         if (json_multi && li) fprintf(out, ",\n");
-        report(out, o->format, &m, sums, nsch, li == 0);
+        report(out, o, &m, sums, nsch, li == 0);
         if (want_res) {
             fkv_plot_cdf(o->plot_dir, res, nsch);
             fkv_plot_classes(o->plot_dir, sums, nsch);
@@ -267,7 +270,10 @@ int fkv_cli_bench(int argc, char **argv)
     return bench_main(&o);
 }
 
-/* make run: the seed's table for every scheme on the defaults. */
+/* make run: the seed's table for every scheme on the defaults; with no
+ * options, then the short fairness table on the tenants workload at load
+ * 0.9 (docs/EVALUATION.md, "Fairness"), with its limits: oracle-memory and
+ * each tenant alone (isolated). */
 int fkv_cli_run(int argc, char **argv)
 {
     fkv_bench_opts o;
@@ -275,7 +281,17 @@ int fkv_cli_run(int argc, char **argv)
     o.requests = 20000; /* 2,000 long requests: enough for a long-class P99 */
     int r = parse_all(&o, argc, argv, "run");
     if (r >= 0) return r;
-    return bench_main(&o);
+    int rc = bench_main(&o);
+    if (rc || argc > 1) return rc;
+    fkv_bench_opts f;
+    fkv_bench_opts_default(&f);
+    f.workload = "tenants";
+    f.load_lo = f.load_hi = 0.9;
+    f.schemes = "lru,vtc,vllm,vllm-fp8,lru+sglang-victim,fairkv,oracle-memory,isolated";
+    f.fairness_table = 1;
+    printf("\n");
+    fflush(stdout);
+    return bench_main(&f);
 }
 
 /* Grid search of F-LRU's (alpha, beta), which the seed says it tuned to

@@ -38,6 +38,7 @@ typedef struct fkv_bench_opts {
     int tenants_set;        /* --tenants given */
     int tenant_assign_set;  /* --tenant-assign given */
     int tenants_from_workload; /* set by fkv_bench_prepare: the generator named the tenants */
+    int fairness_table;     /* print the short fairness table (fkv_report_fairness_text) only */
     int clients_set;        /* --clients given (else tenant runs take the tenants as VTC's clients) */
     int frontier;           /* --frontier: per scheme, the smallest capacity within 5% of oracle-memory */
     double frontier_tol;    /* --frontier-tol: the bisection's resolution, a fraction of peak (0.01) */

@@ -337,6 +337,40 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
 }
 
+void fkv_report_fairness_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
+{
+    meta_line(f, m);
+    int w = name_width(s, n);
+    fprintf(f, "\nfairness: first-token P99 of the worst light and heavy tenant (ms), the light one's over its "
+               "P99 alone (iso)\n");
+    fprintf(f, "%-*s %10s %7s %10s %9s %8s %8s %10s %6s\n", w, "scheme", "lightTTFT99", "x iso", "heavyTTFT99",
+            "e2e mean", "Jain", "max/min", "svc diff", "thr");
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        double light = -1, heavy = -1, ratio = -1;
+        for (uint32_t t = 1; t <= x->n_tenants; t++) {
+            const struct fkv_tenant_summary *y = &x->tenants[t];
+            if (!y->n) continue;
+            if (!y->light) {
+                if (y->ttft.p99_ms > heavy) heavy = y->ttft.p99_ms;
+                continue;
+            }
+            if (y->ttft.p99_ms > light) light = y->ttft.p99_ms;
+            if (y->isolated_ttft_p99_ms > 0 && y->ttft.p99_ms / y->isolated_ttft_p99_ms > ratio)
+                ratio = y->ttft.p99_ms / y->isolated_ttft_p99_ms;
+        }
+        fprintf(f, "%-*s", w, x->name);
+        opt_col(f, 11, 1, light);
+        opt_col(f, 7, 2, ratio);
+        opt_col(f, 11, 1, heavy);
+        fprintf(f, " %9.1f %8.4f %8.3f %10.0f %6.3f\n", x->e2e.mean_ms, x->jain_slowdown, x->max_min_slowdown,
+                x->service_diff_tokens, x->throughput_rel_lru);
+    }
+    fprintf(f, "x iso: the largest light tenant's P99 TTFT over its own in the isolated run; Jain and max/min: over "
+               "the tenants' mean slowdowns; svc diff: VTC's service difference (tokens); thr: output tokens/s over "
+               "lru's\n");
+}
+
 static void json_lat(FILE *f, const char *key, const fkv_lat_stats *l)
 {
     static const char *cn[FKV_N_CLASSES] = {"short", "medium", "long"};

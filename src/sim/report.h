@@ -92,6 +92,11 @@ void fkv_summary_partition(fkv_scheme_summary *o, const fkv_sim_result *partitio
 
 void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
 void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
+/* The short fairness table of `fairkv run`: per scheme the worst light
+ * and heavy tenant's first-token P99, the light one's ratio to its
+ * isolated P99, Jain's index and max/min of tenant slowdowns, the service
+ * difference and throughput relative to lru. */
+void fkv_report_fairness_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
 /* header=1 prints the CSV header line first */
 void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n, int header);
 

@@ -103,24 +103,25 @@ typedef struct loop_out {
     double service_diff;
 } loop_out;
 
-/* VTC's service difference over a run (fairness.h): which tenants are
- * backlogged (a request arrived and not finished) at each step's start,
- * what each got in the step, observed at its end.  Tenant runs only. */
+/* VTC's service difference over a run (fairness.h).  A tenant is
+ * backlogged, as in VTC, while one of its requests waits in the queue
+ * (arrived and not admitted, or preempted): a tenant whose requests all run
+ * already takes what it can and is owed nothing more.  Backlogs are read
+ * at each step's start, the step's service is added, the gap observed at
+ * its end.  Tenant runs only. */
 typedef struct service_track {
     fkv_service_diff d;
     uint32_t n;                 /* tenants; 0 = not tracked */
-    size_t open[FKV_SIM_MAX_TENANTS + 1];
     double inv_weight[FKV_SIM_MAX_TENANTS + 1];
     uint32_t gen[4096];         /* generated before the step, per batch item (first 4096) */
-    uint8_t *closed;            /* [n requests]: counted as finished */
-    uint64_t n_closed;
+    size_t *open, n_open;       /* indices of arrived requests not yet finished */
 } service_track;
 
 static int track_init(service_track *t, const fkv_sim_config *cfg, size_t n_reqs)
 {
     memset(t, 0, sizeof *t);
     if (!cfg->n_tenants || cfg->n_tenants > FKV_SIM_MAX_TENANTS) return 0;
-    if (fkv_service_diff_init(&t->d, cfg->n_tenants) || !(t->closed = calloc(n_reqs ? n_reqs : 1, 1))) {
+    if (fkv_service_diff_init(&t->d, cfg->n_tenants) || !(t->open = malloc((n_reqs ? n_reqs : 1) * sizeof *t->open))) {
         fkv_service_diff_free(&t->d);
         return -1;
     }
@@ -132,51 +133,51 @@ static int track_init(service_track *t, const fkv_sim_config *cfg, size_t n_reqs
 static void track_free(service_track *t)
 {
     fkv_service_diff_free(&t->d);
-    free(t->closed);
+    free(t->open);
 }
 
 static uint32_t tenant_of(const service_track *t, const fkv_req *r) { return r->tenant <= t->n ? (uint32_t)r->tenant : 0; }
 
-/* Before the step: who is backlogged; each item's output count. */
-static void track_before(service_track *t, const fkv_batch *b)
+static void track_arrive(service_track *t, size_t idx)
+{
+    if (t->n) t->open[t->n_open++] = idx;
+}
+
+/* Before the step (formed, not yet finished): who waits, so is
+ * backlogged; each item's output count.  Finished requests leave the
+ * open list here. */
+static void track_before(service_track *t, const fkv_batch *b, const fkv_req *reqs)
 {
     if (!t->n) return;
-    for (uint32_t k = 1; k <= t->n; k++) fkv_service_diff_backlog(&t->d, k - 1, t->open[k] > 0);
+    uint8_t waiting[FKV_SIM_MAX_TENANTS + 1] = {0};
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_open; i++) {
+        const fkv_req *r = &reqs[t->open[i]];
+        if (r->state == FKV_REQ_DONE || r->state == FKV_REQ_REJECTED) continue;
+        t->open[k++] = t->open[i];
+        if (r->state == FKV_REQ_WAITING) waiting[tenant_of(t, r)] = 1;
+    }
+    t->n_open = k;
+    for (uint32_t q = 1; q <= t->n; q++) fkv_service_diff_backlog(&t->d, q - 1, waiting[q]);
     for (size_t i = 0; i < b->n && i < 4096; i++) t->gen[i] = b->items[i].r->generated;
 }
 
-static void track_close(service_track *t, fkv_req *r, size_t idx)
-{
-    if (t->closed[idx]) return;
-    t->closed[idx] = 1;
-    t->n_closed++;
-    uint32_t k = tenant_of(t, r);
-    if (k && t->open[k]) t->open[k]--;
-}
-
 /* After the step: the service it gave, as VTC counts it (sched.c,
- * fkv_sched_finish), then the observation; finished requests close. */
-static void track_after(service_track *t, const fkv_batch *b, fkv_req *reqs, size_t n_added, const fkv_sched *s,
-                        const fkv_sched_config *sc)
+ * fkv_sched_finish), then the observation. */
+static void track_after(service_track *t, const fkv_batch *b, const fkv_sched_config *sc)
 {
     if (!t->n) return;
     for (size_t i = 0; i < b->n && i < 4096; i++) {
         const fkv_batch_item *it = &b->items[i];
-        fkv_req *r = it->r;
+        const fkv_req *r = it->r;
         uint32_t k = tenant_of(t, r);
         if (!k) continue;
         double served = 0;
         if (it->prefill && t->gen[i] == 0) served += sc->vtc_in_weight * it->n_new;
         served += sc->vtc_out_weight * (double)(r->generated - t->gen[i]);
         fkv_service_diff_serve(&t->d, k - 1, served * t->inv_weight[k]);
-        if (r->state == FKV_REQ_DONE) track_close(t, r, (size_t)(r - reqs));
     }
     fkv_service_diff_observe(&t->d);
-    /* rejections (and items past the first 4096) are found by a scan,
-     * only when the scheduler's count says some were missed */
-    if (fkv_sched_finished(s) != t->n_closed)
-        for (size_t i = 0; i < n_added; i++)
-            if (reqs[i].state == FKV_REQ_DONE || reqs[i].state == FKV_REQ_REJECTED) track_close(t, &reqs[i], i);
 }
 
 /* The event loop over reqs (a private copy of the workload's requests). */
@@ -198,7 +199,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
                 fkv_errf(err, errlen, st, "%s", fkv_sched_last_error(s));
                 goto out;
             }
-            if (tr.n) tr.open[tenant_of(&tr, &reqs[next])]++;
+            track_arrive(&tr, next);
             next++;
         }
         if (fkv_sched_n_running(s) == 0 && fkv_sched_n_waiting(s) == 0) {
@@ -227,12 +228,12 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         }
         if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
         *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
-        track_before(&tr, &b);
+        track_before(&tr, &b, reqs);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
             fkv_errf(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
             goto out;
         }
-        track_after(&tr, &b, reqs, next, s, &cfg->sched);
+        track_after(&tr, &b, &cfg->sched);
         o->steps++;
         uint64_t live = fkv_sched_live_tokens(s);
         if (live > o->peak_live) o->peak_live = live;
