@@ -1,10 +1,14 @@
 /* The fairness rows and figures of tenant runs against values worked out
  * by hand: the service difference of a run, the partition's hit rates, the
  * isolated scheme, the vtc scheme, and which tenants are light. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../tools/cli.h"
 #include "check.h"
 #include "hand_profile.h"
 #include "sim/bench.h"
@@ -215,11 +219,128 @@ static void light_by_demand(void)
     fkv_workload_free(&w);
 }
 
+static int run_cli(const char *args, const char *out)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s --output %s", args, out);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)"bench";
+    for (char *t = strtok(buf, " "); t && argc < 62; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc] = NULL;
+    return fkv_cli_bench(argc, argv);
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    CHECKF(cJSON_IsNumber(v), "key %s is not a number", k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* The JSON keys scripts read, their values consistent with each other:
+ * lru's throughput relative to itself is 1, each row's isolated P99 is the
+ * isolated row's own, a light tenant is one the generator names. */
+static void json_keys(void)
+{
+    char path[] = "/tmp/fkv_fair_rows_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    CHECK(run_cli("--workload tenants --requests 300 --load 0.9 --schemes lru,fairkv,isolated --format json --quiet",
+                  path) == 0);
+    char *js = check_slurp(path);
+    REQUIRE(js);
+    cJSON *j = cJSON_Parse(js);
+    REQUIRE(j);
+    const cJSON *sc = cJSON_GetObjectItem(j, "schemes");
+    REQUIRE(cJSON_GetArraySize(sc) == 3);
+    const cJSON *iso = cJSON_GetArrayItem(sc, 2);
+    CHECK(!strcmp(cJSON_GetObjectItem(iso, "name")->valuestring, "isolated"));
+    const cJSON *iso_t = cJSON_GetObjectItem(cJSON_GetObjectItem(iso, "fairness"), "tenants");
+    for (int i = 0; i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(sc, i);
+        double ph = num(x, "prefix_hit_rate"), cr = num(x, "context_read_rate"), thr = num(x, "throughput_rel_lru");
+        CHECK(ph >= 0 && ph <= 1 && cr > 0 && cr <= 1 && thr > 0);
+        if (i == 0) CHECK(thr == 1.0);
+        const cJSON *f = cJSON_GetObjectItem(x, "fairness");
+        REQUIRE(cJSON_IsObject(f));
+        double jain = num(f, "jain_slowdown"), mm = num(f, "max_min_slowdown"), sd = num(f, "service_diff_tokens");
+        CHECKF(jain > 1.0 / 6 && jain <= 1 && mm >= 1 && sd >= 0, "jain %g max/min %g diff %g", jain, mm, sd);
+        const cJSON *t = cJSON_GetObjectItem(f, "tenants");
+        REQUIRE(cJSON_IsArray(t) && cJSON_GetArraySize(t) == 6);
+        for (int k = 0; k < 6; k++) {
+            const cJSON *y = cJSON_GetArrayItem(t, k), *yi = cJSON_GetArrayItem(iso_t, k);
+            CHECK(num(y, "id") == k + 1);
+            CHECK(cJSON_IsBool(cJSON_GetObjectItem(y, "light")) &&
+                  cJSON_IsTrue(cJSON_GetObjectItem(y, "light")) == (k < 4));
+            const cJSON *tt = cJSON_GetObjectItem(y, "ttft"), *e = cJSON_GetObjectItem(y, "e2e");
+            CHECK(num(tt, "mean_ms") > 0 && num(tt, "p99_ms") >= num(tt, "p50_ms") && num(e, "p99_ms") >= num(e, "mean_ms") * 0.5);
+            CHECK(cJSON_IsObject(cJSON_GetObjectItem(e, "by_class")));
+            CHECK(num(y, "slowdown_mean") >= 1);
+            /* printed to 3 and 6 decimals */
+            CHECK(fabs(num(y, "isolated_ttft_p99_ms") - num(cJSON_GetObjectItem(yi, "ttft"), "p99_ms")) < 1e-3);
+            double p = num(y, "prefix_hit_rate");
+            CHECK(p >= 0 && p <= 1);
+            const cJSON *part = cJSON_GetObjectItem(y, "partition_hit_rate");
+            /* the isolated row has no partition of its own */
+            CHECK(i == 2 ? cJSON_IsNull(part) : cJSON_IsNumber(part));
+        }
+    }
+    cJSON_Delete(j);
+    free(js);
+    unlink(path);
+}
+
+/* fairkv run's short table: the isolated row is 1.00x itself; lru's light
+ * column is the largest light tenant's P99 TTFT. */
+static void short_table(void)
+{
+    fkv_bench_opts o;
+    fkv_bench_opts_default(&o);
+    o.workload = "tenants";
+    o.requests = 300;
+    o.requests_set = 1;
+    o.load_lo = o.load_hi = 0.9;
+    o.schemes = "lru,isolated";
+    o.quiet = 1;
+    fkv_bench_ctx c;
+    char err[256] = "";
+    REQUIRE(fkv_bench_prepare(&c, &o, err, sizeof err) == FKV_OK);
+    fkv_workload w;
+    double rate;
+    REQUIRE(fkv_bench_arrivals(&c, 0.9, &w, &rate) == FKV_OK);
+    fkv_scheme_summary s[2];
+    size_t n = 0;
+    REQUIRE(fkv_bench_schemes(&c, &w, s, NULL, &n, 2, err, sizeof err) == FKV_OK && n == 2);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f);
+    fkv_report_meta m = {.workload = "tenants", .load = 0.9, .requests = w.n, .profile = "p", .capacity_rule = "r",
+                         .admission = "fcfs", .batching = "continuous", .n_tenants = 6, .tenants = "6"};
+    fkv_report_fairness_text(f, &m, s, n);
+    fclose(f);
+    double light = 0;
+    for (uint32_t t = 1; t <= 6; t++)
+        if (s[0].tenants[t].light && s[0].tenants[t].ttft.p99_ms > light) light = s[0].tenants[t].ttft.p99_ms;
+    char want[64];
+    snprintf(want, sizeof want, "\n%-13s %11.1f", "lru", light);
+    CHECKF(strstr(buf, want) != NULL, "no '%s' in:\n%s", want + 1, buf);
+    char *iso = strstr(buf, "\nisolated ");
+    CHECK(iso && strstr(iso, " 1.00 "));
+    free(buf);
+    fkv_workload_free(&w);
+    fkv_bench_ctx_free(&c);
+}
+
 int main(void)
 {
     service_diff_of_a_run();
     partition_rates();
     isolated_and_vtc();
     light_by_demand();
+    json_keys();
+    short_table();
     return check_done();
 }
