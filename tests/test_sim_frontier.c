@@ -141,13 +141,19 @@ static void simulated(void)
 
     double lo = fmax(FKV_FRONTIER_LO, (double)c.floor_tokens / (double)c.peak_tokens);
     fkv_frontier_point p;
-    REQUIRE(fkv_frontier_scheme(&c, &w, fkv_scheme_find("oracle-memory"), &oracle, 0.01, &p, err, sizeof err) ==
+    REQUIRE(fkv_frontier_scheme(&c, &w, fkv_scheme_find("oracle-memory"), &oracle, 0.01, 0, &p, err, sizeof err) ==
             FKV_OK);
     CHECKF(p.found && p.capacity_frac == lo && p.n_probes == 2, "oracle frontier %.4f (lo %.4f), %d probes",
            p.capacity_frac, lo, p.n_probes);
     CHECK(p.at.e2e.mean_ms == oracle.e2e.mean_ms && p.at.e2e.p99_ms == oracle.e2e.p99_ms);
 
-    REQUIRE(fkv_frontier_scheme(&c, &w, fkv_scheme_find("lru"), &oracle, 0.01, &p, err, sizeof err) == FKV_OK);
+    /* a lower top: lru's frontier (above the bottom) is searched below it */
+    double top = 0.5 * (lo + 1.0);
+    REQUIRE(fkv_frontier_scheme(&c, &w, fkv_scheme_find("lru"), &oracle, 0.01, top, &p, err, sizeof err) == FKV_OK);
+    CHECKF(p.found ? p.capacity_frac <= top : p.capacity_frac == top, "top %.3f: found %d at %.4f", top, p.found,
+           p.capacity_frac);
+    for (int k = 0; k < p.n_probes; k++) CHECK(p.probes[k].frac <= top);
+    REQUIRE(fkv_frontier_scheme(&c, &w, fkv_scheme_find("lru"), &oracle, 0.01, 0, &p, err, sizeof err) == FKV_OK);
     CHECKF(p.found, "lru not within 5%% at the peak demand");
     if (p.found) {
         CHECK(fkv_frontier_within(&p.at, &oracle, FKV_FRONTIER_SLACK));
@@ -232,6 +238,7 @@ static void cli(void)
     CHECK(run_cli("--frontier --requests 200 --capacity-gb 4 --quiet") == 2);
     CHECK(run_cli("--frontier --requests 200 --format csv --quiet") == 2);
     CHECK(run_cli("--frontier-tol 0 --quiet") == 2);
+    CHECK(run_cli("--frontier-max 0.05 --quiet") == 2 && run_cli("--frontier-max 65 --quiet") == 2);
 
     char path[] = "/tmp/fkv_frontier_XXXXXX";
     int fd = mkstemp(path);

@@ -85,6 +85,7 @@ static int frontier_out(fkv_bench_opts *o, fkv_bench_ctx *c, size_t requests, co
         .floor_tokens = c->floor_tokens,
         .token_bytes = fkv_model_token_bytes(c->profile.model),
         .tol = o->frontier_tol,
+        .top = o->frontier_max,
         .slack = FKV_FRONTIER_SLACK,
     };
     if (!strcmp(o->format, "json")) fkv_frontier_json(out, &m, oracle, pts, n);
@@ -118,7 +119,8 @@ static int frontier_main(fkv_bench_opts *o)
     if (st == FKV_OK && (st = fkv_bench_arrivals(&c, o->load_lo, &w, &rate)) == FKV_OK) {
         st = fkv_frontier_oracle(&c, &w, &oracle, err, sizeof err);
         for (size_t i = 0; i < nsel && st == FKV_OK; i++) {
-            st = fkv_frontier_scheme(&c, &w, sel[i], &oracle, o->frontier_tol, &pts[i], err, sizeof err);
+            st = fkv_frontier_scheme(&c, &w, sel[i], &oracle, o->frontier_tol, o->frontier_max, &pts[i], err,
+                                     sizeof err);
             if (st == FKV_OK && !o->quiet)
                 fprintf(stderr, "  %-13s frontier %s%.2f of peak after %d runs\n", sel[i]->name,
                         pts[i].found ? "" : "> ", pts[i].capacity_frac, pts[i].n_probes);

@@ -16,6 +16,7 @@
  * arrival rate and every scheme's latency is set by an ever-growing queue.
  */
 #include "sim/bench.h"
+#include "sim/frontier.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,6 +39,7 @@ void fkv_bench_opts_default(fkv_bench_opts *o)
     o->profile = "a100-llama2-7b";
     o->cap_frac = 0.75;
     o->frontier_tol = 0.01;
+    o->frontier_max = 1.0;
     o->seed = 42;
     fkv_sim_config_default(&o->sim);
     o->sim.sched.n_clients = 4;
@@ -102,6 +104,8 @@ void fkv_bench_usage(FILE *f)
             "                           bisection in [0.05, 1]) at which mean, P99 and short-class P99 e2e\n"
             "                           latency stay within 5%% of oracle-memory; one load, no fixed capacity\n"
             "  --frontier-tol X         the bisection's resolution, a fraction of peak (0.01)\n"
+            "  --frontier-max X         the search's top, a fraction of peak (1.0; reuse of finished requests'\n"
+            "                           prefixes can need more than the peak live demand)\n"
             "  --max-batch-tokens N     token budget per step (2048; vllm rows: vLLM's default for the\n"
             "                           profile's GPU, 8192 on H100)\n"
             "  --max-running N          running requests (256; vllm rows: 1024 on H100)\n"
@@ -272,6 +276,10 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         if (num(v, &o->cap_frac) || o->cap_frac <= 0) return bad(a, v);
     } else if (!strcmp(a, "--frontier")) {
         o->frontier = 1;
+    } else if (!strcmp(a, "--frontier-max")) {
+        TAKE();
+        if (num(v, &o->frontier_max) || !(o->frontier_max > FKV_FRONTIER_LO && o->frontier_max <= 64))
+            return bad_why(a, v, "a fraction of peak demand in (0.05, 64]");
     } else if (!strcmp(a, "--frontier-tol")) {
         TAKE();
         if (num(v, &o->frontier_tol) || !(o->frontier_tol >= 1e-4 && o->frontier_tol <= 0.5))

@@ -41,6 +41,7 @@ typedef struct fkv_bench_opts {
     int fairness_table;     /* print the short fairness table (fkv_report_fairness_text) only */
     int clients_set;        /* --clients given (else tenant runs take the tenants as VTC's clients) */
     int frontier;           /* --frontier: per scheme, the smallest capacity within 5% of oracle-memory */
+    double frontier_max;    /* --frontier-max: the search's top, a fraction of peak (1.0) */
     double frontier_tol;    /* --frontier-tol: the bisection's resolution, a fraction of peak (0.01) */
 } fkv_bench_opts;
 

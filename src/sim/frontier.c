@@ -115,13 +115,14 @@ static int probe(double frac, void *arg)
 }
 
 fkv_status fkv_frontier_scheme(fkv_bench_ctx *c, const fkv_workload *w, const fkv_scheme *sc,
-                               const fkv_scheme_summary *oracle, double tol, fkv_frontier_point *out, char *err,
+                               const fkv_scheme_summary *oracle, double tol, double top, fkv_frontier_point *out,
+                               char *err,
                                size_t errlen)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->scheme, sizeof out->scheme, "%s", sc->name);
     /* below the floor's fraction every capacity is the floor: start there */
-    double lo = FKV_FRONTIER_LO, hi = FKV_FRONTIER_HI;
+    double lo = FKV_FRONTIER_LO, hi = top > 0 ? top : FKV_FRONTIER_HI;
     double floor_frac = c->peak_tokens ? (double)c->floor_tokens / (double)c->peak_tokens : hi;
     if (floor_frac > lo) lo = floor_frac < hi ? floor_frac : hi;
     probe_ctx p = {.c = c, .w = w, .sc = sc, .oracle = oracle, .out = out, .err = err, .errlen = errlen};
@@ -184,7 +185,7 @@ void fkv_frontier_text(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_sum
         const fkv_frontier_point *q = &p[i];
         char frac[16];
         if (q->found) snprintf(frac, sizeof frac, "%.2f%s", q->capacity_frac, q->floor_binds ? "*" : "");
-        else snprintf(frac, sizeof frac, "> %.2f", FKV_FRONTIER_HI);
+        else snprintf(frac, sizeof frac, "> %.2f", m->top > 0 ? m->top : FKV_FRONTIER_HI);
         any_floor |= q->floor_binds;
         any_missing |= !q->found;
         fprintf(f, "%-14s %9s %9llu %8.2f %8.3f %8.3f %10.3f %7d\n", q->scheme, frac,
@@ -199,7 +200,7 @@ void fkv_frontier_text(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_sum
                 (unsigned long long)m->floor_tokens, m->peak_tokens ? (double)m->floor_tokens / m->peak_tokens : 0);
     if (any_missing)
         fprintf(f, "> %.2f: not within %.0f%% even at the peak demand (ratios at %.2f); not searched above\n",
-                FKV_FRONTIER_HI, 100 * m->slack, FKV_FRONTIER_HI);
+                m->top > 0 ? m->top : FKV_FRONTIER_HI, 100 * m->slack, m->top > 0 ? m->top : FKV_FRONTIER_HI);
 }
 
 /* JSON number, or null where it is not finite (JSON has no inf/nan). */

@@ -17,7 +17,7 @@
 
 #define FKV_FRONTIER_SLACK 0.05 /* "within 5%" */
 #define FKV_FRONTIER_LO 0.05    /* the search's range, fractions of peak demand */
-#define FKV_FRONTIER_HI 1.0
+#define FKV_FRONTIER_HI 1.0     /* default top; --frontier-max raises it */
 #define FKV_FRONTIER_MAX_PROBES 64
 
 /* Smallest x in [lo, hi] with ok(x) true, to within tol, assuming ok is
@@ -49,8 +49,8 @@ typedef struct fkv_frontier_probe {
 
 typedef struct fkv_frontier_point {
     char scheme[32];
-    int found;               /* 0: not within at FKV_FRONTIER_HI (report "> 1.00") */
-    double capacity_frac;    /* found: the frontier; else FKV_FRONTIER_HI */
+    int found;               /* 0: not within at the top of the range (report "> top") */
+    double capacity_frac;    /* found: the frontier; else the top */
     uint64_t capacity_tokens;
     int floor_binds;         /* the capacity is the floor, not capacity_frac x peak */
     fkv_scheme_summary at;   /* the run at capacity_frac (the failing one at HI when not found) */
@@ -61,7 +61,8 @@ typedef struct fkv_frontier_point {
 /* One scheme's frontier on w against the oracle's summary, with c's peak
  * demand and floor, bisected to tol (a fraction of peak). */
 fkv_status fkv_frontier_scheme(fkv_bench_ctx *c, const fkv_workload *w, const fkv_scheme *sc,
-                               const fkv_scheme_summary *oracle, double tol, fkv_frontier_point *out, char *err,
+                               const fkv_scheme_summary *oracle, double tol, double top, fkv_frontier_point *out,
+                               char *err,
                                size_t errlen);
 
 /* The oracle-memory run on w: the reference every frontier is measured against. */
@@ -75,6 +76,7 @@ typedef struct fkv_frontier_meta {
     uint64_t peak_tokens, floor_tokens;
     uint64_t token_bytes;    /* KV bytes of one token (the GB column) */
     double tol, slack;
+    double top;              /* the range's top, a fraction of peak (0 = FKV_FRONTIER_HI) */
 } fkv_frontier_meta;
 
 void fkv_frontier_text(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_summary *oracle,
