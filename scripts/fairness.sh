@@ -95,8 +95,8 @@ mech() { # workload, tenant count
     echo
     echo "**mechanisms on $w** (fairkv with every mechanism: \`--schemes fairkv ${on[*]}\`; each row turns one off)"
     echo
-    echo "| variant | e2e mean | worst light TTFT P99 | x iso | Jain | max/min | service diff | hit% | thr vs lru |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| variant | e2e mean | worst light TTFT P99 | x iso | Jain | max/min | service diff | hit% | thr vs lru | preempt | evicted pages |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     local name args
     while IFS='|' read -r name args; do
         # shellcheck disable=SC2086
@@ -113,7 +113,7 @@ lw = max(t["ttft"]["p99_ms"] for t in lt)
 ratio = max(t["ttft"]["p99_ms"] / t["isolated_ttft_p99_ms"] for t in lt)
 print(f"| {sys.argv[2]} | {x['e2e']['mean_ms']:.0f} | {lw:.0f} | {ratio:.2f} | {f['jain_slowdown']:.4f} | "
       f"{f['max_min_slowdown']:.3f} | {f['service_diff_tokens']:.0f} | {100*x['prefix_hit_rate']:.2f} | "
-      f"{x['throughput_rel_lru']:.3f} |")
+      f"{x['throughput_rel_lru']:.3f} | {x['preemptions']} | {x['evicted_pages']} |")
 EOF
     done <<EOF
 all on|${on[*]}
@@ -124,6 +124,8 @@ VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under
 step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure
 quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict
 fairkv as recommended (all of these off but shares and reclaim)|
+recommended, tenant shares off|--quotas request
+recommended, reclaim off|--reclaim none
 EOF
 }
 echo
@@ -134,22 +136,29 @@ mech chat 4
 echo
 echo "### Memory frontier"
 for w in seed tenants chat; do
+    # chat reuses finished turns' history, which the peak live demand does
+    # not count: its search goes up to 8x
+    top=1
+    [ "$w" = chat ] && top=8
     echo
-    echo "**$w** (\`fairkv bench --frontier --workload $w --schemes lru,vllm,vllm-fp8,fairkv\`, load 0.8), then fairkv with cold-chunk quantization (\`--quant under-pressure\`):"
+    echo "**$w** (\`fairkv bench --frontier --frontier-max $top --workload $w --schemes lru,vllm,vllm-fp8,fairkv\`, load 0.8), then fairkv with cold-chunk int8 quantization (\`--quant under-pressure\`, \`--quant always\`; 128 hot tokens in fp16):"
     echo
-    "$F" bench --quiet --frontier --workload "$w" --schemes lru,vllm,vllm-fp8,fairkv --format json >"$tmp/f.json"
-    "$F" bench --quiet --frontier --workload "$w" --schemes fairkv --quant under-pressure --format json >"$tmp/fq.json"
-    python3 - "$tmp/f.json" "$tmp/fq.json" <<'EOF'
+    "$F" bench --quiet --frontier --frontier-max $top --workload "$w" --schemes lru,vllm,vllm-fp8,fairkv --format json >"$tmp/f.json"
+    "$F" bench --quiet --frontier --frontier-max $top --workload "$w" --schemes fairkv --quant under-pressure --format json >"$tmp/fq.json"
+    "$F" bench --quiet --frontier --frontier-max $top --workload "$w" --schemes fairkv --quant always --format json >"$tmp/fa.json"
+    python3 - "$tmp/f.json" "$tmp/fq.json" "$tmp/fa.json" <<'EOF'
 import json, sys
 a = json.load(open(sys.argv[1]))
 q = json.load(open(sys.argv[2]))
+al = json.load(open(sys.argv[3]))
 print(f"peak live demand {a['peak_tokens']} tokens; oracle mean {a['oracle']['mean_ms']:.1f} ms, P99 {a['oracle']['p99_ms']:.1f}, short P99 {a['oracle']['short_p99_ms']:.1f}\n")
 print("| scheme | capacity / peak | tokens | GB | mean / oracle | P99 / oracle | short P99 / oracle |")
 print("|---|---|---|---|---|---|---|")
-rows = a["frontier"] + [dict(x, scheme=x["scheme"] + " + quant under-pressure") for x in q["frontier"]]
+rows = a["frontier"] + [dict(x, scheme=x["scheme"] + " + quant under-pressure") for x in q["frontier"]] + \
+    [dict(x, scheme=x["scheme"] + " + quant always") for x in al["frontier"]]
 for x in rows:
     if x["capacity_frac"] is None:
-        print(f"| {x['scheme']} | > 1.00 | | | | | |")
+        print(f"| {x['scheme']} | > top | | | | | |")
         continue
     print(f"| {x['scheme']} | {x['capacity_frac']:.3f} | {x['capacity_tokens']} | {x['capacity_gb']:.2f} | "
           f"{x['mean_ratio']:.3f} | {x['p99_ratio']:.3f} | {x['short_p99_ratio']:.3f} |")
