@@ -290,6 +290,21 @@ static void json_keys(void)
     cJSON_Delete(j);
     free(js);
     unlink(path);
+    /* the per-tenant plot's data: a header of 6 tenants (5 and 6 heavy), a row a scheme */
+    char dir[] = "/tmp/fkv_fair_plot_XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    char args[256], dat[300];
+    snprintf(args, sizeof args, "--workload tenants --requests 300 --schemes lru,isolated --quiet --plot %s", dir);
+    CHECK(run_cli(args, path) == 0);
+    snprintf(dat, sizeof dat, "%s/tenant_ttft.dat", dir);
+    char *d = check_slurp(dat);
+    CHECKF(d && !strncmp(d, "scheme t1 t2 t3 t4 t5(heavy) t6(heavy)\nlru ", 43) && strstr(d, "\nisolated "),
+           "tenant_ttft.dat: %.120s", d ? d : "(missing)");
+    free(d);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    unlink(path);
 }
 
 /* fairkv run's short table: the isolated row is 1.00x itself; lru's light

@@ -211,6 +211,7 @@ static int bench_main(fkv_bench_opts *o)
         if (want_res) {
             fkv_plot_cdf(o->plot_dir, res, nsch);
             fkv_plot_classes(o->plot_dir, sums, nsch);
+            fkv_plot_tenants(o->plot_dir, sums, nsch);
             for (size_t i = 0; i < nsch; i++) fkv_sim_result_free(&res[i]);
         }
         fkv_workload_free(&w);

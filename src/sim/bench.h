@@ -94,6 +94,8 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
 /* Plots (gnuplot; a missing gnuplot leaves the .dat/.gp files and a note). */
 int fkv_plot_cdf(const char *dir, const fkv_sim_result *res, size_t n);
 int fkv_plot_classes(const char *dir, const fkv_scheme_summary *s, size_t n);
+/* Tenant runs: P99 TTFT per tenant and scheme (tenant_ttft.png); 0 without tenants. */
+int fkv_plot_tenants(const char *dir, const fkv_scheme_summary *s, size_t n);
 int fkv_plot_load(const char *dir, const double *loads, const fkv_scheme_summary *s, size_t n_loads, size_t n_schemes);
 int fkv_plot_capacity(const char *dir, const double *fracs, const fkv_scheme_summary *s, size_t n_fracs, size_t n_schemes);
 /* The frontier: one bar per scheme, its capacity fraction; a scheme not

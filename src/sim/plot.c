@@ -89,6 +89,33 @@ int fkv_plot_classes(const char *dir, const fkv_scheme_summary *s, size_t n)
     return run_gnuplot(dir, "class_latency");
 }
 
+int fkv_plot_tenants(const char *dir, const fkv_scheme_summary *s, size_t n)
+{
+    if (!n || !s[0].n_tenants) return 0;
+    FILE *d = open_in(dir, "tenant_ttft", "dat");
+    if (!d) return -1;
+    /* one row a scheme, one column a tenant: P99 TTFT (ms) */
+    fprintf(d, "scheme");
+    for (uint32_t t = 1; t <= s[0].n_tenants; t++) fprintf(d, " t%u%s", t, s[0].tenants[t].light ? "" : "(heavy)");
+    fputc('\n', d);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(d, "%s", s[i].name);
+        for (uint32_t t = 1; t <= s[0].n_tenants; t++) fprintf(d, " %.3f", s[i].tenants[t].ttft.p99_ms);
+        fputc('\n', d);
+    }
+    fclose(d);
+    FILE *g = open_in(dir, "tenant_ttft", "gp");
+    if (!g) return -1;
+    fprintf(g, "set terminal pngcairo size 1100,600\nset output 'tenant_ttft.png'\nset style data histograms\n"
+               "set style fill solid 0.8\nset logscale y\nset ylabel 'P99 time to first token (ms, log)'\n"
+               "set xtics rotate by -30\nset key autotitle columnheader outside right\n"
+               "set title 'P99 TTFT per tenant'\nplot 'tenant_ttft.dat' using 2:xtic(1)");
+    for (uint32_t t = 2; t <= s[0].n_tenants; t++) fprintf(g, ", '' using %u", t + 1);
+    fprintf(g, "\n");
+    fclose(g);
+    return run_gnuplot(dir, "tenant_ttft");
+}
+
 static int xy_plot(const char *dir, const char *name, const char *xl, const char *yl, const char *title,
                    const double *x, const fkv_scheme_summary *s, size_t nx, size_t ns, int what)
 {
