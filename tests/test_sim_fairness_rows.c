@@ -10,6 +10,7 @@
 
 #include "../tools/cli.h"
 #include "check.h"
+#include "bench_cli.h"
 #include "hand_profile.h"
 #include "sim/bench.h"
 #include "sim/report.h"
@@ -219,18 +220,6 @@ static void light_by_demand(void)
     fkv_workload_free(&w);
 }
 
-static int run_cli(const char *args, const char *out)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s --output %s", args, out);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = (char *)"bench";
-    for (char *t = strtok(buf, " "); t && argc < 62; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
-    return fkv_cli_bench(argc, argv);
-}
-
 static double num(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItem(o, k);
@@ -247,7 +236,7 @@ static void json_keys(void)
     int fd = mkstemp(path);
     REQUIRE(fd >= 0);
     close(fd);
-    CHECK(run_cli("--workload tenants --requests 300 --load 0.9 --schemes lru,fairkv,isolated --format json --quiet",
+    CHECK(bench_cli("--workload tenants --requests 300 --load 0.9 --schemes lru,fairkv,isolated --format json --quiet",
                   path) == 0);
     char *js = check_slurp(path);
     REQUIRE(js);
@@ -295,7 +284,7 @@ static void json_keys(void)
     REQUIRE(mkdtemp(dir));
     char args[256], dat[300];
     snprintf(args, sizeof args, "--workload tenants --requests 300 --schemes lru,isolated --quiet --plot %s", dir);
-    CHECK(run_cli(args, path) == 0);
+    CHECK(bench_cli(args, path) == 0);
     snprintf(dat, sizeof dat, "%s/tenant_ttft.dat", dir);
     char *d = check_slurp(dat);
     CHECKF(d && !strncmp(d, "scheme t1 t2 t3 t4 t5(heavy) t6(heavy)\nlru ", 43) && strstr(d, "\nisolated "),

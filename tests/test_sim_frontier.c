@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "bench_cli.h"
 #include "cli.h"
 #include "sim/frontier.h"
 
@@ -218,27 +219,16 @@ static void outputs(void)
     free(buf);
 }
 
-static int run_cli(const char *args)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = (char *)"bench";
-    for (char *t = strtok(buf, " "); t && argc < 62; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
-    return fkv_cli_bench(argc, argv);
-}
 
 static void cli(void)
 {
     REQUIRE(fkv_cli_bench);
-    CHECK(run_cli("--frontier --requests 200 --load 0.5:0.9:0.2 --quiet") == 2);
-    CHECK(run_cli("--frontier --requests 200 --capacity-tokens 5000 --quiet") == 2);
-    CHECK(run_cli("--frontier --requests 200 --capacity-gb 4 --quiet") == 2);
-    CHECK(run_cli("--frontier --requests 200 --format csv --quiet") == 2);
-    CHECK(run_cli("--frontier-tol 0 --quiet") == 2);
-    CHECK(run_cli("--frontier-max 0.05 --quiet") == 2 && run_cli("--frontier-max 65 --quiet") == 2);
+    CHECK(bench_cli("--frontier --requests 200 --load 0.5:0.9:0.2 --quiet", NULL) == 2);
+    CHECK(bench_cli("--frontier --requests 200 --capacity-tokens 5000 --quiet", NULL) == 2);
+    CHECK(bench_cli("--frontier --requests 200 --capacity-gb 4 --quiet", NULL) == 2);
+    CHECK(bench_cli("--frontier --requests 200 --format csv --quiet", NULL) == 2);
+    CHECK(bench_cli("--frontier-tol 0 --quiet", NULL) == 2);
+    CHECK(bench_cli("--frontier-max 0.05 --quiet", NULL) == 2 && bench_cli("--frontier-max 65 --quiet", NULL) == 2);
 
     char path[] = "/tmp/fkv_frontier_XXXXXX";
     int fd = mkstemp(path);
@@ -247,7 +237,7 @@ static void cli(void)
     char args[256];
     snprintf(args, sizeof args, "--frontier --requests 300 --schemes lru,oracle-memory --format json --quiet --output %s",
              path);
-    CHECK(run_cli(args) == 0);
+    CHECK(bench_cli(args, NULL) == 0);
     FILE *f = fopen(path, "r");
     REQUIRE(f);
     char text[16384];

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "bench_cli.h"
 #include "cli.h"
 #include "sim/bench.h"
 
@@ -133,17 +134,6 @@ static void assignment(void)
     fkv_workload_free(&w);
 }
 
-static int run_cli(const char *args, const char *out)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s --output %s", args, out);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = (char *)"bench";
-    for (char *t = strtok(buf, " "); t && argc < 62; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
-    return fkv_cli_bench(argc, argv);
-}
 
 /* The per-tenant report: every tenant's finished requests add up to the
  * scheme's, and the heavy tenant has the share of requests assigned. */
@@ -153,7 +143,7 @@ static void report(void)
     int fd = mkstemp(path);
     REQUIRE(fd >= 0);
     close(fd);
-    CHECK(run_cli("--requests 400 --tenants 2 --tenant-weights 1,3 --tenant-assign heavy:0.75 --schemes lru,fairkv "
+    CHECK(bench_cli("--requests 400 --tenants 2 --tenant-weights 1,3 --tenant-assign heavy:0.75 --schemes lru,fairkv "
                   "--format json --quiet",
                   path) == 0);
     char *js = check_slurp(path);
@@ -179,7 +169,7 @@ static void report(void)
     }
     cJSON_Delete(j);
     free(js);
-    CHECK(run_cli("--requests 200 --tenants 3 --schemes fairkv --format csv --quiet", path) == 0);
+    CHECK(bench_cli("--requests 200 --tenants 3 --schemes fairkv --format csv --quiet", path) == 0);
     char *csv = check_slurp(path);
     REQUIRE(csv);
     CHECK(strstr(csv, ",tenant_spread,jain_slowdown,max_min_slowdown,service_diff_tokens,t1_e2e_mean_ms,t1_e2e_p99_ms,"
@@ -194,7 +184,7 @@ static void report(void)
     CHECKF(hf == rf, "header %d fields, row %d", hf, rf);
     free(csv);
     /* without tenants nothing about them */
-    CHECK(run_cli("--requests 200 --schemes lru --format json --quiet", path) == 0);
+    CHECK(bench_cli("--requests 200 --schemes lru --format json --quiet", path) == 0);
     js = check_slurp(path);
     REQUIRE(js);
     CHECK(!strstr(js, "tenant"));
