@@ -164,7 +164,7 @@ static void prepare_msg(const char *text, char *path, size_t pathlen, char *msg,
     fkv_bench_ctx c;
     char err[512] = "";
     *st = fkv_bench_prepare(&c, &o, err, sizeof err);
-    if (*st == FKV_OK) fkv_bench_ctx_free(&c);
+    fkv_bench_ctx_free(&c); /* on failure too: prepare may have loaded the workload and profile */
     if (text) remove(path);
     snprintf(msg, cap, "%s", err);
 }
