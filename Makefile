@@ -5,8 +5,10 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 FUZZ_SECONDS ?= 60
-# Debian packages needed to build and test; checked with dpkg-query.
-DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev gnuplot-nox libmicrohttpd-dev libcurl4-openssl-dev libssl-dev prometheus
+# Debian packages needed to build and test; checked with dpkg-query.  A
+# package whose command is on PATH also counts as present: NodeSource's
+# nodejs bundles npm, and installing Debian's npm beside it would conflict.
+DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev gnuplot-nox libmicrohttpd-dev libcurl4-openssl-dev libssl-dev prometheus nodejs npm
 
 .PHONY: all build deps test test-release test-asan test-tsan run fuzz fuzz-build fuzz-smoke clean
 
@@ -14,7 +16,8 @@ all: build
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' \
+	    || command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \

@@ -1,7 +1,8 @@
 /* The `fairkv serve` process: an unknown backend is a clear error, and
  * SIGTERM lets a running stream finish, then the process exits 0; `fairkv
  * model init` + `fairkv serve --model` serve a completion with the engine
- * backend, and a bad engine option is refused naming it.  Runs the
+ * backend, and a bad engine option (or a negative --read-timeout) is refused
+ * naming it.  Runs the
  * fairkv binary of the build tree (CTest's working directory). */
 #include <pthread.h>
 #include <signal.h>
@@ -108,7 +109,16 @@ int main(void)
     CHECK(wait_exit(pid, 5000) == 2);
     CHECKF(strstr(buf, "unknown backend 'nonesuch'") && strstr(buf, "fake"), "stderr: %s", buf);
 
-    char *good[] = {"fairkv", "serve", "--port", "0", "--backend-opt", "pace_ms=10", NULL};
+    char *badrt[] = {"fairkv", "serve", "--port", "0", "--read-timeout", "-1", NULL};
+    pid = spawn(badrt, &fd);
+    REQUIRE(pid > 0);
+    read_until(fd, buf, sizeof buf, "\n", 5000);
+    close(fd);
+    CHECK(wait_exit(pid, 5000) == 2);
+    CHECKF(strstr(buf, "--read-timeout needs an integer"), "stderr: %s", buf);
+
+    char *good[] = {"fairkv", "serve", "--port", "0", "--backend-opt", "pace_ms=10", "--read-timeout", "5",
+                    "--max-connections-per-ip", "8", NULL};
     pid = spawn(good, &fd);
     REQUIRE(pid > 0);
     REQUIRE(read_until(fd, buf, sizeof buf, "/ (POST", 5000));

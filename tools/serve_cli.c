@@ -23,6 +23,11 @@ static void usage(FILE *f)
             "  --max-queue N        waiting requests (default 256; beyond: 429 + Retry-After)\n"
             "  --max-n N            choices per request (default 8, at most 64)\n"
             "  --max-connections N  concurrent connections (default 256)\n"
+            "  --max-connections-per-ip N  concurrent connections from one client address\n"
+            "                       (default 64; 0 = no limit, e.g. behind a reverse proxy)\n"
+            "  --read-timeout S     a request's headers and body must arrive within S seconds of\n"
+            "                       its connection (or its previous answer); slower ones are\n"
+            "                       closed (default 10; 0 = no deadline; generation time not counted)\n"
             "  --retry-after S      Retry-After of 429/503 answers (default 1)\n"
             "  --drain-timeout S    on SIGTERM, wait at most S seconds for running requests (default 60)\n"
             "  --model FILE         GGUF model served by the engine backend (the default with --model)\n"
@@ -126,6 +131,12 @@ int fkv_cli_serve(int argc, char **argv)
         } else if (OPT("--max-connections")) {
             if (parse_u64(a, val, 1, 65536, &v)) return 2;
             cfg.max_connections = (unsigned)v;
+        } else if (OPT("--max-connections-per-ip")) {
+            if (parse_u64(a, val, 0, 65536, &v)) return 2;
+            cfg.max_conn_per_ip = (unsigned)v;
+        } else if (OPT("--read-timeout")) {
+            if (parse_u64(a, val, 0, 86400, &v)) return 2;
+            cfg.read_timeout_s = (unsigned)v;
         } else if (OPT("--retry-after")) {
             if (parse_u64(a, val, 0, 86400, &v)) return 2;
             cfg.retry_after_s = (unsigned)v;

@@ -64,6 +64,111 @@ int fkv__server_stopping(fkv_server *s)
     return v;
 }
 
+/* ------------------------------------------------------------ read deadline */
+
+/* libmicrohttpd's only timeout (CONNECTION_TIMEOUT) is an idle timeout: it
+ * restarts with every byte, so a client trickling one header byte every few
+ * seconds holds its connection (and thread) forever, and a short value would
+ * also apply while an answer is pending or streamed.  So the deadline for
+ * reading a request is kept here: every connection is a peer (MHD's
+ * socket_context, from accept to close); it is "reading" from accept, and
+ * again from the end of each answer (keep-alive), until its request is whole;
+ * a thread shuts down the socket of a peer that has been reading longer than
+ * read_timeout_s.  The connection's own thread then sees end of input and MHD
+ * closes it as if the client had left.  Time spent generating or streaming is
+ * never "reading", so only the idle timeout applies to it. */
+typedef struct peer {
+    struct peer *prev, *next;
+    MHD_socket fd;
+    int reading;     /* waiting for (the rest of) a request */
+    int cut;         /* shut down once already */
+    int64_t read_t0; /* ns: when the wait began */
+} peer;
+
+#define REAPER_TICK_NS 100000000 /* 100 ms: the deadline's precision */
+
+static peer *peer_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void peer_set_reading(fkv_server *s, struct MHD_Connection *c, int reading)
+{
+    peer *p = peer_of(c);
+    if (!p) return;
+    pthread_mutex_lock(&s->peers_mu);
+    p->reading = reading;
+    p->read_t0 = now_ns();
+    pthread_mutex_unlock(&s->peers_mu);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION.  MHD calls CLOSED before it closes the
+ * socket, so under peers_mu a listed peer's fd is still this connection's. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    fkv_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        peer *p = ci ? calloc(1, sizeof *p) : NULL;
+        if (!p) return; /* untracked: only the idle timeout applies to it */
+        p->fd = ci->connect_fd;
+        p->reading = 1;
+        p->read_t0 = now_ns();
+        pthread_mutex_lock(&s->peers_mu);
+        p->next = s->peers;
+        if (s->peers) s->peers->prev = p;
+        s->peers = p;
+        pthread_mutex_unlock(&s->peers_mu);
+        *socket_context = p;
+        return;
+    }
+    peer *p = *socket_context;
+    if (!p) return;
+    pthread_mutex_lock(&s->peers_mu);
+    if (p->prev) p->prev->next = p->next;
+    else s->peers = p->next;
+    if (p->next) p->next->prev = p->prev;
+    pthread_mutex_unlock(&s->peers_mu);
+    free(p);
+    *socket_context = NULL;
+}
+
+static void *reaper_main(void *arg)
+{
+    fkv_server *s = arg;
+    int64_t limit = (int64_t)s->cfg.read_timeout_s * 1000000000;
+    pthread_mutex_lock(&s->peers_mu);
+    while (!s->reaper_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += REAPER_TICK_NS;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->reaper_cv, &s->peers_mu, &ts);
+        int64_t t = now_ns();
+        for (peer *p = s->peers; p; p = p->next) {
+            if (!p->reading || p->cut || t - p->read_t0 <= limit) continue;
+            /* shutdown, not close: the fd stays MHD's until it closes it */
+            shutdown(p->fd, SHUT_RDWR);
+            p->cut = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->peers_mu);
+    return NULL;
+}
+
+static void reaper_stop(fkv_server *s)
+{
+    if (!s->reaper_on) return;
+    pthread_mutex_lock(&s->peers_mu);
+    s->reaper_stop = 1;
+    pthread_cond_broadcast(&s->reaper_cv);
+    pthread_mutex_unlock(&s->peers_mu);
+    pthread_join(s->reaper, NULL);
+    s->reaper_on = 0;
+}
+
 /* ------------------------------------------------------------ routing */
 
 /* Constant-time comparison: the key must not leak through timing. */
@@ -157,6 +262,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
         if (cl && ex && strtoull(cl, NULL, 10) > s->cfg.max_body) {
             cn->too_large = 1;
+            peer_set_reading(s, c, 0);
             return route(s, c, url, method, cn);
         }
         return MHD_YES;
@@ -172,14 +278,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (cn->body.oom) return MHD_NO;
+    peer_set_reading(s, c, 0); /* whole: generating is not reading */
     return route(s, c, url, method, cn);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc)
 {
-    (void)c;
     (void)tc;
     fkv_server *s = cls;
+    /* answered: on keep-alive the next request's deadline starts now */
+    peer_set_reading(s, c, 1);
     conn *cn = *con_cls;
     if (!cn) return;
     if (cn->counted) {
@@ -204,6 +312,10 @@ void fkv_server_config_default(fkv_server_config *c)
     c->max_queue = 256;
     c->max_n = 8;
     c->max_connections = 256;
+    /* a quarter of the connections: one address (one client's burst, or
+     * idle sockets) cannot take them all; 0 behind a proxy */
+    c->max_conn_per_ip = 64;
+    c->read_timeout_s = 10;
     c->retry_after_s = 1;
     c->conn_timeout_s = 120;
     c->request_timeout_ns = (int64_t)600 * 1000000000;
@@ -259,6 +371,8 @@ fkv_status fkv_server_start(const fkv_server_config *cfg, fkv_backend *be, fkv_s
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->admit_mu, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_mutex_init(&s->peers_mu, NULL);
+    pthread_cond_init(&s->reaper_cv, NULL);
     if (!s->metrics || (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
         fkv_server_destroy(s);
         return FKV_ENOMEM;
@@ -266,12 +380,23 @@ fkv_status fkv_server_start(const fkv_server_config *cfg, fkv_backend *be, fkv_s
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                                 MHD_USE_POLL | v6,
                             0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                            cfg->conn_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            cfg->max_conn_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, cfg->conn_timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                            s, MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%u: %s", host, (unsigned)cfg->port, strerror(errno));
         fkv_server_destroy(s);
         return FKV_EIO;
+    }
+    if (cfg->read_timeout_s) {
+        int e = pthread_create(&s->reaper, NULL, reaper_main, s);
+        if (e) {
+            snprintf(err, errlen, "cannot start the read-timeout thread: %s", strerror(e));
+            fkv_server_destroy(s);
+            return FKV_EIO;
+        }
+        s->reaper_on = 1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : cfg->port;
@@ -324,6 +449,7 @@ void fkv_server_destroy(fkv_server *s)
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_mutex_unlock(&s->mu);
+    reaper_stop(s); /* first: it must not shut down sockets the stop is closing */
     if (s->d) MHD_stop_daemon(s->d);
     /* Open streams were cancelled by the stop; their last sink callbacks
      * still use this server, so wait for them (a step or so each). */
@@ -347,6 +473,8 @@ void fkv_server_destroy(fkv_server *s)
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->admit_mu);
     pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->peers_mu);
+    pthread_cond_destroy(&s->reaper_cv);
     free(s->api_key);
     free(s);
 }

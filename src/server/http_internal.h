@@ -27,6 +27,13 @@ struct fkv_server {
     uint64_t next_id;
     int draining, stopping;
     int64_t started_s;
+    /* The read deadline (http.c): the open connections, and the thread that
+     * cuts those still reading a request after cfg.read_timeout_s. */
+    pthread_mutex_t peers_mu; /* peers and every peer's fields, reaper_stop */
+    pthread_cond_t reaper_cv; /* reaper_stop was set */
+    struct peer *peers;
+    pthread_t reaper;
+    int reaper_on, reaper_stop;
 };
 
 /* Per-request state of a connection (MHD's con_cls). */

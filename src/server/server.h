@@ -21,8 +21,12 @@ typedef struct fkv_server_config {
     uint32_t max_queue;        /* 256: waiting requests; beyond, 429 with Retry-After */
     uint32_t max_n;            /* 8: choices per request */
     unsigned max_connections;  /* 256: concurrent connections (threads) */
+    unsigned max_conn_per_ip;  /* 64: concurrent connections from one client address; 0 = no limit */
+    unsigned read_timeout_s;   /* 10: a request's headers and body must arrive within this (0 = no
+                                  deadline); the wait for a generation is not counted */
     unsigned retry_after_s;    /* 1: the Retry-After of a 429 */
-    unsigned conn_timeout_s;   /* 120: an idle connection is closed after this */
+    unsigned conn_timeout_s;   /* 120: a connection with no traffic this long (a client not reading
+                                  its answer) is closed */
     int64_t request_timeout_ns; /* 600 s: a request with no progress this long is cancelled */
 } fkv_server_config;
 
