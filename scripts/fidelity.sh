@@ -49,7 +49,8 @@ serve() {
     shift 3
     # shellcheck disable=SC2086
     "$FAIRKV" serve --model "$OUT/tiny.gguf" --port "$PORT" --kv-budget $((KV_TOKENS * 2048)) --chunk-tokens 64 \
-        --threads 1 --max-batch-tokens 256 --max-running 16 --backend-opt ignore_eos=1 $SERVE_EXTRA "$@" \
+        --threads 1 --max-batch-tokens 256 --max-running 16 --backend-opt ignore_eos=1 --max-connections-per-ip 0 \
+        $SERVE_EXTRA "$@" \
         --step-log "$dir/steps-$name.log" > "$dir/serve-$name.log" 2>&1 &
     local spid=$!
     for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/health" > /dev/null && break; sleep 0.1; done
