@@ -71,7 +71,10 @@ static int parse(int argc, char **argv, gen_opts *o)
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--prompt")) o->prompt = v;
         else if (!strcmp(a, "--max-tokens") || !strcmp(a, "-n")) o->max_tokens = strtol(v, &end, 10);
-        else if (!strcmp(a, "--ctx")) o->ctx = strtol(v, &end, 10);
+        else if (!strcmp(a, "--ctx")) {
+            o->ctx = strtol(v, &end, 10);
+            if (o->ctx < 1) o->ctx = -1; /* 0 means "not given" inside */
+        }
         else if (!strcmp(a, "--threads")) o->threads = strtol(v, &end, 10);
         else if (!strcmp(a, "--chunk")) o->chunk = strtol(v, &end, 10);
         else if (!strcmp(a, "--temperature")) o->temperature = strtod(v, &end);
