@@ -27,12 +27,14 @@ static int64_t now_ns(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: fairkv generate --model FILE --prompt TEXT --max-tokens N\n"
+    fprintf(f, "usage: fairkv generate --model FILE --prompt TEXT --max-tokens|-n N [--ctx N]\n"
                "                       [--temperature T] [--top-p P] [--seed S] [--threads N] [--chunk N]\n"
                "                       [--engine [--kv-budget BYTES] [--kv-dtype f32|f16] [--n N]\n"
                "                        [--quant off|always|under-pressure] [--quant-hot TOKENS]\n"
                "                        [--sparsity dense|streaming|h2o] [--sparsity-budget TOKENS]\n"
                "                        [--ref-attention] [--stats]]\n"
+               "  --ctx N overrides the model's context length (llama.context_length; warns beyond it);\n"
+               "  -n is --max-tokens (--n is the number of samples);\n"
                "  temperature 0 (default) is greedy; --chunk sets the prefill chunk (default 64 tokens);\n"
                "  --engine runs through the scheduler and a fairkv cache of --kv-budget bytes (64MiB;\n"
                "  suffixes K, KiB, M, MiB, G, GiB); --n N samples share the prompt's pages\n");
@@ -68,7 +70,11 @@ static int parse(int argc, char **argv, gen_opts *o)
         i++;
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--prompt")) o->prompt = v;
-        else if (!strcmp(a, "--max-tokens")) o->max_tokens = strtol(v, &end, 10);
+        else if (!strcmp(a, "--max-tokens") || !strcmp(a, "-n")) o->max_tokens = strtol(v, &end, 10);
+        else if (!strcmp(a, "--ctx")) {
+            o->ctx = strtol(v, &end, 10);
+            if (o->ctx < 1) o->ctx = -1; /* 0 means "not given" inside */
+        }
         else if (!strcmp(a, "--threads")) o->threads = strtol(v, &end, 10);
         else if (!strcmp(a, "--chunk")) o->chunk = strtol(v, &end, 10);
         else if (!strcmp(a, "--temperature")) o->temperature = strtod(v, &end);
@@ -111,6 +117,10 @@ static int parse(int argc, char **argv, gen_opts *o)
         fprintf(stderr, "fairkv generate: --model and --prompt are required\n");
         return 2;
     }
+    if (o->ctx < 0 || o->ctx > (1l << 24)) {
+        fprintf(stderr, "fairkv generate: --ctx must be in [1, %ld]\n", 1l << 24);
+        return 2;
+    }
     if (o->max_tokens < 0 || o->threads < 1 || o->threads > 256 || o->chunk < 1 || !(o->temperature >= 0) ||
         !(o->top_p > 0 && o->top_p <= 1) || o->n < 1 || o->n > 64 || o->sparsity_budget < 1 || o->quant_hot < 1) {
         fprintf(stderr, "fairkv generate: need --max-tokens >= 0, 1 <= --threads <= 256, --chunk >= 1, "
@@ -143,6 +153,11 @@ int fkv_cli_generate(int argc, char **argv)
     if (!st) st = fkv_tokenizer_from_gguf(m->gguf, &tok, err, sizeof err);
     if (st) goto out;
     const fkv_llama_hparams *hp = &m->hp;
+    if (o.ctx && fkv_llama_set_ctx(m, (uint32_t)o.ctx) == 1)
+        fprintf(stderr,
+                "fairkv generate: warning: --ctx %ld exceeds the model's trained context length %u "
+                "(llama.context_length); positions beyond it were never trained\n",
+                o.ctx, hp->ctx_train);
     if (tok->warning[0]) fprintf(stderr, "fairkv generate: warning: %s\n", tok->warning);
     if (tok->n_vocab != hp->n_vocab) {
         snprintf(err, sizeof err, "tokenizer has %u tokens, the model %u", tok->n_vocab, hp->n_vocab);
@@ -153,8 +168,8 @@ int fkv_cli_generate(int argc, char **argv)
     if ((st = fkv_tok_encode(tok, o.prompt, plen, tok->add_bos, NULL, 0, &n_prompt))) goto out;
     size_t total = n_prompt + (size_t)o.max_tokens;
     if (n_prompt == 0 || total > hp->ctx_len) {
-        snprintf(err, sizeof err, "prompt (%zu tokens) + --max-tokens %ld must be within 1 .. context length %u",
-                 n_prompt, o.max_tokens, hp->ctx_len);
+        snprintf(err, sizeof err, "prompt (%zu tokens) + --max-tokens %ld must be within 1 .. context length %u%s",
+                 n_prompt, o.max_tokens, hp->ctx_len, o.ctx ? " (--ctx)" : " (--ctx N raises it)");
         st = FKV_EINVAL;
         goto out;
     }

@@ -14,6 +14,7 @@
 typedef struct gen_opts {
     const char *model, *prompt;
     long max_tokens, threads, chunk;
+    long ctx; /* 0: the model's llama.context_length */
     double temperature, top_p;
     uint64_t seed;
     /* engine path */

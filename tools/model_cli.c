@@ -1,4 +1,5 @@
-/* `fairkv model init|info`: write a random-weight GGUF; describe a GGUF. */
+/* `fairkv model init|info|convert`: write a random-weight GGUF; describe a
+ * GGUF; convert a llama2.c checkpoint and tokenizer to a GGUF. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 
 #include "engine_cli.h"
 #include "gguf/gguf.h"
+#include "model/llama2c.h"
 #include "model/model.h"
 #include "model/model_init.h"
 
@@ -13,12 +15,17 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv model init --preset tiny|small --out FILE [--seed N] [--f16] [--untied]\n"
                "       fairkv model info FILE\n"
+               "       fairkv model convert --llama2c CKPT --tokenizer TOK --out FILE [--type f32|f16]\n"
                "  init  writes a Llama-architecture GGUF with deterministic random weights and the\n"
                "        byte-level vocabulary (259 tokens: <unk> <s> </s> <0x00>..<0xFF>)\n"
                "        tiny: dim 128, 4 layers, 4 heads (2 KV heads), hidden 512, ~1.0M parameters\n"
                "        small: llama2.c stories15M shape (dim 288, 6 layers, 6 heads, hidden 768);\n"
                "               6.05M parameters with the 259-token vocabulary (15.2M with 32000)\n"
-               "  info  prints the metadata and tensors, and the model's shape when it is a llama\n");
+               "  info  prints the metadata and tensors, and the model's shape when it is a llama\n"
+               "  convert  writes a llama GGUF (llama.cpp's names and keys) from a llama2.c checkpoint\n"
+               "        (legacy version-0 .bin, e.g. the tinyllamas) and its tokenizer.bin; --type f16\n"
+               "        stores the matrices as f16 (default f32); llama.context_length is the\n"
+               "        checkpoint's seq_len\n");
 }
 
 static int cmd_init(int argc, char **argv)
@@ -72,6 +79,50 @@ static int cmd_init(int argc, char **argv)
         return 1;
     }
     printf("wrote %s: preset %s, seed %" PRIu64 ", %s weights\n", out, preset, seed, f16 ? "f16" : "f32");
+    return 0;
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+    const char *ckpt = NULL, *tok = NULL, *out = NULL, *type = "f32";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 < argc && !strcmp(a, "--llama2c")) ckpt = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--tokenizer")) tok = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--out")) out = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--type")) type = argv[++i];
+        else {
+            fprintf(stderr, "fairkv model convert: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!ckpt || !tok || !out) {
+        fprintf(stderr, "fairkv model convert: --llama2c, --tokenizer and --out are required\n");
+        return 2;
+    }
+    uint32_t ggml_type;
+    if (!strcmp(type, "f32")) ggml_type = FKV_GGML_F32;
+    else if (!strcmp(type, "f16")) ggml_type = FKV_GGML_F16;
+    else {
+        fprintf(stderr, "fairkv model convert: --type '%s' is not f32 or f16\n", type);
+        return 2;
+    }
+    char err[640] = "";
+    fkv_llama2c_config c;
+    fkv_status st = fkv_llama2c_convert(ckpt, tok, out, ggml_type, &c, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "fairkv model convert: %s\n", err[0] ? err : fkv_strerror(st));
+        return 1;
+    }
+    printf("wrote %s: %s weights; dim %u, hidden %u, %u layers, %u heads (%u kv), vocab %u, %s classifier, "
+           "context_length %u (the checkpoint's seq_len)\n",
+           out, type, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
+           c.shared_classifier ? "shared" : "separate", c.seq_len);
     return 0;
 }
 
@@ -162,6 +213,7 @@ int fkv_cli_model(int argc, char **argv)
     }
     if (!strcmp(argv[1], "init")) return cmd_init(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
-    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info)\n", argv[1]);
+    if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
+    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info, convert)\n", argv[1]);
     return 2;
 }

@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --chunk-tokens N     engine: chunk size, or base size when dynamic (default 64)\n"
             "  --quant off|always|under-pressure  engine: cold-chunk int8 quantization (default off)\n"
             "  --threads N          engine: forward and attention threads (default 1)\n"
+            "  --ctx N              engine: context length, overriding the model's llama.context_length\n"
+            "                       (warns when beyond it)\n"
             "  --max-batch-tokens N engine: new + recomputed tokens per step (default 256)\n"
             "  --max-running N      engine: running requests at most (default 16)\n"
             "  --admission fcfs|vtc engine: admission order; vtc shares service among 'user' ids\n"
@@ -82,7 +84,8 @@ static const struct {
               {"--threads", "threads"},       {"--max-batch-tokens", "max_batch_tokens"},
               {"--max-running", "max_running"}, {"--admission", "admission"},
               {"--step-log", "step_log"},     {"--victim", "victim"},
-              {"--reclaim", "reclaim"},       {"--host-bytes", "host_bytes"}};
+              {"--reclaim", "reclaim"},       {"--host-bytes", "host_bytes"},
+              {"--ctx", "ctx"}};
 #define N_EFLAGS (sizeof eflags / sizeof eflags[0])
 
 static int is_engine_flag(const char *a)

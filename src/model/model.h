@@ -24,7 +24,8 @@ typedef struct fkv_llama_hparams {
     uint32_t head_dim;   /* llama.attention.key_length, default dim / n_heads */
     uint32_t hidden;     /* llama.feed_forward_length */
     uint32_t rope_dim;   /* llama.rope.dimension_count (default head_dim), even, <= head_dim */
-    uint32_t ctx_len;    /* llama.context_length */
+    uint32_t ctx_len;    /* positions the model accepts: llama.context_length, or fkv_llama_set_ctx's */
+    uint32_t ctx_train;  /* llama.context_length as trained (kept when ctx_len is overridden) */
     float eps;           /* llama.attention.layer_norm_rms_epsilon (default 1e-5) */
     float rope_base;     /* llama.rope.freq_base (default 10000) */
     float rope_freq_scale; /* 1 / llama.rope.scaling.factor for linear scaling, else 1 */
@@ -63,6 +64,11 @@ typedef struct fkv_llama {
 fkv_status fkv_llama_from_gguf(const fkv_gguf *g, fkv_llama **out, char *err, size_t errlen);
 fkv_status fkv_llama_load(const char *path, fkv_llama **out, char *err, size_t errlen);
 void fkv_llama_free(fkv_llama *m);
+/* Overrides the context length (llama.cpp's -c), n in [1, 2^24]: the
+ * forward pass then accepts positions below n.  Returns 1 when n exceeds
+ * the trained length (RoPE positions the model never saw: usable, but the
+ * caller should warn), 0 otherwise, -1 (nothing changed) when n is out of range. */
+int fkv_llama_set_ctx(fkv_llama *m, uint32_t n);
 /* Parameters (elements of all tensors the model uses; a tied head counts once). */
 uint64_t fkv_llama_n_params(const fkv_llama *m);
 

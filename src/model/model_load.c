@@ -105,6 +105,7 @@ static fkv_status read_hparams(const fkv_gguf *g, fkv_llama_hparams *hp, char *e
     if ((st = hp_u32(g, "llama.attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, errlen)))
         return st;
     if ((st = hp_u32(g, "llama.context_length", 2048, 1, 1u << 24, &hp->ctx_len, err, errlen))) return st;
+    hp->ctx_train = hp->ctx_len;
     /* head size: key_length when given (some models decouple it from
      * embedding_length / head_count), else the quotient */
     if (fkv_gguf_find(g, "llama.attention.key_length")) {
@@ -249,6 +250,13 @@ void fkv_llama_free(fkv_llama *m)
     free(m->rope_inv_freq);
     if (m->owns_gguf) fkv_gguf_free(m->gguf);
     free(m);
+}
+
+int fkv_llama_set_ctx(fkv_llama *m, uint32_t n)
+{
+    if (n < 1 || n > (1u << 24)) return -1;
+    m->hp.ctx_len = n;
+    return n > m->hp.ctx_train;
 }
 
 uint64_t fkv_llama_n_params(const fkv_llama *m)

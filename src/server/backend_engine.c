@@ -597,6 +597,11 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         eng_free(b);
         return st;
     }
+    if (bo.ctx && fkv_llama_set_ctx(b->m, bo.ctx) == 1)
+        fprintf(stderr,
+                "fairkv serve: warning: --ctx %u exceeds the model's trained context length %u "
+                "(llama.context_length); positions beyond it were never trained\n",
+                bo.ctx, b->m->hp.ctx_train);
     if ((st = fkv_tokenizer_from_gguf(b->m->gguf, &b->tok, e2, sizeof e2)) != FKV_OK) {
         snprintf(err, errlen, "engine backend: %s: tokenizer: %s", model, e2[0] ? e2 : fkv_strerror(st));
         eng_free(b);

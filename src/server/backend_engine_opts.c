@@ -99,6 +99,8 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
         } else if (KEY("ignore_eos")) {
             bad = onoff(v, &bo->ignore_eos);
+        } else if (KEY("ctx")) {
+            if (!(bad = u64_in(v, 1, 1u << 24, &u))) bo->ctx = (uint32_t)u;
         } else if (KEY("step_log")) {
             if (!*v) bad = 1;
             bo->step_log = v;

@@ -13,12 +13,13 @@
 #define FKV_ENGINE_OPT_KEYS                                                                                      \
     "model, kv_budget, kv_dtype, policy, quotas, dynamic_chunking, quant, quant_hot, threads, chunk_tokens, "    \
     "max_batch_tokens, chunked_prefill, max_running, admission, victim, reclaim, host_bytes, prefix_cache, "      \
-    "max_waiting, ignore_eos, step_log"
+    "max_waiting, ignore_eos, step_log, ctx"
 
 /* Settings of the backend itself (not the engine's). */
 typedef struct fkv_engine_backend_opts {
     uint64_t max_waiting; /* 0: no queue limit of its own (the server has one) */
     int ignore_eos;       /* 1: generate max_tokens whatever is sampled (benchmarks: fixed lengths) */
+    uint32_t ctx;         /* 0: the model's llama.context_length; else its override (fkv_llama_set_ctx) */
     const char *step_log; /* NULL, or a file to write a step log to (src/engine/steplog.h); points into opts */
 } fkv_engine_backend_opts;
 
