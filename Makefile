@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 FUZZ_SECONDS ?= 60
 # Debian packages needed to build and test; checked with dpkg-query.
-DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev gnuplot-nox libmicrohttpd-dev libcurl4-openssl-dev libssl-dev prometheus
+DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev gnuplot-nox libmicrohttpd-dev libcurl4-openssl-dev libssl-dev prometheus libutf8proc-dev
 
 .PHONY: all build deps test test-release test-asan test-tsan run fuzz fuzz-build fuzz-smoke clean
 
