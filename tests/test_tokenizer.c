@@ -558,7 +558,7 @@ static void test_llama3_ignore_merges(void)
     char err[300];
     REQUIRE(!fkv_gguf_parse(buf, len, "l3", &g, err, sizeof err));
     REQUIRE(!fkv_tokenizer_from_gguf(g, &t, err, sizeof err));
-    CHECK(t->pre == FKV_PRE_LLAMA3 && t->ignore_merges && !t->warning[0]);
+    CHECK(t->pre == FKV_PRE_LLAMA3 && t->ignore_merges);
     int32_t ids[16];
     size_t n = enc(t, "abc abcd", 8, 0, ids);
     /* "abc" whole; " abcd" is not a token: Ġ a b c d -> Ġ ab c d */
@@ -568,9 +568,58 @@ static void test_llama3_ignore_merges(void)
     free(buf);
 }
 
+/* tokenizer.ggml.pre: llama.cpp's names, its default when absent, and a
+ * clear refusal of one not implemented (never a silent other split) */
+static fkv_status load_pre(const char *pre, int *got, char *err, size_t errlen)
+{
+    const char *tok[] = {"a", "b", "ab"};
+    int32_t type[] = {FKV_TT_NORMAL, FKV_TT_NORMAL, FKV_TT_NORMAL};
+    const char *merges[] = {"a b"};
+    fkv_gguf_writer *w = fkv_gguf_writer_new(8);
+    REQUIRE(w && !fkv_gguf_w_str(w, "tokenizer.ggml.model", "gpt2"));
+    if (pre) REQUIRE(!fkv_gguf_w_str(w, "tokenizer.ggml.pre", pre));
+    REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.tokens", 3, tok, NULL));
+    REQUIRE(!fkv_gguf_w_arr(w, "tokenizer.ggml.token_type", FKV_GGUF_I32, 3, type));
+    REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.merges", 1, merges, NULL));
+    uint8_t *buf;
+    size_t len;
+    REQUIRE(!fkv_gguf_w_to_mem(w, &buf, &len));
+    fkv_gguf_writer_free(w);
+    fkv_gguf *g;
+    REQUIRE(!fkv_gguf_parse(buf, len, "pre.gguf", &g, err, errlen));
+    fkv_tokenizer *t = NULL;
+    fkv_status st = fkv_tokenizer_from_gguf(g, &t, err, errlen);
+    if (!st) *got = t->pre;
+    fkv_tokenizer_free(t);
+    fkv_gguf_free(g);
+    free(buf);
+    return st;
+}
+
+static void test_pre_names(void)
+{
+    static const struct {
+        const char *name;
+        int pre;
+    } ok[] = {{NULL, FKV_PRE_DEFAULT},         {"default", FKV_PRE_DEFAULT}, {"gpt-2", FKV_PRE_GPT2},
+              {"llama-bpe", FKV_PRE_LLAMA3},    {"llama3", FKV_PRE_LLAMA3},   {"phi-2", FKV_PRE_GPT2},
+              {"deepseek-coder", FKV_PRE_DEEPSEEK_CODER}};
+    char err[300];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int got = -1;
+        fkv_status st = load_pre(ok[i].name, &got, err, sizeof err);
+        CHECKF(st == FKV_OK && got == ok[i].pre, "pre '%s': status %d, pre %d", ok[i].name ? ok[i].name : "(absent)",
+               (int)st, got);
+    }
+    int got = -1;
+    CHECK(load_pre("qwen2", &got, err, sizeof err) == FKV_EUNSUPPORTED);
+    CHECKF(strstr(err, "tokenizer.ggml.pre") && strstr(err, "'qwen2'") && strstr(err, "not supported"), "error: %s", err);
+}
+
 int main(void)
 {
     test_pretok();
+    test_pre_names();
     test_spm();
     test_bpe();
     test_llama3_ignore_merges();

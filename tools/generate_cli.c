@@ -143,7 +143,6 @@ int fkv_cli_generate(int argc, char **argv)
     if (!st) st = fkv_tokenizer_from_gguf(m->gguf, &tok, err, sizeof err);
     if (st) goto out;
     const fkv_llama_hparams *hp = &m->hp;
-    if (tok->warning[0]) fprintf(stderr, "fairkv generate: warning: %s\n", tok->warning);
     if (tok->n_vocab != hp->n_vocab) {
         snprintf(err, sizeof err, "tokenizer has %u tokens, the model %u", tok->n_vocab, hp->n_vocab);
         st = FKV_EPARSE;

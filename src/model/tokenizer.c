@@ -2,6 +2,7 @@
 #include "model/tokenizer.h"
 #include "util/err.h"
 
+#include <ctype.h>
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -210,7 +211,7 @@ static int by_length_desc(const void *a, const void *b)
 
 /* User-defined tokens are matched in the text before tokenizing, longest
  * first so that one containing another wins. */
-static fkv_status collect_user_tokens(fkv_tokenizer *t)
+static fkv_status collect_user_tokens(fkv_tokenizer *t, const fkv_gguf *g)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < t->n_vocab; i++) n += t->type[i] == FKV_TT_USER_DEFINED && t->len[i];
@@ -224,6 +225,15 @@ static fkv_status collect_user_tokens(fkv_tokenizer *t)
     for (uint32_t i = 0; i < t->n_vocab; i++)
         if (t->type[i] == FKV_TT_USER_DEFINED && t->len[i]) u[t->n_user++] = (user_tok){t->len[i], (int32_t)i};
     qsort(u, n, sizeof *u, by_length_desc);
+    /* llama.cpp gives Phi-3's special tokens RSTRIP by the model's name */
+    char name[64] = "";
+    const char *gn;
+    if (fkv_gguf_get_str(g, "general.name", &gn, NULL, 0) == FKV_OK) {
+        size_t k = 0;
+        for (; gn[k] && k + 1 < sizeof name; k++) name[k] = (char)tolower((unsigned char)gn[k]);
+        name[k] = 0;
+    }
+    t->user_rstrip = strstr(name, "phi-3") || strstr(name, "phi3");
     for (size_t i = 0; i < n; i++) t->user[i] = u[i].id;
     free(u);
     return FKV_OK;
@@ -318,7 +328,7 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
     if (kind == FKV_TOK_BPE && (st = load_merges(t, g, err, errlen))) goto fail;
     if (kind == FKV_TOK_BPE && (st = pick_pre(t, g, err, errlen))) goto fail;
-    if ((st = collect_user_tokens(t))) goto fail;
+    if ((st = collect_user_tokens(t, g))) goto fail;
     if (kind == FKV_TOK_BYTES)
         for (int b = 0; b < 256; b++)
             if (t->byte_tok[b] < 0) {
@@ -391,6 +401,7 @@ static fkv_status cut_token(const fkv_tokenizer *t, const char *text, frags *f, 
                 if (text[i] != w[0] || memcmp(text + i, w, wl)) continue;
                 if ((i > from && frag_push(&out, from, i - from, -1)) || frag_push(&out, i, wl, id)) goto nomem;
                 from = i + wl;
+                while (t->user_rstrip && from < end && isspace((unsigned char)text[from])) from++;
                 i = from - 1;
             }
         if (fr.tok >= 0 ? frag_push(&out, fr.start, fr.len, fr.tok) : from < end && frag_push(&out, from, end - from, -1))

@@ -52,9 +52,9 @@ typedef struct fkv_tokenizer {
     int add_bos, add_space_prefix;
     int pre;           /* BPE pre-tokenizer: FKV_PRE_* */
     int ignore_merges; /* BPE: a pre-token that is itself a token stays whole (Llama 3) */
-    char warning[160]; /* "" or why encodings may differ from llama.cpp's */
     int32_t *user;     /* USER_DEFINED token ids, longest text first */
     size_t n_user;
+    int user_rstrip;   /* white space after a user-defined token is dropped (Phi-3, as llama.cpp) */
     int32_t byte_tok[256]; /* <0xXX> token of each byte, -1 if none */
     fkv_strmap *vocab;  /* text -> id (mergeable tokens only) */
     fkv_strmap *merges; /* BPE: "left right" -> rank */
