@@ -202,6 +202,35 @@ static void check_user_defined(const char *dir)
     fkv_gguf_free(g);
 }
 
+/* The SentencePiece path on a whole model as llama.cpp's converter wrote
+ * it (stories260K): BOS, merges by score, and the text back. */
+static void check_stories(const char *dir)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/models/stories260K-llamacpp.gguf", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        printf("stories260K-llamacpp.gguf absent: its check is skipped\n");
+        return;
+    }
+    fkv_gguf *g;
+    fkv_tokenizer *t;
+    REQUIRE(fkv_gguf_load(path, &g, err, sizeof err) == FKV_OK);
+    REQUIRE(fkv_tokenizer_from_gguf(g, &t, err, sizeof err) == FKV_OK);
+    const char *text = "Once upon a time, there was a little girl named Lily.";
+    int32_t ids[128];
+    size_t n;
+    REQUIRE(fkv_tok_encode(t, text, strlen(text), t->add_bos, ids, 128, &n) == FKV_OK && n <= 128);
+    CHECKF(t->kind == FKV_TOK_SPM && t->add_bos && ids[0] == 1, "stories260K: BOS first");
+    CHECKF(n > 4 && n < 30, "stories260K: %zu tokens (merges not applied?)", n);
+    char back[256];
+    size_t bl;
+    REQUIRE(fkv_tok_decode(t, ids, n, back, sizeof back, &bl) == FKV_OK);
+    CHECKF(bl == strlen(text) && !memcmp(back, text, bl), "stories260K: decodes to '%s'", back);
+    fkv_tokenizer_free(t);
+    fkv_gguf_free(g);
+}
+
 /* ---------------------------------------------------------------- fairkv model tokenize */
 
 /* Runs `fairkv model tokenize ARGS...` with stdout to a file; returns what it printed. */
@@ -287,6 +316,7 @@ int main(void)
     }
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) check_vocab(dir, vocabs[v]);
     check_user_defined(dir);
+    check_stories(dir);
     check_cli(dir);
     return check_done();
 }
