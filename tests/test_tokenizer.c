@@ -51,6 +51,8 @@ static fkv_tokenizer *load(const vocab *v, const char *model, const char *const 
     REQUIRE(!fkv_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1));
     REQUIRE(!fkv_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2));
     if (merges) REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.merges", n_merges, merges, NULL));
+    /* GPT-2's pre-tokenizer (without the key llama.cpp's default applies) */
+    if (merges) REQUIRE(!fkv_gguf_w_str(w, "tokenizer.ggml.pre", "gpt-2"));
     size_t len;
     REQUIRE(!fkv_gguf_w_to_mem(w, bufout, &len));
     fkv_gguf_writer_free(w);
@@ -469,18 +471,20 @@ static void test_sampler(void)
 
 static void check_split(int pre, const char *text, const char *want)
 {
+    static const char *const names[] = {"gpt2", "llama3", "deepseek-coder", "default"};
     char got[512];
-    size_t k = 0, len = strlen(text);
-    for (size_t i = 0; i < len;) {
-        size_t e = fkv__pretok_next(pre, text, len, i);
-        REQUIRE(e > i && e <= len);
+    size_t k = 0, len = strlen(text), *ends, n;
+    REQUIRE(fkv__pretok_split(pre, text, len, &ends, &n) == FKV_OK);
+    for (size_t p = 0, i = 0; p < n; i = ends[p++]) {
+        REQUIRE(ends[p] > i && ends[p] <= len);
         if (i) got[k++] = '|';
-        memcpy(got + k, text + i, e - i);
-        k += e - i;
-        i = e;
+        memcpy(got + k, text + i, ends[p] - i);
+        k += ends[p] - i;
     }
     got[k] = 0;
-    CHECKF(!strcmp(got, want), "%s split of '%s': got '%s', want '%s'", pre ? "llama3" : "gpt2", text, got, want);
+    CHECK(n == 0 || ends[n - 1] == len);
+    free(ends);
+    CHECKF(!strcmp(got, want), "%s split of '%s': got '%s', want '%s'", names[pre], text, got, want);
 }
 
 static void test_pretok(void)
@@ -502,6 +506,25 @@ static void test_pretok(void)
     check_split(FKV_PRE_LLAMA3, "\tfoo", "\tfoo");
     check_split(FKV_PRE_LLAMA3, "12345", "123|45");
     check_split(FKV_PRE_LLAMA3, "a  ", "a|  ");
+    /* Unicode categories: letters beyond Latin, U+00BD and U+0663 are
+     * numbers, U+2014 punctuation, U+3000 and U+00A0 white space */
+    check_split(FKV_PRE_GPT2, "\xd0\xbd\xd0\xb0 4\xc2\xbd \xd9\xa3", "\xd0\xbd\xd0\xb0| 4\xc2\xbd| \xd9\xa3");
+    check_split(FKV_PRE_GPT2, "a\xe3\x80\x80\xe3\x80\x80" "b", "a|\xe3\x80\x80|\xe3\x80\x80|b"); /* " ?" is ASCII only */
+    check_split(FKV_PRE_GPT2, "x\xc2\xa0\xe2\x80\x94", "x|\xc2\xa0|\xe2\x80\x94");
+    check_split(FKV_PRE_LLAMA3, "\xe2\x80\x94\xce\xb1\xce\xb2 \xd9\xa3\xd9\xa3\xd9\xa3\xd9\xa3",
+                "\xe2\x80\x94\xce\xb1\xce\xb2| |\xd9\xa3\xd9\xa3\xd9\xa3|\xd9\xa3");
+    /* deepseek-coder: expressions in sequence; what none matches stays a piece */
+    check_split(FKV_PRE_DEEPSEEK_CODER, "ied 4 \xc2\xbd months", "ied| |4| |\xc2\xbd| months");
+    check_split(FKV_PRE_DEEPSEEK_CODER, "a\n\nb", "a|\n|\n|b");
+    check_split(FKV_PRE_DEEPSEEK_CODER, "x = f(1234);", "x| =| f|(|1|2|3|4|);");
+    /* " \xec\x95\x88" (U+C548) is a match of \s?\p{L}+, then the CJK/Hangul expression cuts the space off again */
+    check_split(FKV_PRE_DEEPSEEK_CODER, "\xe4\xbd\xa0\xe5\xa5\xbd \xec\x95\x88 ok",
+                "\xe4\xbd\xa0\xe5\xa5\xbd| |\xec\x95\x88| ok");
+    check_split(FKV_PRE_DEEPSEEK_CODER, "don't", "don|'|t");
+    /* llama.cpp's default: punctuation runs first, then GPT-2's, then digit groups */
+    check_split(FKV_PRE_DEFAULT, "don't", "don|'|t");
+    check_split(FKV_PRE_DEFAULT, "a+=b 1234567", "a|+=|b| |123|456|7");
+    check_split(FKV_PRE_DEFAULT, "Hello, world!", "Hello|,| world|!");
 }
 
 /* Llama 3 style: a pre-token that is a token is not merged further, even
@@ -535,7 +558,7 @@ static void test_llama3_ignore_merges(void)
     char err[300];
     REQUIRE(!fkv_gguf_parse(buf, len, "l3", &g, err, sizeof err));
     REQUIRE(!fkv_tokenizer_from_gguf(g, &t, err, sizeof err));
-    CHECK(t->pre == FKV_PRE_LLAMA3 && t->ignore_merges && !t->warning[0]);
+    CHECK(t->pre == FKV_PRE_LLAMA3 && t->ignore_merges);
     int32_t ids[16];
     size_t n = enc(t, "abc abcd", 8, 0, ids);
     /* "abc" whole; " abcd" is not a token: Ġ a b c d -> Ġ ab c d */
@@ -545,9 +568,58 @@ static void test_llama3_ignore_merges(void)
     free(buf);
 }
 
+/* tokenizer.ggml.pre: llama.cpp's names, its default when absent, and a
+ * clear refusal of one not implemented (never a silent other split) */
+static fkv_status load_pre(const char *pre, int *got, char *err, size_t errlen)
+{
+    const char *tok[] = {"a", "b", "ab"};
+    int32_t type[] = {FKV_TT_NORMAL, FKV_TT_NORMAL, FKV_TT_NORMAL};
+    const char *merges[] = {"a b"};
+    fkv_gguf_writer *w = fkv_gguf_writer_new(8);
+    REQUIRE(w && !fkv_gguf_w_str(w, "tokenizer.ggml.model", "gpt2"));
+    if (pre) REQUIRE(!fkv_gguf_w_str(w, "tokenizer.ggml.pre", pre));
+    REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.tokens", 3, tok, NULL));
+    REQUIRE(!fkv_gguf_w_arr(w, "tokenizer.ggml.token_type", FKV_GGUF_I32, 3, type));
+    REQUIRE(!fkv_gguf_w_arr_str(w, "tokenizer.ggml.merges", 1, merges, NULL));
+    uint8_t *buf;
+    size_t len;
+    REQUIRE(!fkv_gguf_w_to_mem(w, &buf, &len));
+    fkv_gguf_writer_free(w);
+    fkv_gguf *g;
+    REQUIRE(!fkv_gguf_parse(buf, len, "pre.gguf", &g, err, errlen));
+    fkv_tokenizer *t = NULL;
+    fkv_status st = fkv_tokenizer_from_gguf(g, &t, err, errlen);
+    if (!st) *got = t->pre;
+    fkv_tokenizer_free(t);
+    fkv_gguf_free(g);
+    free(buf);
+    return st;
+}
+
+static void test_pre_names(void)
+{
+    static const struct {
+        const char *name;
+        int pre;
+    } ok[] = {{NULL, FKV_PRE_DEFAULT},         {"default", FKV_PRE_DEFAULT}, {"gpt-2", FKV_PRE_GPT2},
+              {"llama-bpe", FKV_PRE_LLAMA3},    {"llama3", FKV_PRE_LLAMA3},   {"phi-2", FKV_PRE_GPT2},
+              {"deepseek-coder", FKV_PRE_DEEPSEEK_CODER}};
+    char err[300];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int got = -1;
+        fkv_status st = load_pre(ok[i].name, &got, err, sizeof err);
+        CHECKF(st == FKV_OK && got == ok[i].pre, "pre '%s': status %d, pre %d", ok[i].name ? ok[i].name : "(absent)",
+               (int)st, got);
+    }
+    int got = -1;
+    CHECK(load_pre("qwen2", &got, err, sizeof err) == FKV_EUNSUPPORTED);
+    CHECKF(strstr(err, "tokenizer.ggml.pre") && strstr(err, "'qwen2'") && strstr(err, "not supported"), "error: %s", err);
+}
+
 int main(void)
 {
     test_pretok();
+    test_pre_names();
     test_spm();
     test_bpe();
     test_llama3_ignore_merges();

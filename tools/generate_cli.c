@@ -158,7 +158,6 @@ int fkv_cli_generate(int argc, char **argv)
                 "fairkv generate: warning: --ctx %ld exceeds the model's trained context length %u "
                 "(llama.context_length); positions beyond it were never trained\n",
                 o.ctx, hp->ctx_train);
-    if (tok->warning[0]) fprintf(stderr, "fairkv generate: warning: %s\n", tok->warning);
     if (tok->n_vocab != hp->n_vocab) {
         snprintf(err, sizeof err, "tokenizer has %u tokens, the model %u", tok->n_vocab, hp->n_vocab);
         st = FKV_EPARSE;

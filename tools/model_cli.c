@@ -1,5 +1,6 @@
-/* `fairkv model init|info|convert`: write a random-weight GGUF; describe a
- * GGUF; convert a llama2.c checkpoint and tokenizer to a GGUF. */
+/* `fairkv model init|info|convert|tokenize`: write a random-weight GGUF;
+ * describe a GGUF; convert a llama2.c checkpoint and tokenizer to a GGUF;
+ * show how a vocabulary tokenizes a text. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +11,14 @@
 #include "model/llama2c.h"
 #include "model/model.h"
 #include "model/model_init.h"
+#include "model/tokenizer.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv model init --preset tiny|small --out FILE [--seed N] [--f16] [--untied]\n"
                "       fairkv model info FILE\n"
                "       fairkv model convert --llama2c CKPT --tokenizer TOK --out FILE [--type f32|f16]\n"
+               "       fairkv model tokenize --model FILE --text STR [--ids] [--no-bos]\n"
                "  init  writes a Llama-architecture GGUF with deterministic random weights and the\n"
                "        byte-level vocabulary (259 tokens: <unk> <s> </s> <0x00>..<0xFF>)\n"
                "        tiny: dim 128, 4 layers, 4 heads (2 KV heads), hidden 512, ~1.0M parameters\n"
@@ -25,7 +28,11 @@ static void usage(FILE *f)
                "  convert  writes a llama GGUF (llama.cpp's names and keys) from a llama2.c checkpoint\n"
                "        (legacy version-0 .bin, e.g. the tinyllamas) and its tokenizer.bin; --type f16\n"
                "        stores the matrices as f16 (default f32); llama.context_length is the\n"
-               "        checkpoint's seq_len\n");
+               "        checkpoint's seq_len\n"
+               "  tokenize  prints one line per token, \"ID -> 'PIECE'\" (the bytes it stands for, with\n"
+               "        \\n \\t \\r \\\\ \\' and bytes that are not printable UTF-8 as \\xHH; control tokens as\n"
+               "        their own text), or with --ids the ids alone as [1, 2, 3]; BOS first when the\n"
+               "        vocabulary adds it, unless --no-bos; special-token text in STR is plain text\n");
 }
 
 static int cmd_init(int argc, char **argv)
@@ -205,6 +212,116 @@ static int cmd_info(int argc, char **argv)
     return 0;
 }
 
+/* A piece on one line: escapes what would break it or is not text. */
+static void print_piece(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        size_t cl = fkv__utf8_len(c);
+        int valid = c >= 0x80 && cl > 1 && cl <= n - i;
+        for (size_t k = 1; valid && k < cl; k++) valid = ((unsigned char)p[i + k] & 0xc0) == 0x80;
+        if (valid) {
+            fwrite(p + i, 1, cl, stdout);
+            i += cl;
+            continue;
+        }
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '\r')
+            fputs("\\r", stdout);
+        else if (c == '\\' || c == '\'')
+            printf("\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            printf("\\x%02X", c);
+        else
+            putchar(c);
+        i++;
+    }
+}
+
+static void print_tokens(const fkv_tokenizer *t, const int32_t *ids, size_t n, int ids_only)
+{
+    if (ids_only) {
+        putchar('[');
+        for (size_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
+        printf("]\n");
+        return;
+    }
+    char piece[1100];
+    for (size_t i = 0; i < n; i++) {
+        const char *p = piece;
+        size_t pl;
+        if (t->type[ids[i]] == FKV_TT_CONTROL) { /* decodes to nothing: show its name */
+            p = t->text[ids[i]];
+            pl = t->len[ids[i]];
+        } else {
+            pl = fkv_tok_piece(t, ids[i], piece, sizeof piece);
+            if (pl > sizeof piece - 1) pl = sizeof piece - 1; /* token texts are <= 1024 bytes */
+        }
+        printf("%6d -> '", ids[i]);
+        print_piece(p, pl);
+        printf("'\n");
+    }
+}
+
+static int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL, *text = NULL;
+    int ids_only = 0, no_bos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
+        else if (!strcmp(argv[i], "--text") && i + 1 < argc)
+            text = argv[++i];
+        else if (!strcmp(argv[i], "--ids"))
+            ids_only = 1;
+        else if (!strcmp(argv[i], "--no-bos"))
+            no_bos = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "fairkv model tokenize: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model || !text) {
+        fprintf(stderr, "fairkv model tokenize: --model and --text are required\n");
+        return 2;
+    }
+    char err[512];
+    fkv_gguf *g;
+    fkv_tokenizer *t = NULL;
+    fkv_status st = fkv_gguf_load(model, &g, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "fairkv model tokenize: %s (%s)\n", err, fkv_strerror(st));
+        return 1;
+    }
+    /* the tokenizer's merge table points into g: g lives as long */
+    if ((st = fkv_tokenizer_from_gguf(g, &t, err, sizeof err))) {
+        fprintf(stderr, "fairkv model tokenize: %s: %s (%s)\n", model, err, fkv_strerror(st));
+        fkv_gguf_free(g);
+        return 1;
+    }
+    size_t len = strlen(text), n = 0;
+    int32_t *ids = NULL;
+    st = fkv_tok_encode(t, text, len, t->add_bos && !no_bos, NULL, 0, &n);
+    if (!st && !(ids = malloc((n ? n : 1) * sizeof *ids))) st = FKV_ENOMEM;
+    if (!st) st = fkv_tok_encode(t, text, len, t->add_bos && !no_bos, ids, n, &n);
+    if (st) {
+        fprintf(stderr, "fairkv model tokenize: encoding the text: %s\n", fkv_strerror(st));
+    } else {
+        print_tokens(t, ids, n, ids_only);
+    }
+    free(ids);
+    fkv_tokenizer_free(t);
+    fkv_gguf_free(g);
+    return st ? 1 : 0;
+}
+
 int fkv_cli_model(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -214,6 +331,7 @@ int fkv_cli_model(int argc, char **argv)
     if (!strcmp(argv[1], "init")) return cmd_init(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
-    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info, convert)\n", argv[1]);
+    if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info, convert, tokenize)\n", argv[1]);
     return 2;
 }

@@ -126,15 +126,16 @@ static int spm_pair(const void *ctx, const char *a, size_t la, size_t lb, double
     return 1;
 }
 
-fkv_status fkv__spm_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out)
+fkv_status fkv__spm_encode(const fkv_tokenizer *t, const char *text, size_t len, int space_prefix, fkv__ids *out)
 {
     /* normalise: optional leading space, ' ' -> U+2581 (3 bytes) */
     if (len > (SIZE_MAX - 3) / 3) return FKV_EINVAL;
     char *s = malloc(3 * len + 3);
     if (!s) return FKV_ENOMEM;
     size_t k = 0;
-    for (size_t i = 0; i < len + (size_t)(t->add_space_prefix != 0); i++) {
-        char c = (t->add_space_prefix && i == 0) ? ' ' : text[i - (t->add_space_prefix != 0)];
+    size_t pre = space_prefix != 0;
+    for (size_t i = 0; i < len + pre; i++) {
+        char c = (pre && i == 0) ? ' ' : text[i - pre];
         if (c == ' ') {
             memcpy(s + k, "\xe2\x96\x81", 3);
             k += 3;

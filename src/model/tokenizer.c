@@ -2,6 +2,7 @@
 #include "model/tokenizer.h"
 #include "util/err.h"
 
+#include <ctype.h>
 #include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,6 +166,79 @@ static fkv_status load_merges(fkv_tokenizer *t, const fkv_gguf *g, char *err, si
     return FKV_OK;
 }
 
+/* llama.cpp's names for the pre-tokenizers implemented in tok_pretok.c;
+ * a vocabulary without the key gets llama.cpp's default. */
+static fkv_status pick_pre(fkv_tokenizer *t, const fkv_gguf *g, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        int pre;
+    } names[] = {
+        {"default", FKV_PRE_DEFAULT},  {"gpt-2", FKV_PRE_GPT2},     {"phi-2", FKV_PRE_GPT2},
+        {"llama3", FKV_PRE_LLAMA3},    {"llama-v3", FKV_PRE_LLAMA3}, {"llama-bpe", FKV_PRE_LLAMA3},
+        {"falcon3", FKV_PRE_LLAMA3},   {"deepseek-coder", FKV_PRE_DEEPSEEK_CODER},
+    };
+    const char *pre = NULL;
+    fkv_status st = fkv_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err, errlen);
+    if (st == FKV_ENOENT) {
+        t->pre = FKV_PRE_DEFAULT;
+        return FKV_OK;
+    }
+    if (st) return st;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(pre, names[i].name)) {
+            t->pre = names[i].pre;
+            t->ignore_merges = t->pre == FKV_PRE_LLAMA3; /* as llama.cpp sets it for these */
+            return FKV_OK;
+        }
+    return fkv_errf(err, errlen, FKV_EUNSUPPORTED,
+                    "tokenizer.ggml.pre '%.60s' is not supported (default, gpt-2, phi-2, llama3, llama-v3, llama-bpe, "
+                    "falcon3, deepseek-coder)",
+                    pre);
+}
+
+typedef struct user_tok {
+    uint32_t len;
+    int32_t id;
+} user_tok;
+
+static int by_length_desc(const void *a, const void *b)
+{
+    const user_tok *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* User-defined tokens are matched in the text before tokenizing, longest
+ * first so that one containing another wins. */
+static fkv_status collect_user_tokens(fkv_tokenizer *t, const fkv_gguf *g)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < t->n_vocab; i++) n += t->type[i] == FKV_TT_USER_DEFINED && t->len[i];
+    if (!n) return FKV_OK;
+    user_tok *u = malloc(n * sizeof *u);
+    t->user = malloc(n * sizeof *t->user);
+    if (!u || !t->user) {
+        free(u);
+        return FKV_ENOMEM;
+    }
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        if (t->type[i] == FKV_TT_USER_DEFINED && t->len[i]) u[t->n_user++] = (user_tok){t->len[i], (int32_t)i};
+    qsort(u, n, sizeof *u, by_length_desc);
+    /* llama.cpp gives Phi-3's special tokens RSTRIP by the model's name */
+    char name[64] = "";
+    const char *gn;
+    if (fkv_gguf_get_str(g, "general.name", &gn, NULL, 0) == FKV_OK) {
+        size_t k = 0;
+        for (; gn[k] && k + 1 < sizeof name; k++) name[k] = (char)tolower((unsigned char)gn[k]);
+        name[k] = 0;
+    }
+    t->user_rstrip = strstr(name, "phi-3") || strstr(name, "phi3");
+    for (size_t i = 0; i < n; i++) t->user[i] = u[i].id;
+    free(u);
+    return FKV_OK;
+}
+
 fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -253,16 +327,8 @@ fkv_status fkv_tokenizer_from_gguf(const fkv_gguf *g, fkv_tokenizer **out, char 
     opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
     if (kind == FKV_TOK_BPE && (st = load_merges(t, g, err, errlen))) goto fail;
-    const char *pre = NULL;
-    if (kind == FKV_TOK_BPE && fkv_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL, 0) == FKV_OK) {
-        if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3")) {
-            t->pre = FKV_PRE_LLAMA3;
-            t->ignore_merges = 1;
-        } else if (strcmp(pre, "default") && strcmp(pre, "gpt-2") && strcmp(pre, "gpt2")) {
-            snprintf(t->warning, sizeof t->warning,
-                     "tokenizer.ggml.pre '%.60s' is not implemented: GPT-2's pre-tokenizer is used instead", pre);
-        }
-    }
+    if (kind == FKV_TOK_BPE && (st = pick_pre(t, g, err, errlen))) goto fail;
+    if ((st = collect_user_tokens(t, g))) goto fail;
     if (kind == FKV_TOK_BYTES)
         for (int b = 0; b < 256; b++)
             if (t->byte_tok[b] < 0) {
@@ -286,6 +352,7 @@ void fkv_tokenizer_free(fkv_tokenizer *t)
     free(t->type);
     fkv__strmap_free(t->vocab);
     fkv__strmap_free(t->merges);
+    free(t->user);
     free(t);
 }
 
@@ -296,25 +363,92 @@ int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id)
     return id >= 0 && (id == t->eos || id == t->eot);
 }
 
+/* A stretch of the text: raw (tok < 0) or one user-defined token. */
+typedef struct frag {
+    size_t start, len;
+    int32_t tok;
+} frag;
+
+typedef struct frags {
+    frag *p;
+    size_t n, cap;
+} frags;
+
+static int frag_push(frags *f, size_t start, size_t len, int32_t tok)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 16;
+        frag *p = realloc(f->p, cap * sizeof *p);
+        if (!p) return -1;
+        f->p = p;
+        f->cap = cap;
+    }
+    f->p[f->n++] = (frag){start, len, tok};
+    return 0;
+}
+
+/* Cuts every occurrence of token id out of the raw fragments of *f. */
+static fkv_status cut_token(const fkv_tokenizer *t, const char *text, frags *f, int32_t id)
+{
+    const char *w = t->text[id];
+    size_t wl = t->len[id];
+    frags out = {0};
+    for (size_t k = 0; k < f->n; k++) {
+        frag fr = f->p[k];
+        size_t from = fr.start, end = fr.start + fr.len;
+        if (fr.tok < 0)
+            for (size_t i = from; i + wl <= end; i++) {
+                if (text[i] != w[0] || memcmp(text + i, w, wl)) continue;
+                if ((i > from && frag_push(&out, from, i - from, -1)) || frag_push(&out, i, wl, id)) goto nomem;
+                from = i + wl;
+                while (t->user_rstrip && from < end && isspace((unsigned char)text[from])) from++;
+                i = from - 1;
+            }
+        if (fr.tok >= 0 ? frag_push(&out, fr.start, fr.len, fr.tok) : from < end && frag_push(&out, from, end - from, -1))
+            goto nomem;
+    }
+    free(f->p);
+    *f = out;
+    return FKV_OK;
+nomem:
+    free(out.p);
+    return FKV_ENOMEM;
+}
+
+static fkv_status encode_raw(const fkv_tokenizer *t, const char *text, size_t len, int after_special, fkv__ids *ids)
+{
+    if (t->kind == FKV_TOK_SPM) return fkv__spm_encode(t, text, len, t->add_space_prefix && after_special, ids);
+    if (t->kind == FKV_TOK_BPE) return fkv__bpe_encode(t, text, len, ids);
+    for (size_t i = 0; i < len; i++)
+        if (fkv__ids_push(ids, t->byte_tok[(unsigned char)text[i]])) return FKV_ENOMEM;
+    return FKV_OK;
+}
+
 fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
                           size_t *n)
 {
     fkv__ids ids = {0};
+    frags f = {0};
     fkv_status st = FKV_OK;
     if (add_bos && t->bos >= 0 && fkv__ids_push(&ids, t->bos)) st = FKV_ENOMEM;
-    if (!st && len) {
-        if (t->kind == FKV_TOK_SPM)
-            st = fkv__spm_encode(t, text, len, &ids);
-        else if (t->kind == FKV_TOK_BPE)
-            st = fkv__bpe_encode(t, text, len, &ids);
-        else
-            for (size_t i = 0; i < len && !st; i++)
-                if (fkv__ids_push(&ids, t->byte_tok[(unsigned char)text[i]])) st = FKV_ENOMEM;
+    if (!st && len && frag_push(&f, 0, len, -1)) st = FKV_ENOMEM;
+    for (size_t u = 0; u < t->n_user && !st; u++) st = cut_token(t, text, &f, t->user[u]);
+    /* the space prefix goes at the start and after each user-defined token */
+    int after_special = 1;
+    for (size_t k = 0; k < f.n && !st; k++) {
+        if (f.p[k].tok >= 0) {
+            if (fkv__ids_push(&ids, f.p[k].tok)) st = FKV_ENOMEM;
+            after_special = 1;
+            continue;
+        }
+        st = encode_raw(t, text + f.p[k].start, f.p[k].len, after_special, &ids);
+        after_special = 0;
     }
     if (!st) {
         *n = ids.n;
         if (out && cap && ids.n) memcpy(out, ids.p, (ids.n < cap ? ids.n : cap) * sizeof *out);
     }
+    free(f.p);
     free(ids.p);
     return st;
 }
@@ -346,7 +480,9 @@ size_t fkv_tok_piece(const fkv_tokenizer *t, int32_t id, char *buf, size_t cap)
     if (id < 0 || (uint32_t)id >= t->n_vocab || t->type[id] == FKV_TT_CONTROL) goto done;
     const char *s = t->text[id];
     size_t len = t->len[id];
-    if (t->type[id] == FKV_TT_BYTE) {
+    if (t->type[id] == FKV_TT_USER_DEFINED) { /* matched in the text as it is, so it stands for itself */
+        n = emit(buf, cap, 0, s, len);
+    } else if (t->type[id] == FKV_TT_BYTE) {
         char b = (char)(hexval(s[3]) * 16 + hexval(s[4]));
         n = emit(buf, cap, 0, &b, 1);
     } else if (t->kind == FKV_TOK_SPM) {

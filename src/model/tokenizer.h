@@ -2,15 +2,18 @@
  *   "llama"  SentencePiece-style: a space prefix, ' ' -> U+2581, greedy
  *            merge of the adjacent pair whose token has the highest score,
  *            bytes of characters not in the vocabulary as <0xXX> tokens;
- *   "gpt2"   byte-level BPE: GPT-2's or Llama 3's pre-tokenizer
- *            (tokenizer.ggml.pre; approximated above ASCII, see
- *            docs/ENGINE.md), bytes mapped to printable code points, merges
- *            applied by rank;
+ *   "gpt2"   byte-level BPE: the pre-tokenizer tokenizer.ggml.pre names
+ *            (gpt-2, llama3, deepseek-coder or llama.cpp's default, see
+ *            tok_pretok.c; any other name is refused), bytes mapped to
+ *            printable code points, merges applied by rank;
  *   "bytes"  this project's vocabulary for random-weight models: <unk>,
  *            <s>, </s>, then <0x00>..<0xFF> (259 tokens, llama's first 259),
  *            one token per byte.
  * Control tokens (BOS, EOS, ...) are never produced from text and decode to
- * nothing. */
+ * nothing.  User-defined tokens are cut out of the text before anything
+ * else (longest first) and decode to their text as it is, as in llama.cpp:
+ * encodings equal llama_tokenize(add_special = false, parse_special = false)
+ * plus BOS when asked. */
 #ifndef FKV_ENGINE_TOKENIZER_H
 #define FKV_ENGINE_TOKENIZER_H
 
@@ -35,7 +38,7 @@ enum {
 
 typedef struct fkv_strmap fkv_strmap; /* string -> int32 */
 
-enum { FKV_PRE_GPT2 = 0, FKV_PRE_LLAMA3 = 1 };
+enum { FKV_PRE_GPT2 = 0, FKV_PRE_LLAMA3 = 1, FKV_PRE_DEEPSEEK_CODER = 2, FKV_PRE_DEFAULT = 3 };
 
 typedef struct fkv_tokenizer {
     fkv_tok_kind kind;
@@ -47,9 +50,11 @@ typedef struct fkv_tokenizer {
     int32_t bos, eos, unk; /* -1 when none */
     int32_t eot;           /* tokenizer.ggml.eot_token_id (end of turn), -1 when none */
     int add_bos, add_space_prefix;
-    int pre;           /* BPE pre-tokenizer: FKV_PRE_GPT2 or FKV_PRE_LLAMA3 */
+    int pre;           /* BPE pre-tokenizer: FKV_PRE_* */
     int ignore_merges; /* BPE: a pre-token that is itself a token stays whole (Llama 3) */
-    char warning[160]; /* "" or why encodings may differ from llama.cpp's */
+    int32_t *user;     /* USER_DEFINED token ids, longest text first */
+    size_t n_user;
+    int user_rstrip;   /* white space after a user-defined token is dropped (Phi-3, as llama.cpp) */
     int32_t byte_tok[256]; /* <0xXX> token of each byte, -1 if none */
     fkv_strmap *vocab;  /* text -> id (mergeable tokens only) */
     fkv_strmap *merges; /* BPE: "left right" -> rank */
@@ -86,10 +91,13 @@ typedef struct fkv__ids {
 } fkv__ids;
 int fkv__ids_push(fkv__ids *a, int32_t id);
 
-fkv_status fkv__spm_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out);
+/* space_prefix: put the SentencePiece space in front (text at the start
+ * or after a user-defined token, when add_space_prefix) */
+fkv_status fkv__spm_encode(const fkv_tokenizer *t, const char *text, size_t len, int space_prefix, fkv__ids *out);
 fkv_status fkv__bpe_encode(const fkv_tokenizer *t, const char *text, size_t len, fkv__ids *out);
-/* End of the pre-token that starts at byte i (BPE). */
-size_t fkv__pretok_next(int pre, const char *s, size_t len, size_t i);
+/* Cuts len bytes into pre-tokens (BPE): *ends (malloc'd) gets the byte
+ * offset where each ends, *n how many. */
+fkv_status fkv__pretok_split(int pre, const char *s, size_t len, size_t **ends, size_t *n);
 /* length of the UTF-8 sequence starting with byte c (1 for invalid lead bytes) */
 size_t fkv__utf8_len(unsigned char c);
 
