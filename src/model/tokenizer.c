@@ -387,8 +387,9 @@ static int frag_push(frags *f, size_t start, size_t len, int32_t tok)
     return 0;
 }
 
-/* Cuts every occurrence of token id out of the raw fragments of *f. */
-static fkv_status cut_token(const fkv_tokenizer *t, const char *text, frags *f, int32_t id)
+/* Cuts every occurrence of token id out of the raw fragments of *f
+ * (white space after it too when rstrip). */
+static fkv_status cut_token(const fkv_tokenizer *t, const char *text, frags *f, int32_t id, int rstrip)
 {
     const char *w = t->text[id];
     size_t wl = t->len[id];
@@ -401,7 +402,7 @@ static fkv_status cut_token(const fkv_tokenizer *t, const char *text, frags *f, 
                 if (text[i] != w[0] || memcmp(text + i, w, wl)) continue;
                 if ((i > from && frag_push(&out, from, i - from, -1)) || frag_push(&out, i, wl, id)) goto nomem;
                 from = i + wl;
-                while (t->user_rstrip && from < end && isspace((unsigned char)text[from])) from++;
+                while (rstrip && from < end && isspace((unsigned char)text[from])) from++;
                 i = from - 1;
             }
         if (fr.tok >= 0 ? frag_push(&out, fr.start, fr.len, fr.tok) : from < end && frag_push(&out, from, end - from, -1))
@@ -424,15 +425,41 @@ static fkv_status encode_raw(const fkv_tokenizer *t, const char *text, size_t le
     return FKV_OK;
 }
 
-fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
-                          size_t *n)
+/* The control tokens with a text, longest first (so "<|im_start|>" is not
+ * cut as a shorter token it begins with); *n of them, or NULL for none. */
+static int32_t *control_tokens(const fkv_tokenizer *t, size_t *n)
+{
+    *n = 0;
+    for (uint32_t i = 0; t->type && i < t->n_vocab; i++) *n += t->type[i] == FKV_TT_CONTROL && t->len[i];
+    int32_t *ids = *n ? malloc(*n * sizeof *ids) : NULL;
+    size_t k = 0;
+    for (uint32_t i = 0; ids && i < t->n_vocab; i++) {
+        if (t->type[i] != FKV_TT_CONTROL || !t->len[i]) continue;
+        size_t j = k++; /* insertion by length: control tokens are few */
+        for (; j > 0 && t->len[ids[j - 1]] < t->len[i]; j--) ids[j] = ids[j - 1];
+        ids[j] = (int32_t)i;
+    }
+    if (!ids) *n = 0;
+    return ids;
+}
+
+/* special: control tokens are cut out of the text too, before the
+ * user-defined ones (llama.cpp's parse_special). */
+static fkv_status encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int special, int32_t *out,
+                         size_t cap, size_t *n)
 {
     fkv__ids ids = {0};
     frags f = {0};
     fkv_status st = FKV_OK;
     if (add_bos && t->bos >= 0 && fkv__ids_push(&ids, t->bos)) st = FKV_ENOMEM;
     if (!st && len && frag_push(&f, 0, len, -1)) st = FKV_ENOMEM;
-    for (size_t u = 0; u < t->n_user && !st; u++) st = cut_token(t, text, &f, t->user[u]);
+    if (special && !st) {
+        size_t nc;
+        int32_t *ctl = control_tokens(t, &nc);
+        for (size_t c = 0; c < nc && !st; c++) st = cut_token(t, text, &f, ctl[c], 0);
+        free(ctl);
+    }
+    for (size_t u = 0; u < t->n_user && !st; u++) st = cut_token(t, text, &f, t->user[u], t->user_rstrip);
     /* the space prefix goes at the start and after each user-defined token */
     int after_special = 1;
     for (size_t k = 0; k < f.n && !st; k++) {
@@ -451,6 +478,18 @@ fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, 
     free(f.p);
     free(ids.p);
     return st;
+}
+
+fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
+                          size_t *n)
+{
+    return encode(t, text, len, add_bos, 0, out, cap, n);
+}
+
+fkv_status fkv_tok_encode_special(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out,
+                                  size_t cap, size_t *n)
+{
+    return encode(t, text, len, add_bos, 1, out, cap, n);
 }
 
 /* GPT-2's byte <-> printable code point map: printable Latin-1 bytes stand

@@ -9,8 +9,8 @@
  *   "bytes"  this project's vocabulary for random-weight models: <unk>,
  *            <s>, </s>, then <0x00>..<0xFF> (259 tokens, llama's first 259),
  *            one token per byte.
- * Control tokens (BOS, EOS, ...) are never produced from text and decode to
- * nothing.  User-defined tokens are cut out of the text before anything
+ * Control tokens (BOS, EOS, ...) are produced from text only by
+ * fkv_tok_encode_special and decode to nothing.  User-defined tokens are cut out of the text before anything
  * else (longest first) and decode to their text as it is, as in llama.cpp:
  * encodings equal llama_tokenize(add_special = false, parse_special = false)
  * plus BOS when asked. */
@@ -68,6 +68,11 @@ void fkv_tokenizer_free(fkv_tokenizer *t);
  * if *n > cap). */
 fkv_status fkv_tok_encode(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out, size_t cap,
                           size_t *n);
+/* As fkv_tok_encode, but the text of a control token ("<|im_start|>",
+ * "</s>": what a chat template writes) becomes that token, longest first:
+ * llama_tokenize(parse_special = true). */
+fkv_status fkv_tok_encode_special(const fkv_tokenizer *t, const char *text, size_t len, int add_bos, int32_t *out,
+                                  size_t cap, size_t *n);
 /* Whether generation should stop at this token (EOS or end-of-turn). */
 int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id);
 /* The bytes one token stands for (no leading-space stripping); NUL-
