@@ -30,6 +30,10 @@ static void usage(FILE *f)
             "                       closed (default 10; 0 = no deadline; generation time not counted)\n"
             "  --retry-after S      Retry-After of 429/503 answers (default 1)\n"
             "  --drain-timeout S    on SIGTERM, wait at most S seconds for running requests (default 60)\n"
+            "  --chat-template NAME prompt format of /v1/chat/completions: chatml, llama2, llama3, phi3,\n"
+            "                       phi3.5, zephyr, mistral-v7, gemma (default: recognized from the\n"
+            "                       model's tokenizer.chat_template; chatml when it has none, and\n"
+            "                       with a warning when it has one not recognized)\n"
             "  --model FILE         GGUF model served by the engine backend (the default with --model)\n"
             "  --kv-budget BYTES    engine: KV cache bytes, K+V of all layers (default 64MiB; K, KiB, M, MiB, G, GiB)\n"
             "  --kv-dtype f32|f16   engine: K/V storage type (default f32)\n"
@@ -145,7 +149,8 @@ int fkv_cli_serve(int argc, char **argv)
             cfg.retry_after_s = (unsigned)v;
         } else if (OPT("--drain-timeout")) {
             if (parse_u64(a, val, 0, 86400, &drain_s)) return 2;
-        } else if (OPT("--backend")) backend = val;
+        } else if (OPT("--chat-template")) cfg.chat_template = val;
+        else if (OPT("--backend")) backend = val;
         else if (is_engine_flag(a)) {
             ok = 1;
             i++;

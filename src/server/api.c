@@ -32,6 +32,9 @@ void fkv_api_request_free(fkv_api_request *r)
     free(r->prompt_text);
     free(r->user);
     free(r->cache_salt);
+    for (uint32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    for (uint32_t i = 0; i < r->n_messages; i++) free((char *)r->messages[i].content);
+    free(r->messages);
     memset(r, 0, sizeof *r);
 }
 
@@ -104,27 +107,140 @@ static int parse_prompt(const cJSON *p, const fkv_api_limits *lim, fkv_api_reque
     return 0;
 }
 
-static int parse_fields(const cJSON *root, const fkv_api_limits *lim, fkv_api_request *r, fkv_api_error *err)
+#define OOM() (fkv_api_error_set(err, 500, "server_error", "out_of_memory", "", "out of memory"), -1)
+
+/* One server, one model: "model" may be left out, and when given must be it. */
+static int parse_model(const cJSON *root, const fkv_api_limits *lim, fkv_api_request *r, fkv_api_error *err)
 {
-    if (!cJSON_IsObject(root)) return BAD("", "invalid_json", "the body must be a JSON object");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (!m) return BAD("model", "missing_field", "'model' is required (this server serves '%s')", lim->model);
-    if (!cJSON_IsString(m)) return BAD("model", "invalid_type", "'model' must be a string");
-    if (strcmp(m->valuestring, lim->model)) {
+    if (m && !cJSON_IsNull(m) && !cJSON_IsString(m)) return BAD("model", "invalid_type", "'model' must be a string");
+    if (cJSON_IsString(m) && strcmp(m->valuestring, lim->model)) {
         fkv_api_error_set(err, 404, "invalid_request_error", "model_not_found", "model",
                           "the model '%.64s' does not exist; this server serves '%s'", m->valuestring, lim->model);
         return -1;
     }
-    r->model = dup_str(m->valuestring);
-    if (parse_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), lim, r, err)) return -1;
+    return (r->model = dup_str(lim->model)) ? 0 : OOM();
+}
+
+/* "stop": a string or an array of up to 4 non-empty strings. */
+static int parse_stop(const cJSON *it, fkv_api_request *r, fkv_api_error *err)
+{
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (cJSON_IsString(it)) {
+        if (!*it->valuestring) return BAD("stop", "invalid_value", "'stop' must not be empty");
+        return (r->stop[r->n_stop++] = dup_str(it->valuestring)) ? 0 : OOM();
+    }
+    if (!cJSON_IsArray(it)) return BAD("stop", "invalid_type", "'stop' must be a string or an array of strings");
+    if (cJSON_GetArraySize(it) > FKV_API_MAX_STOP)
+        return BAD("stop", "invalid_value", "'stop' has more than %d sequences", FKV_API_MAX_STOP);
+    int i = 0;
+    for (const cJSON *s = it->child; s; s = s->next, i++) {
+        if (!cJSON_IsString(s) || !*s->valuestring)
+            return BAD("stop", "invalid_value", "'stop'[%d] must be a non-empty string", i);
+        if (!(r->stop[r->n_stop++] = dup_str(s->valuestring))) return OOM();
+    }
+    return 0;
+}
+
+/* The text of a message's content: a string, or an array of
+ * {"type":"text","text":...} parts, joined by newlines (as vLLM does). */
+static int parse_content(const cJSON *c, int i, char **out, fkv_api_error *err)
+{
+    char name[48];
+    snprintf(name, sizeof name, "messages[%d].content", i);
+    if (cJSON_IsString(c)) return (*out = dup_str(c->valuestring)) ? 0 : OOM();
+    if (!cJSON_IsArray(c))
+        return BAD(name, c ? "invalid_type" : "missing_field", "'%s' must be a string or an array of text parts",
+                   name);
+    fkv_textbuf b;
+    fkv_textbuf_init(&b);
+    int j = 0;
+    for (const cJSON *p = c->child; p; p = p->next, j++) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
+            fkv_textbuf_free(&b);
+            snprintf(name, sizeof name, "messages[%d].content[%d]", i, j);
+            return BAD(name, "invalid_value", "'%s' must be {\"type\": \"text\", \"text\": string}", name);
+        }
+        if (j) fkv_textbuf_append(&b, "\n", 1);
+        fkv_textbuf_puts(&b, tx->valuestring);
+    }
+    fkv_textbuf_append(&b, "", 0); /* an empty array is the empty string */
+    if (b.oom || !b.data) {
+        fkv_textbuf_free(&b);
+        return OOM();
+    }
+    *out = b.data; /* the buffer's NUL-terminated bytes, handed over */
+    return 0;
+}
+
+static int parse_role(const cJSON *ro, int i, fkv_chat_role *out, fkv_api_error *err)
+{
+    char name[48];
+    snprintf(name, sizeof name, "messages[%d].role", i);
+    if (!ro) return BAD(name, "missing_field", "'%s' is required", name);
+    const char *v = cJSON_IsString(ro) ? ro->valuestring : "";
+    /* "developer" is OpenAI's newer name for the system role */
+    if (!strcmp(v, "system") || !strcmp(v, "developer")) *out = FKV_ROLE_SYSTEM;
+    else if (!strcmp(v, "user")) *out = FKV_ROLE_USER;
+    else if (!strcmp(v, "assistant")) *out = FKV_ROLE_ASSISTANT;
+    else return BAD(name, "invalid_value", "'%s' must be \"system\", \"user\" or \"assistant\"", name);
+    return 0;
+}
+
+static int parse_messages(const cJSON *ms, fkv_api_request *r, fkv_api_error *err)
+{
+    if (!ms) return BAD("messages", "missing_field", "'messages' is required");
+    if (!cJSON_IsArray(ms)) return BAD("messages", "invalid_type", "'messages' must be an array of messages");
+    int n = cJSON_GetArraySize(ms);
+    if (n <= 0) return BAD("messages", "invalid_value", "'messages' is empty");
+    if (!(r->messages = calloc((size_t)n, sizeof *r->messages))) return OOM();
+    int i = 0;
+    for (const cJSON *m = ms->child; m; m = m->next, i++) {
+        char name[48];
+        snprintf(name, sizeof name, "messages[%d]", i);
+        if (!cJSON_IsObject(m)) return BAD(name, "invalid_type", "'%s' must be an object", name);
+        fkv_chat_msg *cm = &r->messages[i];
+        if (parse_role(cJSON_GetObjectItemCaseSensitive(m, "role"), i, &cm->role, err)) return -1;
+        char *content = NULL;
+        if (parse_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, &content, err)) return -1;
+        cm->content = content;
+        r->n_messages++;
+    }
+    return 0;
+}
+
+/* max_tokens, or for chat its newer name max_completion_tokens (which wins);
+ * a chat that names neither may use the rest of the context. */
+static int parse_max_tokens(const cJSON *root, const fkv_api_limits *lim, fkv_api_request *r, fkv_api_error *err)
+{
+    static const char *const keys[] = {"max_tokens", "max_completion_tokens"};
+    r->max_tokens = 16;
+    r->max_tokens_auto = r->kind == FKV_API_CHAT;
+    for (int k = 0; k < (r->kind == FKV_API_CHAT ? 2 : 1); k++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, keys[k]);
+        uint64_t u;
+        if (!it || cJSON_IsNull(it)) continue;
+        if (get_uint(it, keys[k], 1, lim->max_context, &u, err)) return -1;
+        r->max_tokens = (uint32_t)u;
+        r->max_tokens_auto = 0;
+    }
+    return 0;
+}
+
+static int parse_fields(const cJSON *root, const fkv_api_limits *lim, fkv_api_request *r, fkv_api_error *err)
+{
+    if (!cJSON_IsObject(root)) return BAD("", "invalid_json", "the body must be a JSON object");
+    if (parse_model(root, lim, r, err)) return -1;
+    if (r->kind == FKV_API_CHAT ? parse_messages(cJSON_GetObjectItemCaseSensitive(root, "messages"), r, err)
+                                : parse_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), lim, r, err))
+        return -1;
+    if (parse_max_tokens(root, lim, r, err)) return -1;
+    if (parse_stop(cJSON_GetObjectItemCaseSensitive(root, "stop"), r, err)) return -1;
 
     uint64_t u;
     const cJSON *it;
-    r->max_tokens = 16;
-    if ((it = cJSON_GetObjectItemCaseSensitive(root, "max_tokens")) && !cJSON_IsNull(it)) {
-        if (get_uint(it, "max_tokens", 1, lim->max_context, &u, err)) return -1;
-        r->max_tokens = (uint32_t)u;
-    }
     r->temperature = 1.0;
     if ((it = cJSON_GetObjectItemCaseSensitive(root, "temperature")) && !cJSON_IsNull(it) &&
         get_num(it, "temperature", 0, 2, 0, &r->temperature, err))
@@ -176,10 +292,11 @@ static int parse_fields(const cJSON *root, const fkv_api_limits *lim, fkv_api_re
     return 0;
 }
 
-int fkv_api_parse_completion(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
-                             fkv_api_error *err)
+static int parse_body(const char *body, size_t len, fkv_api_kind kind, const fkv_api_limits *lim,
+                      fkv_api_request *out, fkv_api_error *err)
 {
     memset(out, 0, sizeof *out);
+    out->kind = kind;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {
@@ -190,6 +307,18 @@ int fkv_api_parse_completion(const char *body, size_t len, const fkv_api_limits 
     cJSON_Delete(root);
     if (rc) fkv_api_request_free(out);
     return rc;
+}
+
+int fkv_api_parse_completion(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
+                             fkv_api_error *err)
+{
+    return parse_body(body, len, FKV_API_COMPLETION, lim, out, err);
+}
+
+int fkv_api_parse_chat(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
+                       fkv_api_error *err)
+{
+    return parse_body(body, len, FKV_API_CHAT, lim, out, err);
 }
 
 int fkv_api_check_prompt(const fkv_api_request *r, uint32_t n_prompt, const fkv_api_limits *lim, fkv_api_error *err)
@@ -220,10 +349,12 @@ void fkv_api_render_error(fkv_textbuf *b, const fkv_api_error *e)
     fkv_textbuf_puts(b, "}}\n");
 }
 
-static void head(fkv_textbuf *b, uint64_t id, int64_t created, const char *model)
+static void head(fkv_textbuf *b, fkv_api_kind kind, int chunk, uint64_t id, int64_t created, const char *model)
 {
-    fkv_textbuf_printf(b, "{\"id\":\"cmpl-%llu\",\"object\":\"text_completion\",\"created\":%lld,\"model\":",
-                       (unsigned long long)id, (long long)created);
+    const char *object = kind == FKV_API_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                              : "text_completion";
+    fkv_textbuf_printf(b, "{\"id\":\"%s-%llu\",\"object\":\"%s\",\"created\":%lld,\"model\":",
+                       kind == FKV_API_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)id, object, (long long)created);
     fkv_textbuf_json_str(b, model, strlen(model));
 }
 
@@ -237,40 +368,64 @@ static void usage_obj(fkv_textbuf *b, const fkv_api_usage *u)
                        (unsigned long long)u->cached_tokens);
 }
 
-void fkv_api_render_completion(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t n,
-                               const char *const *texts, const size_t *text_lens, const char *const *finish,
-                               const fkv_api_usage *usage)
+static void finish_field(fkv_textbuf *b, const char *finish)
 {
-    head(b, id, created, model);
+    fkv_textbuf_puts(b, ",\"logprobs\":null,\"finish_reason\":");
+    if (finish) fkv_textbuf_printf(b, "\"%s\"", finish);
+    else fkv_textbuf_puts(b, "null");
+    fkv_textbuf_puts(b, "}");
+}
+
+void fkv_api_render_completion(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
+                               uint32_t n, const char *const *texts, const size_t *text_lens,
+                               const char *const *finish, const fkv_api_usage *usage)
+{
+    head(b, kind, 0, id, created, model);
     fkv_textbuf_puts(b, ",\"choices\":[");
     for (uint32_t i = 0; i < n; i++) {
-        fkv_textbuf_printf(b, "%s{\"index\":%u,\"text\":", i ? "," : "", i);
+        fkv_textbuf_printf(b, "%s{\"index\":%u,", i ? "," : "", i);
+        fkv_textbuf_puts(b, kind == FKV_API_CHAT ? "\"message\":{\"role\":\"assistant\",\"content\":" : "\"text\":");
         fkv_textbuf_json_str(b, texts[i] ? texts[i] : "", text_lens[i]);
-        fkv_textbuf_printf(b, ",\"logprobs\":null,\"finish_reason\":\"%s\"}", finish[i]);
+        if (kind == FKV_API_CHAT) fkv_textbuf_puts(b, "}");
+        finish_field(b, finish[i]);
     }
     fkv_textbuf_puts(b, "],");
     usage_obj(b, usage);
     fkv_textbuf_puts(b, "}\n");
 }
 
-void fkv_api_render_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t index,
-                          const char *text, size_t len, const char *finish)
+/* A chat delta: the role on a choice's first chunk, content while there is
+ * text, and {} on the finishing chunk (as OpenAI sends it). */
+static void chat_delta(fkv_textbuf *b, const char *role, const char *text, size_t len)
 {
-    fkv_textbuf_puts(b, "data: ");
-    head(b, id, created, model);
-    fkv_textbuf_printf(b, ",\"choices\":[{\"index\":%u,\"text\":", index);
-    fkv_textbuf_json_str(b, text, len);
-    fkv_textbuf_puts(b, ",\"logprobs\":null,\"finish_reason\":");
-    if (finish) fkv_textbuf_printf(b, "\"%s\"", finish);
-    else fkv_textbuf_puts(b, "null");
-    fkv_textbuf_puts(b, "}]}\n\n");
+    fkv_textbuf_puts(b, "\"delta\":{");
+    if (role) fkv_textbuf_printf(b, "\"role\":\"%s\",\"content\":", role);
+    else if (len) fkv_textbuf_puts(b, "\"content\":");
+    if (role || len) fkv_textbuf_json_str(b, text ? text : "", len);
+    fkv_textbuf_puts(b, "}");
 }
 
-void fkv_api_render_usage_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model,
+void fkv_api_render_chunk(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
+                          uint32_t index, const char *role, const char *text, size_t len, const char *finish)
+{
+    fkv_textbuf_puts(b, "data: ");
+    head(b, kind, 1, id, created, model);
+    fkv_textbuf_printf(b, ",\"choices\":[{\"index\":%u,", index);
+    if (kind == FKV_API_CHAT) {
+        chat_delta(b, role, text, len);
+    } else {
+        fkv_textbuf_puts(b, "\"text\":");
+        fkv_textbuf_json_str(b, text, len);
+    }
+    finish_field(b, finish);
+    fkv_textbuf_puts(b, "]}\n\n");
+}
+
+void fkv_api_render_usage_chunk(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
                                 const fkv_api_usage *usage)
 {
     fkv_textbuf_puts(b, "data: ");
-    head(b, id, created, model);
+    head(b, kind, 1, id, created, model);
     fkv_textbuf_puts(b, ",\"choices\":[],");
     usage_obj(b, usage);
     fkv_textbuf_puts(b, "}\n\n");

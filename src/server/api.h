@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/chat_template.h"
 #include "server/textbuf.h"
 
 /* What a request may ask for. */
@@ -15,8 +16,13 @@ typedef struct fkv_api_limits {
     uint32_t vocab_size;  /* token ids of an array prompt must be below this */
     uint32_t max_context; /* prompt + max_tokens */
     uint32_t max_n;       /* choices per request */
-    const char *model;    /* the served model name; "model" must equal it */
+    const char *model;    /* the served model name; "model", when given, must equal it */
 } fkv_api_limits;
+
+/* Which endpoint a request came to: it decides the fields and the answer's shape. */
+typedef enum fkv_api_kind { FKV_API_COMPLETION = 0, FKV_API_CHAT = 1 } fkv_api_kind;
+
+#define FKV_API_MAX_STOP 4 /* stop sequences per request, as OpenAI's */
 
 typedef struct fkv_api_request {
     char *model;          /* owned */
@@ -34,6 +40,12 @@ typedef struct fkv_api_request {
     int include_usage;    /* stream_options.include_usage */
     char *user;           /* owned: the fairness client id and tenant, "" if absent */
     char *cache_salt;     /* owned: prefix-cache namespace (vLLM's cache_salt), NULL if absent */
+    fkv_api_kind kind;
+    int max_tokens_auto;  /* chat without max_tokens: the rest of the context (set after tokenizing) */
+    char *stop[FKV_API_MAX_STOP]; /* owned, non-empty: text that ends a choice (not included) */
+    uint32_t n_stop;
+    fkv_chat_msg *messages; /* chat: owned, contents owned; [n_messages] */
+    uint32_t n_messages;
 } fkv_api_request;
 
 /* An error answer: HTTP status and the OpenAI error object's fields. */
@@ -52,6 +64,10 @@ void fkv_api_error_set(fkv_api_error *e, int http, const char *type, const char 
  * fkv_api_request_free), -1 with *err filled (the request is freed). */
 int fkv_api_parse_completion(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
                              fkv_api_error *err);
+/* Parses and validates a /v1/chat/completions body (messages instead of a
+ * prompt; max_completion_tokens as max_tokens).  Same contract. */
+int fkv_api_parse_chat(const char *body, size_t len, const fkv_api_limits *lim, fkv_api_request *out,
+                       fkv_api_error *err);
 void fkv_api_request_free(fkv_api_request *r);
 /* Checks a tokenized prompt against the limits (after tokenizing a string). */
 int fkv_api_check_prompt(const fkv_api_request *r, uint32_t n_prompt, const fkv_api_limits *lim,
@@ -64,16 +80,18 @@ typedef struct fkv_api_usage {
     uint64_t prompt_tokens, completion_tokens, cached_tokens;
 } fkv_api_usage;
 
-/* A whole completion.  texts[i] / text_lens[i] / finish[i] for choice i. */
-void fkv_api_render_completion(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t n,
-                               const char *const *texts, const size_t *text_lens, const char *const *finish,
-                               const fkv_api_usage *usage);
+/* A whole completion (a chat.completion for FKV_API_CHAT).  texts[i] /
+ * text_lens[i] / finish[i] for choice i. */
+void fkv_api_render_completion(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
+                               uint32_t n, const char *const *texts, const size_t *text_lens,
+                               const char *const *finish, const fkv_api_usage *usage);
 /* One SSE event "data: {...}\n\n" for choice `index`; finish NULL while
- * tokens are still coming. */
-void fkv_api_render_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model, uint32_t index,
-                          const char *text, size_t len, const char *finish);
+ * tokens are still coming.  Chat chunks carry text as delta.content and,
+ * with `role`, the delta's role (the first chunk of a choice). */
+void fkv_api_render_chunk(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
+                          uint32_t index, const char *role, const char *text, size_t len, const char *finish);
 /* The final usage event (choices empty), sent when include_usage is set. */
-void fkv_api_render_usage_chunk(fkv_textbuf *b, uint64_t id, int64_t created, const char *model,
+void fkv_api_render_usage_chunk(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
                                 const fkv_api_usage *usage);
 void fkv_api_render_models(fkv_textbuf *b, const char *model, int64_t created, uint32_t max_context);
 

@@ -73,6 +73,11 @@ typedef struct fkv_backend_info {
     uint32_t class_medium_max; /*   the same as the cache's (fkv_config) */
 } fkv_backend_info;
 
+typedef struct fkv_backend_chat {
+    const char *template_text; /* tokenizer.chat_template (Jinja), NULL when the model has none */
+    const char *bos, *eos;     /* token texts, "" when none; static while the backend lives */
+} fkv_backend_chat;
+
 #define FKV_BACKEND_MAX_QREASONS 8
 typedef struct fkv_backend_stats {
     uint64_t running;            /* requests in the running batch */
@@ -106,6 +111,14 @@ typedef struct fkv_backend_ops {
      * accepted request has finished; FKV_ESTATE if the wait timed out. */
     fkv_status (*drain)(void *be, int64_t timeout_ns);
     void (*destroy)(void *be); /* required: cancels what is left, frees */
+    /* may be NULL (no template, no special tokens): the model's chat
+     * template and the texts of its BOS and EOS tokens */
+    void (*chat_info)(void *be, fkv_backend_chat *out);
+    /* may be NULL (then tokenize is used): as tokenize, but texts of control
+     * tokens in `text` ("<|im_start|>", "</s>") become those tokens; for the
+     * prompts a chat template wrote */
+    fkv_status (*tokenize_special)(void *be, const char *text, size_t len, int32_t *out, uint32_t cap,
+                                   uint32_t *n);
 } fkv_backend_ops;
 
 typedef struct fkv_backend {

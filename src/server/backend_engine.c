@@ -342,6 +342,34 @@ static fkv_status eng_tokenize(void *be, const char *text, size_t len, int32_t *
     return FKV_OK;
 }
 
+static fkv_status eng_tokenize_special(void *be, const char *text, size_t len, int32_t *out, uint32_t cap,
+                                       uint32_t *n)
+{
+    eng *b = be;
+    size_t got = 0;
+    fkv_status st = fkv_tok_encode_special(b->tok, text, len, b->tok->add_bos, out, cap, &got);
+    if (st != FKV_OK) return st;
+    if (got > UINT32_MAX) return FKV_EINVAL;
+    *n = (uint32_t)got;
+    return FKV_OK;
+}
+
+static const char *token_text(const fkv_tokenizer *t, int32_t id)
+{
+    return id >= 0 && (uint32_t)id < t->n_vocab ? t->text[id] : "";
+}
+
+static void eng_chat_info(void *be, fkv_backend_chat *out)
+{
+    eng *b = be;
+    const char *tmpl = NULL;
+    char e[64];
+    if (fkv_gguf_get_str(b->m->gguf, "tokenizer.chat_template", &tmpl, e, sizeof e) != FKV_OK) tmpl = NULL;
+    out->template_text = tmpl;
+    out->bos = token_text(b->tok, b->tok->bos);
+    out->eos = token_text(b->tok, b->tok->eos);
+}
+
 /* The fairness client index (< 64) of a "user" string: the first 64
  * distinct names get their own index, later ones share by hash (mu held). */
 static uint64_t client_index(eng *b, const char *name)
@@ -565,7 +593,9 @@ static void eng_destroy(void *be)
 }
 
 static const fkv_backend_ops eng_ops = {
-    "engine", eng_info, eng_tokenize, eng_submit, eng_cancel, eng_stats, eng_metrics, eng_drain, eng_destroy,
+    "engine",  eng_info,    eng_tokenize, eng_submit,    eng_cancel,
+    eng_stats, eng_metrics, eng_drain,    eng_destroy,   eng_chat_info,
+    eng_tokenize_special,
 };
 
 fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen)

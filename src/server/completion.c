@@ -1,5 +1,12 @@
-/* Completions of `fairkv serve`: admission (the queue limit), the bridge
- * from backend sink callbacks to blocking or streamed (SSE) answers.
+/* Completions and chat completions of `fairkv serve`: admission (the queue
+ * limit), the bridge from backend sink callbacks to blocking or streamed
+ * (SSE) answers, and stop sequences.
+ *
+ * Stop sequences: a choice's text is scanned as tokens arrive; at the first
+ * stop the text is cut before it, the choice ends with "stop" and the
+ * connection thread cancels its backend request (not the sink: backend ops
+ * are never called from callbacks).  A stream holds back a tail that could
+ * still become a stop, so no stop text ever reaches the client.
  *
  * Lifetimes: a completion's state (`gen`) is shared by the connection thread
  * and the backend's sink callbacks; it is reference counted (one for the HTTP
@@ -14,7 +21,10 @@
 #include "server/http_internal.h"
 
 typedef struct choice {
-    fkv_textbuf text;     /* non-streamed: the text so far */
+    fkv_textbuf text;     /* the text so far (streams without stops or chat: unused) */
+    size_t sent;          /* streamed: bytes of text already sent */
+    int stopped;          /* a stop sequence ended it; later tokens are dropped */
+    int stop_cancelled;   /* the connection thread has cancelled it after the stop */
     uint64_t backend_id;
     uint32_t tokens;
     int64_t t_last;       /* ns of the last token */
@@ -42,6 +52,11 @@ struct gen {
     int cls;
     uint32_t n, n_done, n_submitted;
     int stream, include_usage, first_token_seen;
+    fkv_api_kind kind;
+    char *stop[FKV_API_MAX_STOP]; /* owned copies of the request's */
+    size_t stop_len[FKV_API_MAX_STOP];
+    uint32_t n_stop;
+    size_t stop_max;    /* the longest stop's length */
     choice *ch;         /* [n] */
     sink_ctx *sinks;    /* [n] */
     fkv_textbuf out;    /* SSE bytes not yet given to the connection */
@@ -73,6 +88,7 @@ static void gen_release(gen *g)
     if (left) return;
     fkv_server *s = g->srv;
     for (uint32_t i = 0; i < g->n; i++) fkv_textbuf_free(&g->ch[i].text);
+    for (uint32_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
     fkv_textbuf_free(&g->out);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
@@ -94,6 +110,56 @@ static void usage_of(const gen *g, fkv_api_usage *u)
     u->cached_tokens = g->n ? g->ch[0].cached_tokens : 0;
 }
 
+/* Where the first stop sequence starting at or after `from` begins, or -1. */
+static long find_stop(const gen *g, const char *s, size_t len, size_t from)
+{
+    for (size_t at = from; at < len; at++)
+        for (uint32_t k = 0; k < g->n_stop; k++)
+            if (g->stop_len[k] <= len - at && !memcmp(s + at, g->stop[k], g->stop_len[k])) return (long)at;
+    return -1;
+}
+
+/* Bytes at the end of s that are the start of some stop sequence (they may
+ * still become one, so a stream does not send them yet). */
+static size_t stop_holdback(const gen *g, const char *s, size_t len)
+{
+    size_t best = 0;
+    for (uint32_t k = 0; k < g->n_stop; k++)
+        for (size_t m = g->stop_len[k] - 1; m > best; m--)
+            if (m <= len && !memcmp(s + len - m, g->stop[k], m)) {
+                best = m;
+                break;
+            }
+    return best;
+}
+
+/* Streams text[sent..upto) of choice i as one chunk (gen.mu held). */
+static void send_text(gen *g, uint32_t i, size_t upto)
+{
+    choice *ch = &g->ch[i];
+    if (upto <= ch->sent) return;
+    fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, i, NULL, ch->text.data + ch->sent,
+                         upto - ch->sent, NULL);
+    ch->sent = upto;
+}
+
+/* A token's text joins choice i: cut at a stop sequence, and in a stream
+ * send what can no longer turn into one (gen.mu held). */
+static void add_text(gen *g, uint32_t i, const char *text, size_t len)
+{
+    choice *ch = &g->ch[i];
+    size_t from = ch->text.len + 1 > g->stop_max ? ch->text.len + 1 - g->stop_max : 0;
+    fkv_textbuf_append(&ch->text, text, len);
+    long at = g->n_stop && ch->text.data ? find_stop(g, ch->text.data, ch->text.len, from) : -1;
+    if (at >= 0) {
+        ch->text.len = (size_t)at;
+        ch->text.data[at] = 0;
+        ch->stopped = 1;
+    }
+    if (g->stream)
+        send_text(g, i, ch->stopped ? ch->text.len : ch->text.len - stop_holdback(g, ch->text.data, ch->text.len));
+}
+
 static void on_token(void *ctx, int32_t token, const char *text, size_t len)
 {
     (void)token;
@@ -102,6 +168,10 @@ static void on_token(void *ctx, int32_t token, const char *text, size_t len)
     int64_t t = now_ns();
     pthread_mutex_lock(&g->mu);
     choice *ch = &g->ch[sc->index];
+    if (ch->stopped) { /* the tokens that came before the cancel took effect */
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
     if (!g->first_token_seen) {
         g->first_token_seen = 1;
         fkv_server_metrics_ttft(g->srv->metrics, g->cls, (double)(t - g->t0) * 1e-9);
@@ -110,8 +180,11 @@ static void on_token(void *ctx, int32_t token, const char *text, size_t len)
     ch->t_last = t;
     ch->tokens++;
     g->t_progress = t;
-    if (g->stream) fkv_api_render_chunk(&g->out, g->id, g->created, g->srv->info.model, sc->index, text, len, NULL);
-    else fkv_textbuf_append(&ch->text, text, len);
+    if (g->stream && !g->n_stop && g->kind == FKV_API_COMPLETION)
+        fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, sc->index, NULL, text, len,
+                             NULL);
+    else
+        add_text(g, sc->index, text, len);
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
 }
@@ -123,18 +196,20 @@ static void on_done(void *ctx, const fkv_gen_result *res)
     int64_t t = now_ns();
     pthread_mutex_lock(&g->mu);
     choice *ch = &g->ch[sc->index];
+    /* a stop sequence's cancel is a normal end */
+    fkv_finish finish = ch->stopped ? FKV_FINISH_STOP : res->finish;
     ch->done = 1;
-    ch->finish = res->finish;
+    ch->finish = finish;
     ch->prompt_tokens = res->prompt_tokens;
     ch->cached_tokens = res->cached_tokens;
     if (res->error) snprintf(ch->error, sizeof ch->error, "%s", res->error);
     g->n_done++;
     g->t_progress = t;
-    fkv_server_metrics_finished(g->srv->metrics, res->finish, res->prompt_tokens, res->completion_tokens);
+    fkv_server_metrics_finished(g->srv->metrics, finish, res->prompt_tokens, res->completion_tokens);
     if (g->n_done == g->n_submitted && g->n_submitted == g->n)
         fkv_server_metrics_e2e(g->srv->metrics, g->cls, (double)(t - g->t0) * 1e-9);
     if (g->stream) {
-        if (res->finish == FKV_FINISH_ERROR) {
+        if (finish == FKV_FINISH_ERROR) {
             fkv_api_error e;
             fkv_api_error_set(&e, 500, "server_error", "backend_error", "", "choice %u failed: %s", sc->index,
                               ch->error);
@@ -142,14 +217,15 @@ static void on_done(void *ctx, const fkv_gen_result *res)
             fkv_api_render_error(&g->out, &e);
             fkv_textbuf_puts(&g->out, "\n");
         } else {
-            fkv_api_render_chunk(&g->out, g->id, g->created, g->srv->info.model, sc->index, "", 0,
-                                 finish_name(res->finish));
+            send_text(g, sc->index, ch->text.len); /* a held-back tail that never became a stop */
+            fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, sc->index, NULL, "", 0,
+                                 finish_name(finish));
         }
         if (g->n_done == g->n) {
             if (g->include_usage) {
                 fkv_api_usage u;
                 usage_of(g, &u);
-                fkv_api_render_usage_chunk(&g->out, g->id, g->created, g->srv->info.model, &u);
+                fkv_api_render_usage_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, &u);
             }
             fkv_textbuf_puts(&g->out, "data: [DONE]\n\n");
             g->ended = 1;
@@ -172,10 +248,27 @@ static void gen_cancel(gen *g)
     for (uint32_t i = 0; i < k; i++) g->srv->be->ops->cancel(g->srv->be->impl, ids[i]);
 }
 
+/* Cancels the backend requests of choices a stop sequence ended (gen.mu
+ * held on entry and exit, released around the backend calls). */
+static void gen_cancel_stopped(gen *g)
+{
+    uint64_t ids[64];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->n_submitted && k < 64; i++) {
+        choice *ch = &g->ch[i];
+        if (ch->stopped && !ch->stop_cancelled && !ch->done) ids[k++] = ch->backend_id, ch->stop_cancelled = 1;
+    }
+    if (!k) return;
+    pthread_mutex_unlock(&g->mu);
+    for (uint32_t i = 0; i < k; i++) g->srv->be->ops->cancel(g->srv->be->impl, ids[i]);
+    pthread_mutex_lock(&g->mu);
+}
+
 /* Waits (gen.mu held) one bounded slice for news; returns 1 when the request
  * made no progress for request_timeout_ns or the server is stopping. */
 static int gen_wait_slice(gen *g)
 {
+    gen_cancel_stopped(g);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 200000000; /* 200 ms: how soon a stop is noticed */
@@ -194,6 +287,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     gen *g = cls;
     int gave_up = 0;
     pthread_mutex_lock(&g->mu);
+    gen_cancel_stopped(g);
     while (!g->out.len && !g->ended && !gave_up) gave_up = gen_wait_slice(g);
     ssize_t n;
     if (g->out.len) {
@@ -225,9 +319,14 @@ static int class_of(const fkv_server *s, uint64_t total)
     return FKV_CLASS_LONG;
 }
 
-/* Tokenizes a string prompt with the backend, two passes when long. */
+/* Tokenizes a string prompt with the backend, two passes when long.  A chat
+ * prompt's turn markers are the model's special tokens, so it is read with
+ * tokenize_special when the backend has it. */
 static int tokenize(fkv_server *s, fkv_api_request *r, fkv_api_error *e)
 {
+    int chat = r->kind == FKV_API_CHAT;
+    fkv_status (*tok)(void *, const char *, size_t, int32_t *, uint32_t, uint32_t *) =
+        chat && s->be->ops->tokenize_special ? s->be->ops->tokenize_special : s->be->ops->tokenize;
     uint32_t cap = (uint32_t)(r->prompt_text_len < 4096 ? r->prompt_text_len + 1 : 4096), n = 0;
     for (int pass = 0; pass < 2; pass++) {
         int32_t *t = malloc(sizeof *t * cap);
@@ -235,16 +334,17 @@ static int tokenize(fkv_server *s, fkv_api_request *r, fkv_api_error *e)
             fkv_api_error_set(e, 500, "server_error", "out_of_memory", "", "out of memory");
             return -1;
         }
-        fkv_status st = s->be->ops->tokenize(s->be->impl, r->prompt_text, r->prompt_text_len, t, cap, &n);
+        fkv_status st = tok(s->be->impl, r->prompt_text, r->prompt_text_len, t, cap, &n);
         if (st != FKV_OK) {
             free(t);
-            fkv_api_error_set(e, 400, "invalid_request_error", "invalid_value", "prompt",
+            fkv_api_error_set(e, 400, "invalid_request_error", "invalid_value", chat ? "messages" : "prompt",
                               "the prompt could not be tokenized: %s", fkv_strerror(st));
             return -1;
         }
         if (n <= cap) {
             r->prompt = t;
             r->n_prompt = n;
+            if (r->max_tokens_auto && n < s->lim.max_context) r->max_tokens = s->lim.max_context - n;
             return fkv_api_check_prompt(r, n, &s->lim, e);
         }
         free(t);
@@ -275,6 +375,13 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
     g->n = r->n;
     g->stream = r->stream;
     g->include_usage = r->include_usage;
+    g->kind = r->kind;
+    for (uint32_t i = 0; i < r->n_stop; i++) {
+        if (!(g->stop[i] = strdup(r->stop[i]))) break;
+        g->stop_len[i] = strlen(g->stop[i]);
+        if (g->stop_len[i] > g->stop_max) g->stop_max = g->stop_len[i];
+        g->n_stop++;
+    }
     g->t0 = t0;
     g->t_progress = now_ns();
     g->created = (int64_t)time(NULL);
@@ -289,6 +396,13 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
         g->sinks[i].index = i;
     }
     pthread_mutex_unlock(&s->mu);
+    /* a chat stream opens every choice with the assistant's role */
+    for (uint32_t i = 0; g->stream && g->kind == FKV_API_CHAT && i < g->n; i++)
+        fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, s->info.model, i, "assistant", "", 0, NULL);
+    if (g->n_stop < r->n_stop) {
+        gen_release(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -378,7 +492,8 @@ static enum MHD_Result answer_whole(fkv_server *s, struct MHD_Connection *c, gen
         }
         fkv_textbuf b;
         fkv_textbuf_init(&b);
-        fkv_api_render_completion(&b, g->id, g->created, s->info.model, g->n < 64 ? g->n : 64, texts, lens, fin, &u);
+        fkv_api_render_completion(&b, g->kind, g->id, g->created, s->info.model, g->n < 64 ? g->n : 64, texts, lens,
+                                  fin, &u);
         pthread_mutex_unlock(&g->mu);
         rc = fkv__http_send_json(c, 200, &b);
         fkv_textbuf_free(&b);
@@ -387,7 +502,26 @@ static enum MHD_Result answer_whole(fkv_server *s, struct MHD_Connection *c, gen
     return rc;
 }
 
-enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *cn)
+/* The chat prompt: the messages through the server's template, ending with
+ * the assistant's header.  BOS is left to the tokenizer. */
+static int chat_prompt(fkv_server *s, fkv_api_request *r, fkv_api_error *e)
+{
+    fkv_textbuf b;
+    fkv_textbuf_init(&b);
+    fkv_chat_tokens tok = {"", s->chat_eos};
+    if (fkv_chat_template_apply(s->chat_tmpl, r->messages, r->n_messages, 1, &tok, &b) || b.oom || !b.len) {
+        fkv_textbuf_free(&b);
+        fkv_api_error_set(e, 400, "invalid_request_error", "invalid_value", "messages",
+                          "the messages give an empty prompt under the '%s' chat template",
+                          fkv_chat_template_name(s->chat_tmpl));
+        return -1;
+    }
+    r->prompt_text = b.data; /* handed over, NUL-terminated */
+    r->prompt_text_len = b.len;
+    return 0;
+}
+
+static enum MHD_Result handle(fkv_server *s, struct MHD_Connection *c, conn *cn, fkv_api_kind kind)
 {
     fkv_api_error e;
     pthread_mutex_lock(&s->mu);
@@ -399,9 +533,10 @@ enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *
         return fkv__http_send_error(s, c, &e);
     }
     fkv_api_request r;
-    if (fkv_api_parse_completion(cn->body.data ? cn->body.data : "", cn->body.len, &s->lim, &r, &e))
+    const char *body = cn->body.data ? cn->body.data : "";
+    if ((kind == FKV_API_CHAT ? fkv_api_parse_chat : fkv_api_parse_completion)(body, cn->body.len, &s->lim, &r, &e))
         return fkv__http_send_error(s, c, &e);
-    if (r.prompt_text && tokenize(s, &r, &e)) {
+    if ((kind == FKV_API_CHAT && chat_prompt(s, &r, &e)) || (r.prompt_text && tokenize(s, &r, &e))) {
         fkv_api_request_free(&r);
         return fkv__http_send_error(s, c, &e);
     }
@@ -428,4 +563,42 @@ enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *
     enum MHD_Result q = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
     return q;
+}
+
+enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *cn)
+{
+    return handle(s, c, cn, FKV_API_COMPLETION);
+}
+
+enum MHD_Result fkv__chat_completions(fkv_server *s, struct MHD_Connection *c, conn *cn)
+{
+    return handle(s, c, cn, FKV_API_CHAT);
+}
+
+/* The chat template: --chat-template, else the one the model's
+ * tokenizer.chat_template text is recognized as, else the default (with a
+ * warning when the model has a template this server cannot read). */
+int fkv__chat_setup(fkv_server *s, const char *name, char *err, size_t errlen)
+{
+    fkv_backend_chat bc = {NULL, "", ""};
+    if (s->be->ops->chat_info) s->be->ops->chat_info(s->be->impl, &bc);
+    /* the EOS text only turns into the EOS token when the tokenizer reads specials */
+    s->chat_eos = s->be->ops->tokenize_special && bc.eos ? bc.eos : "";
+    if (name && *name) {
+        if ((s->chat_tmpl = fkv_chat_template_by_name(name)) == FKV_CHAT_UNKNOWN) {
+            snprintf(err, errlen, "--chat-template '%s' is not one of: %s", name, fkv_chat_template_list());
+            return -1;
+        }
+        return 0;
+    }
+    s->chat_tmpl = fkv_chat_template_detect(bc.template_text);
+    if (s->chat_tmpl == FKV_CHAT_UNKNOWN) {
+        if (bc.template_text && *bc.template_text)
+            fprintf(stderr,
+                    "fairkv serve: warning: the model's chat template is none of %s; using %s "
+                    "(choose one with --chat-template)\n",
+                    fkv_chat_template_list(), fkv_chat_template_name(FKV_CHAT_DEFAULT));
+        s->chat_tmpl = FKV_CHAT_DEFAULT;
+    }
+    return 0;
 }

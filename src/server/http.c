@@ -203,6 +203,9 @@ static enum MHD_Result route(fkv_server *s, struct MHD_Connection *c, const char
     if (!strcmp(url, "/v1/completions")) {
         if (post) return fkv__completions(s, c, cn);
         allow = "POST";
+    } else if (!strcmp(url, "/v1/chat/completions")) {
+        if (post) return fkv__chat_completions(s, c, cn);
+        allow = "POST";
     } else if (!strcmp(url, "/v1/models")) {
         if (get) {
             fkv_textbuf b;
@@ -376,6 +379,10 @@ fkv_status fkv_server_start(const fkv_server_config *cfg, fkv_backend *be, fkv_s
     if (!s->metrics || (cfg->api_key && cfg->api_key[0] && !s->api_key)) {
         fkv_server_destroy(s);
         return FKV_ENOMEM;
+    }
+    if (fkv__chat_setup(s, cfg->chat_template, err, errlen)) {
+        fkv_server_destroy(s);
+        return FKV_EINVAL;
     }
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                                 MHD_USE_POLL | v6,

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "server/api.h"
+#include "server/chat_template.h"
 #include "server/metrics_http.h"
 #include "server/server.h"
 
@@ -34,6 +35,8 @@ struct fkv_server {
     struct peer *peers;
     pthread_t reaper;
     int reaper_on, reaper_stop;
+    fkv_chat_tmpl chat_tmpl; /* the prompt format of /v1/chat/completions */
+    const char *chat_eos;    /* the template's eos_token text (the backend's), "" for none */
 };
 
 /* Per-request state of a connection (MHD's con_cls). */
@@ -54,5 +57,10 @@ int fkv__server_stopping(fkv_server *s);
 
 /* POST /v1/completions with its whole body in cn (completion.c). */
 enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *cn);
+/* POST /v1/chat/completions: the same path, messages through the template. */
+enum MHD_Result fkv__chat_completions(fkv_server *s, struct MHD_Connection *c, conn *cn);
+/* Picks the chat template at start (name: --chat-template, NULL = the
+ * model's); -1 with err for an unknown name. */
+int fkv__chat_setup(fkv_server *s, const char *name, char *err, size_t errlen);
 
 #endif

@@ -28,6 +28,7 @@ typedef struct fkv_server_config {
     unsigned conn_timeout_s;   /* 120: a connection with no traffic this long (a client not reading
                                   its answer) is closed */
     int64_t request_timeout_ns; /* 600 s: a request with no progress this long is cancelled */
+    const char *chat_template; /* NULL: the model's tokenizer.chat_template, else chatml; or a name (chat_template.h) */
 } fkv_server_config;
 
 typedef struct fkv_server fkv_server;
