@@ -1,14 +1,19 @@
-/* POST /v1/chat/completions over the engine backend on a real tiny model
- * (stories260K, which has no chat template: chatml): the prompt is the
- * chatml text tokenized with special tokens, greedy whole and streamed
- * answers agree, n = 2, stop sequences on both endpoints,
+/* POST /v1/chat/completions over the engine backend.  On random tiny
+ * models carrying a tokenizer.chat_template: a recognized template is used,
+ * an unknown one falls back to chatml with a warning at start.  On a real
+ * tiny model (stories260K, which has no chat template: chatml): the prompt
+ * is the chatml text tokenized with special tokens, greedy whole and
+ * streamed answers agree, n = 2, stop sequences on both endpoints,
  * max_completion_tokens, cached prompt tokens on a repeat, and a missing
  * model field. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "chat_client.h"
+#include "gguf/gguf.h"
+#include "model/model_init.h"
 #include "server/server.h"
 
 static fkv_backend be;
@@ -135,16 +140,93 @@ static void test_stop(const char *greedy)
     http_free(&r);
 }
 
+/* A random tiny model whose GGUF carries `tmpl` as its chat template,
+ * served; the server's start-up stderr goes to log[cap]. */
+static void serve_tiny(const char *dir, const char *tmpl, char *log, size_t cap)
+{
+    char path[256], mopt[300], err[400];
+    snprintf(path, sizeof path, "%s/t.gguf", dir);
+    fkv_model_init_cfg mc;
+    REQUIRE(!fkv_model_init_preset("tiny", &mc));
+    fkv_gguf_writer *w;
+    REQUIRE(!fkv_model_init_build(&mc, &w));
+    REQUIRE(!fkv_gguf_w_str(w, "tokenizer.chat_template", tmpl));
+    REQUIRE(fkv_gguf_w_to_file(w, path, err, sizeof err) == FKV_OK);
+    fkv_gguf_writer_free(w);
+    snprintf(mopt, sizeof mopt, "model=%s", path);
+    const char *opts[] = {mopt, "kv_budget=1MiB", NULL};
+    REQUIRE(fkv_backend_create("engine", opts, &be, err, sizeof err) == FKV_OK);
+    char logpath[300];
+    snprintf(logpath, sizeof logpath, "%s/stderr", dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    REQUIRE(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+    fkv_server_config cfg;
+    fkv_server_config_default(&cfg);
+    cfg.port = 0;
+    fkv_status st = fkv_server_start(&cfg, &be, &srv, err, sizeof err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    REQUIRE(st == FKV_OK);
+    chat_port = fkv_server_port(srv);
+    FILE *f = fopen(logpath, "r");
+    size_t n = f ? fread(log, 1, cap - 1, f) : 0;
+    log[n] = 0;
+    if (f) fclose(f);
+    unlink(logpath);
+    unlink(path);
+}
+
+/* prompt_tokens of a one-user-message chat */
+static long chat_prompt_tokens(void)
+{
+    http_resp r = {0};
+    answer a;
+    post_chat(&r, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1}");
+    int ok = r.status == 200 && parse_answer(body_of(&r), &a);
+    http_free(&r);
+    return ok ? a.prompt : -1;
+}
+
+/* The tiny model's byte tokenizer: BOS + one token a byte, so the prompt's
+ * length tells which template rendered it. */
+static void test_model_templates(void)
+{
+    char dir[] = "/tmp/fkv-chat-engine-XXXXXX", log[2048];
+    REQUIRE(mkdtemp(dir));
+    serve_tiny(dir, "{{ bos_token }}{% for message in messages %}{{'<|user|>' + '\\n' + message['content'] + "
+                    "'<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}{% endfor %}",
+               log, sizeof log);
+    long want = 1 + (long)strlen("<|user|>\nhi<|end|>\n<|assistant|>\n");
+    long got = chat_prompt_tokens();
+    CHECKF(got == want, "phi3 template: prompt_tokens %ld, want %ld", got, want);
+    CHECKF(!strstr(log, "warning"), "stderr: %s", log);
+    fkv_server_destroy(srv);
+    fkv_backend_destroy(&be);
+
+    serve_tiny(dir, "{% for m in messages %}### {{ m['role'] }}: {{ m['content'] }}{% endfor %}", log, sizeof log);
+    want = 1 + (long)strlen("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    got = chat_prompt_tokens();
+    CHECKF(got == want, "unknown template: prompt_tokens %ld, want chatml's %ld", got, want);
+    CHECKF(strstr(log, "warning") && strstr(log, "chatml") && strstr(log, "--chat-template"), "stderr: %s", log);
+    fkv_server_destroy(srv);
+    fkv_backend_destroy(&be);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const char *d = getenv("FKV_DATA_DIR");
     char path[1024], mopt[1100], err[400];
     snprintf(path, sizeof path, "%s/models/stories260K-llamacpp.gguf", d ? d : "../shared/data");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_model_templates();
     if (access(path, R_OK)) {
         printf("SKIP: %s not found (the stories260K model)\n", path);
-        return 77;
+        return check_done() ? 1 : 77;
     }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     snprintf(mopt, sizeof mopt, "model=%s", path);
     const char *opts[] = {mopt, "kv_budget=4MiB", NULL};
     REQUIRE(fkv_backend_create("engine", opts, &be, err, sizeof err) == FKV_OK);
