@@ -1,7 +1,8 @@
-/* libFuzzer target: the server's request parser and the metrics family
- * filter take untrusted bytes.  A parse either succeeds with fields inside
- * the limits or fails with an HTTP status and a named message; the filter
- * never writes more than it was given. */
+/* libFuzzer target: the server's request parsers (completions and chat),
+ * the chat templates and the metrics family filter take untrusted bytes.  A
+ * parse either succeeds with fields inside the limits or fails with an HTTP
+ * status and a named message; every template renders any parsed
+ * conversation; the filter never writes more than it was given. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                       r.n_prompt + r.max_tokens <= lim.max_context);
         for (uint32_t i = 0; ok && r.prompt && i < r.n_prompt; i++) ok = r.prompt[i] >= 0 && r.prompt[i] < 256;
         if (!ok) __builtin_trap();
+        fkv_api_request_free(&r);
+    } else if (!(e.http == 400 || e.http == 404 || e.http == 500) || !e.message[0]) {
+        __builtin_trap();
+    }
+    if (fkv_api_parse_chat((const char *)data, size, &lim, &r, &e) == 0) {
+        int ok = r.n_messages >= 1 && r.messages && r.n_stop <= FKV_API_MAX_STOP && !r.prompt && r.user;
+        for (uint32_t i = 0; ok && i < r.n_messages; i++)
+            ok = r.messages[i].content && r.messages[i].role >= FKV_ROLE_SYSTEM && r.messages[i].role <= FKV_ROLE_ASSISTANT;
+        for (uint32_t i = 0; ok && i < r.n_stop; i++) ok = r.stop[i] && r.stop[i][0];
+        if (!ok) __builtin_trap();
+        fkv_chat_tokens tok = {"<s>", "</s>"};
+        for (int t = 0; t < FKV_CHAT_N; t++) {
+            fkv_textbuf b;
+            fkv_textbuf_init(&b);
+            if (fkv_chat_template_apply((fkv_chat_tmpl)t, r.messages, r.n_messages, t & 1, &tok, &b)) __builtin_trap();
+            fkv_textbuf_free(&b);
+        }
         fkv_api_request_free(&r);
     } else if (!(e.http == 400 || e.http == 404 || e.http == 500) || !e.message[0]) {
         __builtin_trap();
