@@ -21,7 +21,7 @@
 #include "server/http_internal.h"
 
 typedef struct choice {
-    fkv_textbuf text;     /* the text so far (streams without stops or chat: unused) */
+    fkv_textbuf text;     /* the text so far (unused by a completion stream without stops) */
     size_t sent;          /* streamed: bytes of text already sent */
     int stopped;          /* a stop sequence ended it; later tokens are dropped */
     int stop_cancelled;   /* the connection thread has cancelled it after the stop */
