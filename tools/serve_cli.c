@@ -212,7 +212,7 @@ int fkv_cli_serve(int argc, char **argv)
     }
     fkv_backend_info info;
     be.ops->info(be.impl, &info);
-    printf("fairkv serve: model %s (backend %s) on http://%s%s%s:%u/ (POST /v1/completions, GET /v1/models, "
+    printf("fairkv serve: model %s (backend %s) on http://%s%s%s:%u/ (POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
            "/health, /metrics)\n",
            info.model, backend, strchr(cfg.host, ':') ? "[" : "", cfg.host, strchr(cfg.host, ':') ? "]" : "",
            (unsigned)fkv_server_port(srv));
