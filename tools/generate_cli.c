@@ -29,6 +29,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv generate --model FILE --prompt TEXT --max-tokens|-n N [--ctx N]\n"
                "                       [--temperature T] [--top-p P] [--seed S] [--threads N] [--chunk N]\n"
+               "                       [--ids] [--logits FILE]\n"
                "                       [--engine [--kv-budget BYTES] [--kv-dtype f32|f16] [--n N]\n"
                "                        [--quant off|always|under-pressure] [--quant-hot TOKENS]\n"
                "                        [--sparsity dense|streaming|h2o] [--sparsity-budget TOKENS]\n"
@@ -37,7 +38,10 @@ static void usage(FILE *f)
                "  -n is --max-tokens (--n is the number of samples);\n"
                "  temperature 0 (default) is greedy; --chunk sets the prefill chunk (default 64 tokens);\n"
                "  --engine runs through the scheduler and a fairkv cache of --kv-budget bytes (64MiB;\n"
-               "  suffixes K, KiB, M, MiB, G, GiB); --n N samples share the prompt's pages\n");
+               "  suffixes K, KiB, M, MiB, G, GiB); --n N samples share the prompt's pages;\n"
+               "  --ids prints the generated token ids (one line per sample, the end-of-generation token\n"
+               "  included) instead of the text; --logits FILE writes sample 0's logits before each\n"
+               "  generated token, n_vocab little-endian f32 per token\n");
 }
 
 /* "65536", "64MiB", "64M", "512KiB", "1GiB": bytes; -1 if malformed */
@@ -66,10 +70,15 @@ static int parse(int argc, char **argv, gen_opts *o)
             o->stats = 1;
             continue;
         }
+        if (!strcmp(a, "--ids")) {
+            o->ids = 1;
+            continue;
+        }
         if (!v) goto bad;
         i++;
         if (!strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--prompt")) o->prompt = v;
+        else if (!strcmp(a, "--logits")) o->logits_path = v;
         else if (!strcmp(a, "--max-tokens") || !strcmp(a, "-n")) o->max_tokens = strtol(v, &end, 10);
         else if (!strcmp(a, "--ctx")) {
             o->ctx = strtol(v, &end, 10);
@@ -179,6 +188,11 @@ int fkv_cli_generate(int argc, char **argv)
         goto out;
     }
     if ((st = fkv_tok_encode(tok, o.prompt, plen, tok->add_bos, ids, total, &n_prompt))) goto out;
+    if (o.logits_path && !(o.logits_file = fopen(o.logits_path, "wb"))) {
+        snprintf(err, sizeof err, "--logits: cannot write '%s'", o.logits_path);
+        st = FKV_EIO;
+        goto out;
+    }
     if (o.engine) {
         rc = fkv__generate_engine(&o, m, tok, ids, n_prompt);
         goto out;
@@ -196,15 +210,24 @@ int fkv_cli_generate(int argc, char **argv)
     }
     if (st) goto out;
     int64_t t1 = now_ns();
-    fputs(o.prompt, stdout);
+    if (!o.ids) fputs(o.prompt, stdout);
     size_t n_gen = 0;
     for (size_t pos = n_prompt; n_gen < (size_t)o.max_tokens; n_gen++, pos++) {
+        /* written before sampling: these are the logits the token is drawn from */
+        if (o.logits_file && fwrite(logits, sizeof *logits, hp->n_vocab, o.logits_file) != hp->n_vocab) {
+            snprintf(err, sizeof err, "--logits: write to '%s' failed", o.logits_path);
+            st = FKV_EIO;
+            goto out;
+        }
         int32_t next = fkv_sample(&smp, logits);
+        if (o.ids) printf("%s%d", n_gen ? " " : "", (int)next);
         if (fkv_tok_is_eog(tok, next)) break;
         char piece[1100];
         size_t pl = fkv_tok_piece(tok, next, piece, sizeof piece);
-        fwrite(piece, 1, pl < sizeof piece ? pl : sizeof piece - 1, stdout);
-        fflush(stdout);
+        if (!o.ids) {
+            fwrite(piece, 1, pl < sizeof piece ? pl : sizeof piece - 1, stdout);
+            fflush(stdout);
+        }
         ids[pos] = next;
         if (n_gen + 1 == (size_t)o.max_tokens) {
             n_gen++;
@@ -220,6 +243,10 @@ int fkv_cli_generate(int argc, char **argv)
             n_prompt, pre_s, pre_s > 0 ? (double)n_prompt / pre_s : 0.0, n_gen, gen_s,
             gen_s > 0 ? (double)n_gen / gen_s : 0.0, o.threads);
 out:
+    if (o.logits_file && fclose(o.logits_file) && !st) {
+        snprintf(err, sizeof err, "--logits: write to '%s' failed", o.logits_path);
+        st = FKV_EIO;
+    }
     if (st) fprintf(stderr, "fairkv generate: %s (%s)\n", err[0] ? err : "failed", fkv_strerror(st));
     free(ids);
     free(logits);

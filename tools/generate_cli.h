@@ -4,6 +4,7 @@
 #define FKV_ENGINE_CLI_GEN_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "model/model.h"
@@ -17,6 +18,11 @@ typedef struct gen_opts {
     long ctx; /* 0: the model's llama.context_length */
     double temperature, top_p;
     uint64_t seed;
+    /* --ids: token ids on stdout instead of text, so that other
+     * implementations can be compared token for token */
+    int ids;
+    const char *logits_path; /* --logits FILE: sample 0's logits, f32 [n_vocab] per generated token */
+    FILE *logits_file;       /* opened from logits_path, or NULL */
     /* engine path */
     int engine, ref_attention, stats;
     int64_t kv_budget; /* bytes */

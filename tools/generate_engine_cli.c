@@ -1,7 +1,7 @@
 /* `fairkv generate --engine`: the prompt runs as one request (n samples)
  * through the engine over a fairkv cache of --kv-budget bytes.  One sample
  * streams its text as it is generated; several are printed at the end, one
- * after another. */
+ * after another (or, with --ids, their token ids, one line each). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ typedef struct sample_text {
     char *buf;
     size_t len, cap;
     int ended; /* an end-of-generation token was met */
+    size_t n_ids; /* --ids: ids written */
 } sample_text;
 
 typedef struct gen_ctx {
@@ -22,40 +23,59 @@ typedef struct gen_ctx {
     sample_text *s; /* [n] */
     long n;
     int stream;
+    int ids;            /* --ids: token ids instead of text */
+    FILE *logits;       /* --logits: sample 0's logits, or NULL */
+    int logits_failed;  /* a write to it failed */
     size_t generated;
     int failed; /* samples that ended with an error (rejected: larger than the cache) */
 } gen_ctx;
 
+/* Streams the bytes, or keeps them for the end (several samples). */
+static void emit(gen_ctx *g, sample_text *t, const char *p, size_t n)
+{
+    if (g->stream) {
+        fwrite(p, 1, n, stdout);
+        fflush(stdout);
+        return;
+    }
+    if (t->len + n + 1 > t->cap) {
+        size_t nc = (t->cap ? t->cap * 2 : 256) + n;
+        char *q = realloc(t->buf, nc);
+        if (!q) return; /* the text is cut; generation goes on */
+        t->buf = q;
+        t->cap = nc;
+    }
+    memcpy(t->buf + t->len, p, n);
+    t->len += n;
+    t->buf[t->len] = 0;
+}
+
 static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab)
 {
-    (void)id, (void)logits, (void)n_vocab;
+    (void)id;
     gen_ctx *g = ctx;
     if ((long)sample >= g->n) return;
     sample_text *t = &g->s[sample];
     g->generated++;
     if (t->ended) return;
-    if (fkv_tok_is_eog(g->tok, token)) {
-        t->ended = 1;
-        return;
-    }
+    if (sample == 0 && g->logits && fwrite(logits, sizeof *logits, n_vocab, g->logits) != n_vocab)
+        g->logits_failed = 1;
+    int eog = fkv_tok_is_eog(g->tok, token);
     char piece[1100];
-    size_t pl = fkv_tok_piece(g->tok, token, piece, sizeof piece);
-    if (pl >= sizeof piece) pl = sizeof piece - 1;
-    if (g->stream) {
-        fwrite(piece, 1, pl, stdout);
-        fflush(stdout);
-        return;
+    size_t pl;
+    if (g->ids) {
+        /* the end-of-generation token too: a comparison sees where it stopped */
+        pl = (size_t)snprintf(piece, sizeof piece, "%s%d", t->n_ids++ ? " " : "", (int)token);
+    } else {
+        if (eog) {
+            t->ended = 1;
+            return;
+        }
+        pl = fkv_tok_piece(g->tok, token, piece, sizeof piece);
+        if (pl >= sizeof piece) pl = sizeof piece - 1;
     }
-    if (t->len + pl + 1 > t->cap) {
-        size_t nc = (t->cap ? t->cap * 2 : 256) + pl;
-        char *p = realloc(t->buf, nc);
-        if (!p) return; /* the text is cut; generation goes on */
-        t->buf = p;
-        t->cap = nc;
-    }
-    memcpy(t->buf + t->len, piece, pl);
-    t->len += pl;
-    t->buf[t->len] = 0;
+    emit(g, t, piece, pl);
+    if (eog) t->ended = 1;
 }
 
 static void on_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n_generated)
@@ -97,12 +117,12 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
         fprintf(stderr, "fairkv generate: engine: %s (%s)\n", err[0] ? err : "failed", fkv_strerror(st));
         return 1;
     }
-    gen_ctx g = {tok, calloc((size_t)o->n, sizeof(sample_text)), o->n, o->n == 1, 0, 0};
+    gen_ctx g = {tok, calloc((size_t)o->n, sizeof(sample_text)), o->n, o->n == 1, o->ids, o->logits_file, 0, 0, 0};
     if (!g.s) {
         fkv_engine_destroy(e);
         return 1;
     }
-    fputs(o->prompt, stdout);
+    if (!o->ids) fputs(o->prompt, stdout);
     int64_t t0 = now_ns();
     if (o->max_tokens > 0) {
         fkv_engine_request rq;
@@ -121,9 +141,11 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
         if (!(st = fkv_engine_submit(e, &rq, NULL))) st = fkv_engine_run_until_idle(e);
     }
     int64_t t1 = now_ns();
-    printf("\n");
+    if (g.stream || !o->ids) printf("\n"); /* ends the streamed text or ids */
     for (long i = 0; i < o->n && o->n > 1; i++)
-        printf("--- sample %ld ---\n%s%s\n", i, o->prompt, g.s[i].buf ? g.s[i].buf : "");
+        if (o->ids) printf("%s\n", g.s[i].buf ? g.s[i].buf : "");
+        else printf("--- sample %ld ---\n%s%s\n", i, o->prompt, g.s[i].buf ? g.s[i].buf : "");
+    if (g.logits_failed) fprintf(stderr, "fairkv generate: --logits: write to '%s' failed\n", o->logits_path);
     double sec = (double)(t1 - t0) / 1e9;
     fkv_engine_stats s;
     fkv_engine_stats_get(e, &s);
@@ -140,5 +162,5 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
     for (long i = 0; i < o->n; i++) free(g.s[i].buf);
     free(g.s);
     fkv_engine_destroy(e);
-    return st || g.failed ? 1 : 0;
+    return st || g.failed || g.logits_failed ? 1 : 0;
 }
