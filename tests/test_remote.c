@@ -57,21 +57,26 @@ static void test_keys(void)
     fkv_remote_geom g2 = {2, 4, 16};
     CHECK(fkv_remote_key_make(&other, "llama-7b", g2, FKV_REMOTE_F16, "t1", &k0, b, 4) == FKV_EINVAL);
     CHECK(fkv_remote_payload_bytes(&k0) == 2u * 2 * 4 * 8 * 4 * 2);
+    /* the namespace salts the chain: another tenant's same prompt shares
+     * no hash with this one */
+    fkv_remote_key t2;
+    REQUIRE(fkv_remote_key_make(&t2, "llama-7b", G, FKV_REMOTE_F16, "t2", NULL, a, 4) == FKV_OK);
+    CHECK(memcmp(t2.hash, k0.hash, 32) != 0);
 }
 
 /* The hashes of known inputs, computed apart with python's hashlib:
- * sha256(struct.pack('<4i', 1, 2, 3, 4)) and, chained,
- * sha256(that digest + struct.pack('<4i', 5, 6, -7, 8)).  A big-endian
- * packing, a missing chain or a hex slip all break them. */
+ * h0 = sha256(sha256(b'ns') + struct.pack('<4i', 1, 2, 3, 4)) and, chained,
+ * sha256(h0 + struct.pack('<4i', 5, 6, -7, 8)).  A big-endian packing, a
+ * missing chain or salt, or a hex slip all break them. */
 static void test_key_vector(void)
 {
     int32_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, -7, 8};
     fkv_remote_key k, k2;
     REQUIRE(fkv_remote_key_make(&k, "m", G, FKV_REMOTE_F32, "ns", NULL, a, 4) == FKV_OK);
     REQUIRE(fkv_remote_key_make(&k2, "m", G, FKV_REMOTE_F32, "ns", &k, b, 4) == FKV_OK);
-    CHECKF(strcmp(k.str, "fkv@m@2x4x8@f32@ns@cf97adeedb59e05bfd73a2b4c2a8885708c4f4f70c84c64b27120e72ab733b72") == 0,
+    CHECKF(strcmp(k.str, "fkv@m@2x4x8@f32@ns@1f7f244879543b8ba325b64d7dd4614a9658fda31b064a10efd69a85ed22425c") == 0,
            "%s", k.str);
-    CHECKF(strcmp(k2.str + 19, "f272d9e2a777dff080ddba01c10b8775f5b2da928798ac6373ce61677d33ac66") == 0, "%s", k2.str);
+    CHECKF(strcmp(k2.str + 19, "811591ac9d67ee541ba8e89ab607c44cd458b63d62ae5a4e217bbb0c86e159fd") == 0, "%s", k2.str);
 }
 
 static void test_values(void)

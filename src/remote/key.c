@@ -49,7 +49,7 @@ static bool chain_hash(const uint8_t *prev, const int32_t *tokens, size_t n, uin
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     bool ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
-    if (ok && prev)
+    if (ok)
         ok = EVP_DigestUpdate(md, prev, 32) == 1;
     /* little-endian whatever the host, so every machine names a chunk alike */
     uint8_t buf[256];
@@ -66,6 +66,12 @@ static bool chain_hash(const uint8_t *prev, const int32_t *tokens, size_t n, uin
     ok = ok && EVP_DigestFinal_ex(md, out, &len) == 1 && len == 32;
     EVP_MD_CTX_free(md);
     return ok;
+}
+
+static bool chain_hash_bytes(const char *s, size_t n, uint8_t out[32])
+{
+    unsigned len = 0;
+    return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
 }
 
 /* The key without its hash: "fkv@model@LxHxD@dtype@ns@". */
@@ -97,7 +103,13 @@ fkv_status fkv_remote_key_make(fkv_remote_key *out, const char *model, fkv_remot
         return fkv__fail(FKV_EINVAL, "remote key: the previous key is of another model, geometry or namespace");
     fkv_remote_key k;
     memset(&k, 0, sizeof k);
-    if (!chain_hash(prev ? prev->hash : NULL, tokens, ntokens, k.hash))
+    /* the first chunk chains from SHA-256(namespace): equal prompts of two
+     * tenants share no hash, so whoever can list the keys cannot tell that
+     * another tenant sent the same prefix */
+    uint8_t root[32];
+    if (!prev && !chain_hash_bytes(ns, strlen(ns), root))
+        return fkv__fail(FKV_ENOMEM, "remote key: SHA-256 failed");
+    if (!chain_hash(prev ? prev->hash : root, tokens, ntokens, k.hash))
         return fkv__fail(FKV_ENOMEM, "remote key: SHA-256 failed");
     if (prev) {
         memcpy(k.parent, prev->hash, 32);

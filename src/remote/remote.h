@@ -13,7 +13,9 @@
  *
  * <hash> is 64 lowercase hex digits: the chained prefix hash of the chunk,
  * SHA-256(hash of the previous chunk || the chunk's token ids as
- * little-endian int32), with nothing before the first chunk's tokens.  So
+ * little-endian int32), where the "previous hash" of the first chunk is
+ * SHA-256(namespace): the namespace salts the chain, so two tenants' equal
+ * prompts give unrelated hashes (no cross-tenant side channel).  So
  * a key names the chunk *and* every token before it: equal keys mean equal
  * prefixes.  model and namespace are 1..64 characters of [A-Za-z0-9._:/-]
  * (no '@', which separates, nor '{' '}', which would make a Redis Cluster
