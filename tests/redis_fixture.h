@@ -65,13 +65,13 @@ static void rfx_require(void)
     }
 }
 
-static void rfx_sleep_ms(int ms)
+static inline void rfx_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
 }
 
-static double rfx_now_ms(void)
+static inline double rfx_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -171,7 +171,7 @@ static bool rfx_start(rfx_server *s, bool cluster)
     return false;
 }
 
-static long long rfx_int(int port, const char *fmt, const char *arg)
+static inline long long rfx_int(int port, const char *fmt, const char *arg)
 {
     redisReply *rep = rfx_cmd(port, fmt, arg);
     long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
