@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,22 +79,34 @@ static inline double rfx_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A port the kernel just handed out, so very likely free. */
-static int rfx_free_port(void)
+static bool rfx_port_free(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    a.sin_port = htons((uint16_t)port);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
     if (fd >= 0)
         close(fd);
-    return port;
+    return ok;
+}
+
+/* A port free now, and whose cluster bus port (port + 10000) is free too:
+ * picked in [20000, 50000), below where the kernel hands out its own. */
+static int rfx_free_port(void)
+{
+    static unsigned seed;
+    if (!seed)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int tries = 0; tries < 1000; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = 20000 + (int)((seed >> 8) % 30000);
+        if (rfx_port_free(port) && rfx_port_free(port + 10000))
+            return port;
+    }
+    return -1;
 }
 
 static redisContext *rfx_connect(int port)
