@@ -42,7 +42,7 @@ void rmt_error(fkv_remote *r, rmt_err kind, int node, const char *detail)
     if (r->burst == kind)
         return;
     r->burst = kind;
-    char line[320];
+    char line[400]; /* room for the host (63), the detail (200) and the words */
     snprintf(line, sizeof line, "%s error on %s:%d: %.200s (more are counted, not logged, until it recovers)",
              err_names[kind], node >= 0 ? r->nodes[node].host : "?", node >= 0 ? r->nodes[node].port : 0,
              detail ? detail : "");
