@@ -214,18 +214,20 @@ void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
 
 /* ---------------------------------------------------------------- shares */
 
-/* Weighted max-min over the tenants that hold demoted bytes, their demand
- * being what they hold (plus what is held by offloaded chunks, which
- * count but cannot be taken): the water-filling of tenant.c, over the
- * host's capacity. */
-static void host_shares(fkv_cache *c)
+/* Weighted max-min over the tenants' host demands, the water-filling of
+ * tenant.c over the host's capacity: a tenant's demand is the bytes it
+ * holds there (offloaded chunks count, though only demoted ones can be
+ * taken), plus `need` for `who`, the tenant whose chunk is coming in (so
+ * that when the host is full, whoever holds more than its share of what
+ * is asked for gives way, the newcomer included). */
+static void host_shares(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
     double cap = (double)c->cfg.host_capacity_bytes, wsum = 0;
     uint32_t left = 0;
     for (uint32_t i = 0; i < c->n_tenants; i++) {
         fkv__tenant *t = c->tenants[i];
         t->host_share = -1; /* not given yet */
-        if (t->host_bytes) wsum += t->weight, left++;
+        if (t->host_bytes || t == who) wsum += t->weight, left++;
         else t->host_share = 0;
     }
     /* each round gives their whole demand to those below the fair level;
@@ -235,8 +237,9 @@ static void host_shares(fkv_cache *c)
         for (uint32_t i = 0; i < c->n_tenants; i++) {
             fkv__tenant *t = c->tenants[i];
             if (t->host_share >= 0) continue;
-            if ((double)t->host_bytes <= cap * t->weight / wsum) {
-                t->host_share = (double)t->host_bytes;
+            double d = (double)t->host_bytes + (t == who ? (double)need : 0);
+            if (d <= cap * t->weight / wsum) {
+                t->host_share = d;
                 cap -= t->host_share;
                 wsum -= t->weight;
                 left--;
@@ -254,24 +257,24 @@ static void host_shares(fkv_cache *c)
 double fkv__host_share(fkv_cache *c, const fkv__tenant *t)
 {
     if (!c->cfg.host_capacity_bytes) return 0;
-    host_shares(c);
+    host_shares(c, NULL, 0);
     return t->host_share;
 }
 
 /* The next host victim: in tenant mode, among the tenants with a demoted
  * idle chunk, the one furthest over its host share; its least recently
  * used chunk; then the closure's leaf below it. */
-static fkv__chunk *host_victim(fkv_cache *c)
+static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
     if (!c->host_head) return NULL;
     fkv__chunk *v = c->host_head;
     if (c->cfg.quotas == FKV_QUOTA_TENANT) {
-        host_shares(c);
+        host_shares(c, who, need);
         fkv__tenant *bt = NULL;
         double bex = 0;
         for (fkv__chunk *ch = c->host_head; ch; ch = ch->hnext) {
             fkv__tenant *t = ch->tenant;
-            double ex = (double)t->host_bytes - t->host_share;
+            double ex = (double)t->host_bytes + (t == who ? (double)need : 0) - t->host_share;
             if (!bt || ex > bex) bt = t, bex = ex;
         }
         while (v->tenant != bt) v = v->hnext;
@@ -279,11 +282,11 @@ static fkv__chunk *host_victim(fkv_cache *c)
     return host_leaf(v);
 }
 
-int fkv__host_room(fkv_cache *c, uint64_t need)
+int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
     if (need > c->cfg.host_capacity_bytes) return 0;
     while (c->host_used + need > c->cfg.host_capacity_bytes) {
-        fkv__chunk *v = host_victim(c);
+        fkv__chunk *v = host_victim(c, who, need);
         if (!v) return 0;
         c->stats.fairkv_tier_evictions_total[1]++;
         fkv__host_free(c, v);
@@ -302,11 +305,12 @@ int fkv__host_room(fkv_cache *c, uint64_t need)
 int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
 {
     uint32_t np = ch->v.n_pages;
-    if (!np || !ch->phash[0]) return 0;
+    /* (a restored chunk not yet computed holds no K/V worth keeping) */
+    if (!np || !ch->phash[0] || (c->k && ch->kv_pending)) return 0;
     fkv__pentry *e = fkv__prefix_find(c, ch->phash[0]);
     if (!e || e->chunk != ch) return 0;
     uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
-    if (!fkv__host_room(c, need)) return 0;
+    if (!fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
     if (c->k) {
         uint64_t stride = c->layer_page_stride;

@@ -298,7 +298,8 @@ int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if q
 void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops a chunk's host copy, if it has one */
 uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch); /* bytes its host copy holds */
 void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign);     /* host_used and its tenant's bytes */
-int fkv__host_room(fkv_cache *c, uint64_t need);   /* evicts demoted chunks until need fits; 1 if it does */
+/* evicts demoted chunks until `need` more bytes of tenant `who` fit; 1 if they do */
+int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need);
 int fkv__host_demote(fkv_cache *c, fkv__chunk *ch); /* 1 if the released chunk now waits in the host tier */
 void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
 void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let go of an offloaded chunk */

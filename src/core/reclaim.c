@@ -20,7 +20,7 @@ static int offload(fkv_cache *c, fkv__chunk *ch)
     uint32_t np = ch->v.n_pages;
     uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
     /* a running request's chunks come before idle demoted copies */
-    if (!np || !fkv__host_room(c, need)) return 0;
+    if (!np || !fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
     if (c->k) {
         uint64_t stride = c->layer_page_stride;
