@@ -9,6 +9,7 @@
 #include "check.h"
 #include "core/internal.h"
 #include "fairkv.h"
+#include "sched/sched.h"
 
 #define LAYERS 2
 #define DIM 4
@@ -313,6 +314,65 @@ static void test_off(void)
     CHECK(fkv_cache_create(&cfg, &bad, err, sizeof err) == FKV_EINVAL && strstr(err, "host_demote"));
 }
 
+/* The scheduler: a request repeating a finished one's 64-token system
+ * prompt after a large request pushed it off the device finds it in the
+ * host tier, and the step that serves it copies it back, priced as the
+ * batch's host_tokens (recomputed by nothing); without host_demote it
+ * finds nothing and recomputes the prompt. */
+static void sched_promotes(int demote)
+{
+    int64_t now = 0;
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 16; /* 256 tokens of 16 a page */
+    cc.policy = "lru";
+    cc.host_capacity_bytes = 1 << 30;
+    cc.host_demote = demote;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    cc.thread_safe = 0;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r[3];
+    memset(r, 0, sizeof r);
+    uint32_t prompt[3] = {100, 238, 100};
+    for (int i = 0; i < 3; i++) {
+        r[i].id = (uint64_t)i + 1;
+        r[i].prompt = prompt[i];
+        r[i].output = 2;
+        r[i].token_seed = 1000 + (uint64_t)i;
+        r[i].shared_tokens = i == 1 ? 0 : 64;
+        r[i].shared_seed = 77;
+    }
+    fkv_batch b = {0};
+    uint64_t host[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+        for (int k = 0; k < 100 && r[i].state != FKV_REQ_DONE; k++) {
+            fkv_status st = fkv_sched_step(s, now, &b);
+            CHECKF(st == FKV_OK, "step: %s", fkv_sched_last_error(s));
+            REQUIRE(st == FKV_OK);
+            host[i] += b.host_tokens;
+            now += 1000000;
+            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        }
+        CHECK(r[i].state == FKV_REQ_DONE);
+        CHECK(sound(cache));
+    }
+    CHECKF(r[2].matched == (demote ? 64u : 0u), "demote %d: matched %u", demote, (unsigned)r[2].matched);
+    CHECKF(host[2] == (demote ? 64u : 0u) && host[0] == 0 && host[1] == 0, "demote %d: host tokens %llu",
+           demote, (unsigned long long)host[2]);
+    CHECK(r[2].reloaded == (demote ? 64u : 0u));
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 int main(void)
 {
     test_demote_match_promote(FKV_STORAGE_CPU);
@@ -320,5 +380,7 @@ int main(void)
     test_host_closure();
     test_host_tenant_share();
     test_off();
+    sched_promotes(1);
+    sched_promotes(0);
     return check_done();
 }
