@@ -250,6 +250,24 @@ static void test_host_closure(void)
     fkv_cache_destroy(c);
 }
 
+/* A partial tail cannot be matched from the host (only whole chunks are):
+ * it is not demoted, its whole prefix chunks are. */
+static void test_partial_not_demoted(void)
+{
+    fkv_cache *c = open_cache(FKV_STORAGE_CPU, 1, 4, FKV_QUOTA_OFF);
+    int32_t p[20];
+    fill(p, 20, 0);
+    cached_prompt(c, 1, 0, p, 20); /* 8 + 8 + 4 tokens */
+    uint32_t freed = 0;
+    REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK);
+    CHECK(c->stats.fairkv_tier_demotions_total[0] == 2 && c->stats.fairkv_tier_evictions_total[0] == 1);
+    CHECK(c->host_used == 2 * CHUNK_BYTES);
+    fkv_match_info mi = match_tiers(c, 2, 0, p, 20, NULL);
+    CHECK(mi.device_tokens == 0 && mi.host_tokens == 16);
+    CHECK(sound(c));
+    fkv_cache_destroy(c);
+}
+
 /* A full host in tenant mode: the tenant over its share gives way, even
  * when the oldest chunk is another's. */
 static void test_host_tenant_share(void)
@@ -378,6 +396,7 @@ int main(void)
     test_demote_match_promote(FKV_STORAGE_CPU);
     test_demote_match_promote(FKV_STORAGE_PHANTOM);
     test_host_closure();
+    test_partial_not_demoted();
     test_host_tenant_share();
     test_off();
     sched_promotes(1);

@@ -104,6 +104,7 @@ static const struct opt {
     {"FAIRKV_QUANT_PRESSURE", OPT_DBL, offsetof(fkv_config, quant_pressure)},
     {"FAIRKV_PREFIX_CACHE", OPT_BOOL, offsetof(fkv_config, prefix_cache)},
     {"FAIRKV_HOST_CAPACITY_BYTES", OPT_U64, offsetof(fkv_config, host_capacity_bytes)},
+    {"FAIRKV_HOST_DEMOTE", OPT_BOOL, offsetof(fkv_config, host_demote)},
     {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_config, block_tokens)},
     {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_config, class_short_max)},
     {"FAIRKV_CLASS_MEDIUM_MAX", OPT_U32, offsetof(fkv_config, class_medium_max)},

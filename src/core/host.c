@@ -300,13 +300,17 @@ int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 /* Called by fkv__chunk_release before the pages go, for a chunk no
  * sequence holds: copies its K/V (every layer, K then V, page by page) and
  * scales to the host and leaves its index entries in place.  0 when it
- * cannot be found again (its first page is not indexed by it) or the host
- * has no room: then it is released as without a host tier. */
+ * cannot be found again (not whole, or its first page is not indexed by
+ * it) or the host has no room: then it is released as without a host
+ * tier. */
 int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
 {
-    uint32_t np = ch->v.n_pages;
-    /* (a restored chunk not yet computed holds no K/V worth keeping) */
-    if (!np || !ch->phash[0] || (c->k && ch->kv_pending)) return 0;
+    uint32_t np = ch->v.n_pages, pt = c->cfg.page_tokens;
+    /* only what a tiered match can take back: a whole chunk, filled to its
+     * size in full pages (a restored one not yet computed holds no K/V
+     * worth keeping) */
+    int whole = ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == fkv__lpages(c, ch) * pt;
+    if (!np || !whole || !ch->phash[0] || (c->k && ch->kv_pending)) return 0;
     fkv__pentry *e = fkv__prefix_find(c, ch->phash[0]);
     if (!e || e->chunk != ch) return 0;
     uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
