@@ -174,6 +174,14 @@ typedef struct fkv_config {
     /* host tier: chunks offloaded by fkv_seq_reclaim wait here, in host
      * memory, until fkv_seq_reload copies them back (no recompute) */
     uint64_t host_capacity_bytes; /* 0: no host tier */
+    /* 1: an idle cached chunk the device evicts is demoted to the host tier
+     * (its K/V copied there, its prefix index entries kept) instead of
+     * dropped; it leaves the host by the tier's own LRU, tenant shares and
+     * prefix closure (docs/ARCHITECTURE.md, "Tiers").  fkv_seq_match_tiers
+     * finds it, fkv_seq_promote copies it back.  Needs host_capacity_bytes.
+     * 0 (the default): nothing is demoted, and the cache behaves exactly as
+     * without this field. */
+    int host_demote;
 
     /* prefix cache */
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
@@ -251,6 +259,8 @@ typedef struct fkv_tenant_info {
     uint32_t seqs;         /* open sequences */
     uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* by fkv_reclaim_action; [6] = idle chunks evicted */
     uint64_t prefix_query_tokens, prefix_hit_tokens;
+    uint64_t host_bytes;       /* bytes it holds in the host tier (offloaded and demoted chunks) */
+    double host_share_bytes;   /* weighted max-min share of the host tier over its holders */
 } fkv_tenant_info;
 /* Shares are refreshed first.  FKV_ENOENT for a tenant never seen. */
 FKV_API fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out);
@@ -336,6 +346,27 @@ FKV_API fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq
 FKV_API fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
                                  uint32_t *matched);
 
+/* Where a tiered match found its tokens.  The matched run is
+ * [0, device_tokens + host_tokens): every token is device-resident or in
+ * the host tier, device and host chunks may alternate (a prefix is never
+ * in a lower tier than what extends it, but a shared head may be). */
+typedef struct fkv_match_info {
+    uint32_t device_tokens; /* matched tokens whose pages are on the device now */
+    uint32_t host_tokens;   /* matched tokens in the host tier: attached as offloaded chunks */
+    uint64_t host_bytes;    /* bytes fkv_seq_promote will copy for them (K/V and scales) */
+} fkv_match_info;
+
+/* fkv_seq_match across tiers: as fkv_seq_match, and the whole host-resident
+ * chunks of the prefix (demoted ones, host_demote) are matched too.  They
+ * are attached as offloaded chunks (view.offloaded, missing): they hold no
+ * device page until fkv_seq_promote (or fkv_seq_reload) copies their K/V
+ * back, which the caller does before a step reads them; until then they
+ * leave the host tier's eviction order.  out->device_tokens +
+ * out->host_tokens is the sequence's length after the call.  With no
+ * host-resident chunk it is fkv_seq_match exactly (host_tokens = 0). */
+FKV_API fkv_status fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                                       fkv_match_info *out);
+
 /* Appends n tokens (token ids may be NULL when prefix caching is off or in
  * hash-id mode).  slots (may be NULL) gets where each token's K/V goes.
  * Evicts as needed; on FKV_EFULL nothing was appended or lost. */
@@ -420,6 +451,14 @@ FKV_API fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_r
  * FKV_EFULL: nothing changed.  fkv_seq_restore leaves offloaded chunks to
  * this call. */
 FKV_API fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
+
+/* fkv_seq_reload, also for the chunks a tiered match attached from the
+ * host tier (promotion), with the bytes copied: *n_tokens and *n_bytes
+ * (either may be NULL) get the tokens and the bytes (K/V and scales)
+ * brought back to the device, what a simulator prices at the host link's
+ * bandwidth.  FKV_EFULL: nothing changed. */
+FKV_API fkv_status fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens,
+                                   uint64_t *n_bytes);
 
 FKV_API uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
 FKV_API uint64_t fkv_seq_tenant(const fkv_seq *s);    /* its tenant id */

@@ -61,6 +61,8 @@ typedef struct ops_state {
     int tenants; /* tenant mode: the extra draws and ops happen only here, so the
                   * other variants (and their fuzz seeds) replay as before */
     uint64_t reclaimed, reloaded;
+    int host;  /* host tier variants: demotion on, a small host, tiered matches */
+    uint64_t host_matched, promoted;
 } ops_state;
 
 /* distinct enough to catch misplaced data, and within fp16 range as real
@@ -82,6 +84,11 @@ static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal"
  * tenants of weights 1, 2, 0.5, 1, requests with published prefixes and
  * salts, and reclaim of running requests' chunks (ops_step case 9). */
 #define OPS_VARIANTS 432
+/* Then, numbered from OPS_VARIANTS on, the host tier: 6 policies x quotas
+ * (request, tenant) x dynamic chunking x quantization (off, always), with
+ * demotion on and a host of 16 pages, matches across tiers and promotion
+ * (tests/test_ops_host.c). */
+#define OPS_HOST_VARIANTS 48
 
 /* Config variant k: policies x quotas x dynamic chunking x retention. */
 static fkv_status ops_open(ops_state *st, uint32_t k)
@@ -100,7 +107,29 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     cfg.block_tokens = 8;
     cfg.capacity_pages = 96;
     cfg.storage = FKV_STORAGE_CPU;
-    st->tenants = k >= 288;
+    st->host = k >= OPS_VARIANTS;
+    st->tenants = k >= 288 && !st->host;
+    if (st->host) {
+        uint32_t h = k - OPS_VARIANTS;
+        cfg.policy = ops_policies[h % 6];
+        cfg.quotas = (h / 6) % 2 ? FKV_QUOTA_TENANT : FKV_QUOTA_REQUEST;
+        cfg.dynamic_chunking = (h / 12) % 2;
+        cfg.quant_mode = (fkv_quant_mode)((h / 24) % 2);
+        cfg.quant_dtype = FKV_INT8;
+        cfg.quant_hot_tokens = 8;
+        cfg.host_capacity_bytes = 16 * 4 * 2 * 2 * sizeof(float); /* 16 pages of K+V */
+        cfg.host_demote = 1;
+        cfg.capacity_pages = 48; /* pressure: the device evicts often */
+        cfg.next_use = ops_next_use;
+        cfg.clock.now_ns = fkv_virtual_clock_now;
+        cfg.clock.ctx = &st->now;
+        cfg.thread_safe = 0;
+        st->next_id = 1;
+        fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
+        static const double hw[4] = {1, 2, 0.5, 1};
+        for (uint32_t t = 0; !rc && t < 4; t++) rc = fkv_cache_set_tenant_weight(st->c, t, hw[t]);
+        return rc;
+    }
     if (st->tenants) k = (k - 288) % 6 + 6 + 12 * ((k - 288) / 6); /* as the quotas-on variants */
     cfg.policy = ops_policies[k % 6];
     cfg.quotas = st->tenants ? FKV_QUOTA_TENANT : (k / 6) % 2;
@@ -190,7 +219,7 @@ static void ops_drop(ops_state *st, uint32_t i)
 static int ops_step(ops_state *st, ops_src *src)
 {
     fkv_slot slots[OPS_MAX_LEN];
-    uint32_t op = ops_next(src, st->tenants ? 10 : 9);
+    uint32_t op = ops_next(src, st->tenants || st->host ? 10 : 9);
     st->ops++;
     st->now += ops_next(src, 20);
     ops_seq *q = st->n ? &st->seqs[ops_next(src, st->n)] : NULL;
@@ -206,13 +235,16 @@ static int ops_step(ops_state *st, ops_src *src)
         fkv_seq_params_default(&p);
         p.request_id = st->next_id++;
         p.expected_tokens = plen + ops_next(src, 200);
-        if (st->tenants) {
+        if (st->tenants || st->host) {
             p.tenant = ops_next(src, 4);
             p.shared_prefix_tokens = ops_next(src, 2) ? same : 0;
             p.cache_salt = ops_next(src, 8) == 0 ? 1 + ops_next(src, 2) : 0;
         }
         uint64_t blocks[8];
-        int hashmode = ops_next(src, 4) == 0 && plen >= 8;
+        /* (not in the host variants: a fork of an empty hash-id request
+         * keys its appended pages on the ids, not on the tokens the driver
+         * checks, which the host tier's longer memory makes visible) */
+        int hashmode = ops_next(src, 4) == 0 && plen >= 8 && !st->host;
         if (hashmode) { /* block ids as a trace gives them: same ids for a same prefix */
             for (uint32_t b = 0; b < 8; b++) blocks[b] = (uint64_t)(base + 1) * 100 + (b * 8 < same ? b : 50 + ops_next(src, 3));
             p.block_ids = blocks;
@@ -224,7 +256,35 @@ static int ops_step(ops_state *st, ops_src *src)
         }
         st->n++;
         uint32_t m = 0;
-        if (!hashmode && fkv_seq_match(nq->s, nq->tokens, plen, plen - 1, &m)) {
+        if (st->host && !hashmode) { /* across tiers: host chunks come attached, then maybe promoted */
+            fkv_match_info mi;
+            if (fkv_seq_match_tiers(nq->s, nq->tokens, plen, plen - 1, &mi)) {
+                snprintf(st->msg, sizeof st->msg, "match tiers: %s", fkv_last_error());
+                return 1;
+            }
+            m = mi.device_tokens + mi.host_tokens;
+            if (fkv_seq_len(nq->s) != m || (mi.host_tokens && !mi.host_bytes)) {
+                snprintf(st->msg, sizeof st->msg, "match tiers: %u + %u tokens (%llu bytes), length %u",
+                         mi.device_tokens, mi.host_tokens, (unsigned long long)mi.host_bytes, fkv_seq_len(nq->s));
+                return 1;
+            }
+            st->host_matched += mi.host_tokens;
+            if (mi.host_tokens && ops_next(src, 2)) {
+                uint32_t got = 0;
+                uint64_t bytes = 0;
+                fkv_status rc = fkv_seq_promote(nq->s, 0, m, &got, &bytes);
+                if (rc && rc != FKV_EFULL) {
+                    snprintf(st->msg, sizeof st->msg, "promote: %s", fkv_last_error());
+                    return 1;
+                }
+                if (!rc && (got != mi.host_tokens || bytes != mi.host_bytes)) {
+                    snprintf(st->msg, sizeof st->msg, "promoted %u tokens %llu bytes, matched %u in %llu",
+                             got, (unsigned long long)bytes, mi.host_tokens, (unsigned long long)mi.host_bytes);
+                    return 1;
+                }
+                st->promoted += got;
+            }
+        } else if (!hashmode && fkv_seq_match(nq->s, nq->tokens, plen, plen - 1, &m)) {
             snprintf(st->msg, sizeof st->msg, "match: %s", fkv_cache_last_error(st->c));
             return 1;
         }
@@ -297,7 +357,7 @@ static int ops_step(ops_state *st, ops_src *src)
                * must come back as they were: nothing is written), touch,
                * restore what is missing */
         if (!q) break;
-        if (st->tenants) {
+        if (st->tenants || st->host) {
             uint32_t rl = 0;
             fkv_status rc = fkv_seq_reload(q->s, 0, q->len, &rl);
             if (rc == FKV_EFULL) break;

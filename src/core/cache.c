@@ -104,6 +104,7 @@ static const struct opt {
     {"FAIRKV_QUANT_PRESSURE", OPT_DBL, offsetof(fkv_config, quant_pressure)},
     {"FAIRKV_PREFIX_CACHE", OPT_BOOL, offsetof(fkv_config, prefix_cache)},
     {"FAIRKV_HOST_CAPACITY_BYTES", OPT_U64, offsetof(fkv_config, host_capacity_bytes)},
+    {"FAIRKV_HOST_DEMOTE", OPT_BOOL, offsetof(fkv_config, host_demote)},
     {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_config, block_tokens)},
     {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_config, class_short_max)},
     {"FAIRKV_CLASS_MEDIUM_MAX", OPT_U32, offsetof(fkv_config, class_medium_max)},
@@ -219,6 +220,9 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         if (!(cfg->quant_pressure > 0 && cfg->quant_pressure <= 1))
             return BAD("quant_pressure=%g: must be in (0, 1]", cfg->quant_pressure);
     }
+    if (cfg->host_demote && (!cfg->host_capacity_bytes || !cfg->prefix_cache))
+        return BAD("host_demote=%d: needs host_capacity_bytes > 0 and prefix_cache (demoted chunks are found "
+                   "by prefix matching)", cfg->host_demote);
     if (cfg->block_tokens == 0 || cfg->block_tokens % cfg->page_tokens)
         return BAD("block_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->block_tokens,
                    cfg->page_tokens);
@@ -306,7 +310,10 @@ void fkv_cache_destroy(fkv_cache *c)
 {
     if (!c) return;
     while (c->n_owners) fkv_seq_free(c->owners[c->n_owners - 1]);
-    /* what is left is cached, unreferenced chunks */
+    /* what is left is cached, unreferenced chunks: the demoted ones go, and
+     * the resident ones are not demoted on the way out */
+    while (c->host_head) fkv__chunk_destroy(c, c->host_head);
+    c->cfg.host_demote = 0;
     while (c->n_resident) {
         if (fkv__evict_one(c) != FKV_OK) break;
     }

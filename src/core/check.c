@@ -77,7 +77,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                 FAIL("chunk %llu: pins=%u but place=%d", (unsigned long long)ch->id, ch->m.pins, ch->place);
         } else {
             if (ch->v.n_pages || ch->v.pages) FAIL("evicted chunk %llu still has pages", (unsigned long long)ch->id);
-            if (ch->m.refs == 0) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
+            if (ch->m.refs == 0 && !ch->demoted) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
             if (ch->place != FKV__PLACE_NONE) FAIL("evicted chunk %llu is still evictable", (unsigned long long)ch->id);
         }
         if (ch->place == FKV__PLACE_YOUNG) in_young++;
@@ -94,11 +94,24 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                              (unsigned long long)ch->owner->request_id);
         }
     }
-    /* host tier: offloaded chunks are holes with a host copy, and the tier's
-     * bytes are theirs */
+    /* host tier: offloaded and demoted chunks are holes with a host copy,
+     * and the tier's bytes are theirs, in total and per tenant; the demoted
+     * idle ones, and only they, are on the host list */
     {
         uint64_t host = 0;
+        uint32_t listed = 0;
+        for (fkv__chunk *ch = c->host_head, *prev = NULL; ch; prev = ch, ch = ch->hnext) {
+            if (ch->hprev != prev) FAIL("host list: chunk %llu mislinked", (unsigned long long)ch->id);
+            if (!ch->demoted || ch->m.refs) FAIL("host list: chunk %llu demoted=%d refs=%u", (unsigned long long)ch->id, ch->demoted, ch->m.refs);
+            if (ch == c->host_tail && ch->hnext) FAIL("host list: tail not last");
+            if (++listed > c->host_n) FAIL("host list longer than its count %u", c->host_n);
+        }
+        if (listed != c->host_n) FAIL("host list holds %u chunks, counts %u", listed, c->host_n);
         for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+            if (ch->demoted && (!ch->v.offloaded || !c->cfg.host_demote))
+                FAIL("chunk %llu: demoted but not in the host tier", (unsigned long long)ch->id);
+            if (ch->demoted && !ch->m.refs && !ch->hprev && c->host_head != ch)
+                FAIL("chunk %llu: demoted and idle, not on the host list", (unsigned long long)ch->id);
             if (!ch->v.offloaded) {
                 if (ch->host || ch->host_qmeta || ch->host_pages)
                     FAIL("chunk %llu: a host copy but not offloaded", (unsigned long long)ch->id);
@@ -113,6 +126,23 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
         }
         if (host != c->host_used) FAIL("host tier holds %llu bytes, its chunks %llu", (unsigned long long)c->host_used, (unsigned long long)host);
         if (host > c->cfg.host_capacity_bytes) FAIL("host tier over its capacity: %llu bytes", (unsigned long long)host);
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            uint64_t tb = 0;
+            for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+                if (ch->v.offloaded && ch->tenant == t) tb += (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+            if (tb != t->host_bytes) FAIL("tenant %llu: %llu host bytes charged, its chunks hold %llu", (unsigned long long)t->id, (unsigned long long)t->host_bytes, (unsigned long long)tb);
+        }
+        /* device bytes as the metric reports them: pages by precision and scales */
+        double dev = 0, want = 0;
+        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+            if (ch->v.resident) want += (double)ch->v.n_pages * (double)c->page_bytes + (double)ch->qmeta_bytes;
+        for (int d = 0; d < FKV_N_DTYPES; d++) dev += (double)c->pages_by_dtype[d] * (double)c->page_bytes + (double)c->qmeta_bytes[d];
+        if (dev != want) FAIL("device tier accounts %.0f bytes, its chunks hold %.0f", dev, want);
+        if (fkv__tree_check(c, msg, len)) {
+            rc = 1;
+            goto done;
+        }
     }
     if (resident != c->n_resident) FAIL("n_resident=%u, counted %u", c->n_resident, resident);
     if (tokens != c->resident_tokens) FAIL("resident_tokens=%llu, counted %llu", (unsigned long long)c->resident_tokens, (unsigned long long)tokens);
@@ -220,7 +250,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             fkv__pentry *e = &c->ptab[i];
             if (!e->key) continue;
             n++;
-            uint32_t lp = e->chunk->v.resident ? fkv__lpages(c, e->chunk) : 0, j = 0;
+            uint32_t lp = e->chunk->v.resident || e->chunk->demoted ? fkv__lpages(c, e->chunk) : 0, j = 0;
             while (j < lp && e->chunk->phash[j] != e->key) j++;
             if (j == lp || e->chunk->v.start % c->cfg.page_tokens)
                 FAIL("prefix entry %llx does not match its chunk", (unsigned long long)e->key);
@@ -230,7 +260,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
          * from live chunks */
         uint64_t live = 0;
         for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-            for (uint32_t j = 0; ch->v.resident && j < fkv__lpages(c, ch); j++) {
+            for (uint32_t j = 0; (ch->v.resident || ch->demoted) && j < fkv__lpages(c, ch); j++) {
                 fkv__pentry *e = ch->phash[j] ? fkv__prefix_find(c, ch->phash[j]) : NULL;
                 live += e && e->chunk == ch;
             }

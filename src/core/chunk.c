@@ -129,12 +129,21 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     if (c->all_chunks) c->all_chunks->all_prev = ch;
     c->all_chunks = ch;
     c->n_resident++;
+    /* the prefix tree (host.c): it extends the owner's chunk that ends where
+     * it starts (the last one; the one before when it replaces the last) */
+    if (c->cfg.host_demote && owner)
+        for (uint32_t i = owner->n_chunks, k = 0; i > 0 && k < 2; i--, k++)
+            if (owner->table[i - 1]->v.start + owner->table[i - 1]->v.n_tokens == start) {
+                fkv__tree_link(owner->table[i - 1], ch);
+                break;
+            }
     return ch;
 }
 
 void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
 {
     fkv__host_free(c, ch);
+    fkv__tree_unlink(ch);
     fkv__cold_remove(c, ch);
     fkv__chunk_free_qmeta(c, ch);
     if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
@@ -225,6 +234,12 @@ void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
 
 void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
 {
+    if (c->cfg.host_demote) {
+        fkv__tree_orphan_idle(ch); /* none when the closure chose it (host.c) */
+        /* an idle chunk goes down a tier, not out of the cache */
+        if (!ch->m.refs && !ch->v.dropped && fkv__host_demote(c, ch)) return;
+    }
+    c->stats.fairkv_tier_evictions_total[0]++;
     uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch), np = ch->v.n_pages;
     for (uint32_t j = 0; j < np; j++) {
         if (j < lp && ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);

@@ -64,6 +64,12 @@ struct fkv__chunk {
     size_t host_qmeta_bytes;
     uint32_t host_pages;
     uint8_t host_dtype;
+    uint8_t demoted;           /* in the host tier by demotion: its index entries stay (host.c) */
+    fkv__chunk *hprev, *hnext; /* host LRU (demoted, no holder) */
+    /* prefix tree (host.c): the chunk this one extends in the sequence that
+     * created it, and the chunks that extend this one; eviction at every
+     * tier takes leaves only (host_demote) */
+    fkv__chunk *tparent, *tkids, *tsib_prev, *tsib_next;
 };
 
 /* F-LRU's age is beta * (now - origin) / unit: the origin on the clock the

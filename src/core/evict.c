@@ -246,6 +246,7 @@ fkv_status fkv__evict_one(fkv_cache *c)
     int tier = 0;
     fkv__chunk *v = pick(c, &tier);
     if (!v) return FKV_EFULL;
+    if (c->cfg.host_demote) v = fkv__tree_device_leaf(v); /* prefix-closed (host.c) */
     c->stats.fairkv_evictions_by_tier_total[tier]++;
     v->tenant->reclaimed[FKV__N_ACTIONS - 1] += v->v.n_pages;
     fkv__chunk_evict(c, v);
@@ -271,6 +272,7 @@ fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free)
             int tier = 0;
             fkv__chunk *v = pick(c, &tier);
             if (!v) break;
+            if (c->cfg.host_demote) v = fkv__tree_device_leaf(v); /* prefix-closed (host.c) */
             c->stats.fairkv_evictions_by_tier_total[tier]++;
             v->tenant->reclaimed[FKV__N_ACTIONS - 1] += v->v.n_pages;
             fkv__chunk_detach(c, v);

@@ -48,6 +48,8 @@ typedef struct fkv__tenant {
     uint32_t slot;            /* metric label slot; == tenant_labels for "other" */
     uint64_t reclaimed[FKV__N_ACTIONS];
     uint64_t prefix_queries, prefix_hits;
+    uint64_t host_bytes;      /* bytes of its chunks in the host tier (charged to ch->tenant on entry) */
+    double host_share;        /* scratch of fkv__host_share_refresh: its host share, bytes */
 } fkv__tenant;
 
 /* One open sequence = one request = one quota owner. */
@@ -163,7 +165,9 @@ struct fkv_cache {
     uint64_t qmeta_bytes[FKV_N_DTYPES]; /* scale bytes of quantized chunks */
     fkv_seq *cur_seq;                   /* the sequence whose call is allocating */
     int reclaiming;                     /* in fkv_seq_reclaim: its pinned chunks may go */
-    uint64_t host_used;                 /* bytes of offloaded chunks (host tier) */
+    uint64_t host_used;                 /* bytes of offloaded and demoted chunks (host tier) */
+    fkv__chunk *host_head, *host_tail;  /* demoted, unheld chunks, least recently used first (host.c) */
+    uint32_t host_n;                    /* chunks on that list */
 
     /* prefix index */
     fkv__pentry *ptab;  /* [(pbmask + 1) * FKV__PBUCKET], in buckets of one cache line */
@@ -290,7 +294,23 @@ void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
 void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
 int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if quantized */
-void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops an offloaded chunk's host copy (reclaim.c) */
+/* host.c: the host tier (offloaded and demoted chunks) and the prefix tree the tiers' closure rests on */
+void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops a chunk's host copy, if it has one */
+uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch); /* bytes its host copy holds */
+void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign);     /* host_used and its tenant's bytes */
+/* evicts demoted chunks until `need` more bytes of tenant `who` fit; 1 if they do */
+int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need);
+int fkv__host_demote(fkv_cache *c, fkv__chunk *ch); /* 1 if the released chunk now waits in the host tier */
+void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
+void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let go of an offloaded chunk */
+double fkv__host_share(fkv_cache *c, const fkv__tenant *t); /* its weighted max-min share of the host, bytes */
+void fkv__tree_link(fkv__chunk *parent, fkv__chunk *kid);
+void fkv__tree_unlink(fkv__chunk *ch);             /* leaves its parent; its kids become roots */
+void fkv__tree_leave(fkv__chunk *ch);              /* leaves its parent only */
+void fkv__tree_orphan_idle(fkv__chunk *ch);        /* its idle device-resident extensions become roots */
+void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to); /* split: from's kids extend its tail `to` now */
+fkv__chunk *fkv__tree_device_leaf(fkv__chunk *v);  /* v, or an evictable device extension with none itself */
+int fkv__tree_check(fkv_cache *c, char *msg, size_t len); /* closure at every tier (check.c) */
 
 /* seq.c */
 fkv_class fkv__seq_class(const fkv_seq *s);

@@ -74,6 +74,7 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
         fkv__owner_usage(c, own, moved);
         fkv__seq_attach(own, t, at + 1);
     }
+    if (c->cfg.host_demote) fkv__tree_adopt(ch, t); /* what extended ch extends its tail now */
     fkv__place_update(c, t);
     fkv__place_update(c, ch);
     c->stats.fairkv_chunk_splits_total[0]++;
@@ -85,11 +86,22 @@ static int whole(const fkv_cache *c, const fkv__chunk *ch)
     return ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == fkv__lpages(c, ch) * c->cfg.page_tokens;
 }
 
-fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched)
+/* Attaches a demoted chunk whole, as an offloaded one: it leaves the host
+ * list (held) and keeps its bytes and index entries until promoted. */
+static void attach_host(fkv_cache *c, fkv_seq *s, fkv__chunk *ch, fkv_match_info *mi)
 {
-    if (!s || !matched) return fkv__fail(FKV_EINVAL, "fkv_seq_match: seq and matched must not be NULL");
+    if (!ch->m.refs) fkv__host_list_remove(c, ch);
+    fkv__seq_attach(s, ch, s->n_chunks);
+    mi->host_tokens += ch->v.n_tokens;
+    mi->host_bytes += fkv__host_bytes(c, ch);
+}
+
+/* The match of both calls; `tiers` = host-resident chunks match too. */
+static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, int tiers,
+                        fkv_match_info *mi)
+{
     fkv_cache *c = s->cache;
-    *matched = 0;
+    memset(mi, 0, sizeof *mi);
     if (!tokens && !s->block_ids)
         return fkv__fail(FKV_EINVAL, "fkv_seq_match: tokens is NULL and the sequence has no block ids");
     FKV__LOCK(c);
@@ -98,6 +110,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         st = fkv__fail(FKV_ESTATE, "fkv_seq_match: the sequence already holds %u tokens", s->len);
         goto out;
     }
+    tiers = tiers && c->cfg.host_demote;
     c->stats.fairkv_prefix_queries_tokens_total[0] += n;
     s->tenant->prefix_queries += n;
     if (!c->cfg.prefix_cache) goto out;
@@ -132,7 +145,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         for (m = from; m < nk; m++) {
             fkv__pentry *e = fkv__prefix_find(c, keys[m]);
             /* key m names sequence page m: the chunk's page m - start/pt */
-            if (!e || !e->chunk->v.resident || e->chunk->v.start > m * pt ||
+            if (!e || !(e->chunk->v.resident || (tiers && e->chunk->demoted)) || e->chunk->v.start > m * pt ||
                 m - e->chunk->v.start / pt >= fkv__lpages(c, e->chunk)) {
                 done = 1;
                 break;
@@ -153,6 +166,16 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
         int base = ch->v.dtype == c->cfg.dtype;
         if (ch->v.start == i * pt) {
             while (r < np && i + r < m && ent[i + r].chunk == ch) r++;
+        }
+        if (!ch->v.resident) { /* in the host tier: whole, or the match ends */
+            if (!r || r != np || !whole(c, ch)) break;
+            attach_host(c, s, ch, mi);
+            ch->prefix_hits++;
+            ch->m.last_access_ns = now;
+            ch->last_req = c->n_requests;
+            fkv__chunk_touch(c, ch, now);
+            i += r;
+            continue;
         }
         if (r && r == np && whole(c, ch)) {
             /* share the whole chunk, whatever its precision */
@@ -185,7 +208,7 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
             break;
         }
         uint32_t k = 0;
-        while (k < cap / pt && i < m && ent[i].chunk->v.dtype == c->cfg.dtype) {
+        while (k < cap / pt && i < m && ent[i].chunk->v.resident && ent[i].chunk->v.dtype == c->cfg.dtype) {
             fkv__chunk *src = ent[i].chunk;
             uint32_t pg = src->pages[i - src->v.start / pt];
             fkv__page_ref(c, pg);
@@ -214,8 +237,27 @@ fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t
     s->chain_hash = i ? keys[i - 1] : 0;
     c->stats.fairkv_prefix_hits_tokens_total[0] += s->len;
     s->tenant->prefix_hits += s->len;
-    *matched = s->len;
+    mi->device_tokens = s->len - mi->host_tokens;
+    c->stats.fairkv_tier_hit_tokens_total[0] += mi->device_tokens;
+    c->stats.fairkv_tier_hit_tokens_total[1] += mi->host_tokens;
 out:
     FKV__UNLOCK(c);
     return st;
+}
+
+fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched)
+{
+    if (!s || !matched) return fkv__fail(FKV_EINVAL, "fkv_seq_match: seq and matched must not be NULL");
+    *matched = 0;
+    fkv_match_info mi;
+    fkv_status st = match(s, tokens, n, max_tokens, 0, &mi);
+    *matched = mi.device_tokens;
+    return st;
+}
+
+fkv_status fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                               fkv_match_info *out)
+{
+    if (!s || !out) return fkv__fail(FKV_EINVAL, "fkv_seq_match_tiers: seq and out must not be NULL");
+    return match(s, tokens, n, max_tokens, 1, out);
 }

@@ -41,6 +41,9 @@ void fkv__metrics_refresh(fkv_cache *c)
         st->fairkv_tenant_prefix_hits_tokens_total[k] += (double)t->prefix_hits;
     }
     st->fairkv_host_bytes[0] = (double)c->host_used;
+    st->fairkv_tier_bytes[0] = 0;
+    for (int d = 0; d < FKV_N_DTYPES; d++) st->fairkv_tier_bytes[0] += st->fairkv_bytes[d];
+    st->fairkv_tier_bytes[1] = (double)c->host_used;
     double slots = (double)used * c->cfg.page_tokens;
     st->fairkv_fragmentation_ratio[0] = slots > 0 ? 1.0 - (double)c->fill_sum / slots : 0;
 }
@@ -76,6 +79,7 @@ static const char *label_name(int labels)
     case 3: return "precision";
     case 4: return "tier";
     case 5: return "reason";
+    case 8: return "tier";
     default: return NULL;
     }
 }
@@ -88,12 +92,13 @@ static const char *label_value(const fkv_cache *c, int labels, int i)
     case 3: return fkv_dtype_name((fkv_dtype)i);
     case 4: return tier_names[i];
     case 5: return i == 2 ? "reclaim" : i ? "pressure" : "always";
+    case 8: return i ? "host" : "device";
     default: return "";
     }
 }
 
 enum { LK_NONE = 0, LK_CLASS = 1, LK_DEVICE = 2, LK_DTYPE = 3, LK_TIER = 4, LK_QREASON = 5, LK_TENANT = 6,
-       LK_TACTION = 7 };
+       LK_TACTION = 7, LK_KTIER = 8 };
 
 /* Tenant slot k is shown when a tenant holds it: slot i < n_slots is
  * tenants[i] (slots are given in order of creation), slot tenant_labels is
@@ -153,6 +158,7 @@ static void prom_metric(out *o, const fkv_cache *c, const char *name, const char
 #define LK_OF_QREASON LK_QREASON
 #define LK_OF_TENANT LK_TENANT
 #define LK_OF_TACTION LK_TACTION
+#define LK_OF_KTIER LK_KTIER
 #define TYPE_COUNTER "counter"
 #define TYPE_GAUGE "gauge"
 

@@ -32,8 +32,11 @@ fkv_status fkv__prefix_init(fkv_cache *c)
      * the load <= 1/2: a bucket of 4 holds 2 entries on average when every
      * page is indexed, and about 4% of keys then sit past their home
      * bucket.  The table, 32 bytes a page, never grows. */
-    uint64_t nb = 4;
-    while (nb * FKV__PBUCKET < 2ull * c->n_pages) nb *= 2;
+    uint64_t nb = 4, pages = c->n_pages;
+    /* demoted chunks keep their entries: room for a host tier full of
+     * them too, at up to 4 logical pages a stored one (int4 of f16) */
+    if (c->cfg.host_demote) pages += 4 * (c->cfg.host_capacity_bytes / c->page_bytes + 1);
+    while (nb * FKV__PBUCKET < 2ull * pages) nb *= 2;
     size_t bytes = nb * FKV__PBUCKET * sizeof *c->ptab;
     c->ptab = fkv__table_alloc(bytes);
     c->povf = malloc(nb);

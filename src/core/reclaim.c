@@ -13,31 +13,14 @@
 
 /* ---------------------------------------------------------------- host tier */
 
-static uint64_t host_bytes(const fkv_cache *c, const fkv__chunk *ch)
-{
-    return (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
-}
-
-void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
-{
-    if (!ch->v.offloaded) return;
-    c->host_used -= host_bytes(c, ch);
-    free(ch->host);
-    free(ch->host_qmeta);
-    ch->host = NULL;
-    ch->host_qmeta = NULL;
-    ch->host_qmeta_bytes = 0;
-    ch->host_pages = 0;
-    ch->v.offloaded = 0;
-}
-
 /* Copies a resident chunk's pages (every layer's K and V) and scales to
  * host memory, then evicts it; 0 when the host tier has no room. */
 static int offload(fkv_cache *c, fkv__chunk *ch)
 {
     uint32_t np = ch->v.n_pages;
     uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
-    if (!np || c->host_used + need > c->cfg.host_capacity_bytes) return 0;
+    /* a running request's chunks come before idle demoted copies */
+    if (!np || !fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
     if (c->k) {
         uint64_t stride = c->layer_page_stride;
@@ -61,24 +44,29 @@ static int offload(fkv_cache *c, fkv__chunk *ch)
     fkv__chunk_evict(c, ch); /* refs >= 1: it stays, as a hole */
     ch->host = buf;
     ch->v.offloaded = 1;
-    c->host_used += need;
+    fkv__host_charge(c, ch, +1);
     return 1;
 }
 
-fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded)
+/* Copies the offloaded (and demoted, matched) chunks of s in [start, end)
+ * back to device pages: fkv_seq_reload and fkv_seq_promote. */
+static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes,
+                         const char *who)
 {
-    if (n_reloaded) *n_reloaded = 0;
-    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_reload: seq is NULL");
-    if (start > end) return fkv__fail(FKV_EINVAL, "fkv_seq_reload: start=%u > end=%u", start, end);
+    if (n_tokens) *n_tokens = 0;
+    if (n_bytes) *n_bytes = 0;
+    if (!s) return fkv__fail(FKV_EINVAL, "%s: seq is NULL", who);
+    if (start > end) return fkv__fail(FKV_EINVAL, "%s: start=%u > end=%u", who, start, end);
     fkv_cache *c = s->cache;
     FKV__LOCK(c);
     fkv_status st = FKV_OK;
+    uint64_t bytes = 0;
     uint64_t pages = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
         if (ch->v.offloaded && ch->v.start < end && ch->v.start + ch->v.n_tokens > start) pages += ch->host_pages;
     }
-    if ((st = fkv__reserve_for_seq(c, s, pages, "fkv_seq_reload"))) goto out;
+    if ((st = fkv__reserve_for_seq(c, s, pages, who))) goto out;
     const uint32_t *fresh = c->scratch;
     uint32_t done = 0, pt = PT(c);
     fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype, c->layer_page_stride,
@@ -101,10 +89,15 @@ fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_
                         memcpy((kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride,
                                ch->host + (((size_t)l * 2 + (size_t)kv) * np + j) * stride, stride);
         }
+        /* a demoted chunk kept its entries; an offloaded one gets back
+         * those nobody took meanwhile (insert keeps the first writer) */
         uint32_t lp = fkv__lpages(c, ch);
         for (uint32_t j = 0; j < lp; j++)
             if (ch->phash[j]) fkv__prefix_insert(c, ch->phash[j], ch);
-        c->host_used -= host_bytes(c, ch);
+        bytes += fkv__host_bytes(c, ch);
+        fkv__host_charge(c, ch, -1); /* from the tenant charged on entry */
+        ch->demoted = 0;
+        c->stats.fairkv_tier_promotions_total[1]++;
         ch->v.dtype = dt;
         ch->v.qmeta = ch->host_qmeta;
         ch->qmeta_bytes = ch->host_qmeta_bytes;
@@ -129,10 +122,22 @@ fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_
         done += ch->v.n_tokens;
     }
     c->stats.fairkv_reloaded_tokens_total[0] += done;
-    if (n_reloaded) *n_reloaded = done;
+    c->stats.fairkv_tier_promoted_bytes_total[1] += (double)bytes;
+    if (n_tokens) *n_tokens = done;
+    if (n_bytes) *n_bytes = bytes;
 out:
     FKV__UNLOCK(c);
     return st;
+}
+
+fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded)
+{
+    return reload(s, start, end, n_reloaded, NULL, "fkv_seq_reload");
+}
+
+fkv_status fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes)
+{
+    return reload(s, start, end, n_tokens, n_bytes, "fkv_seq_promote");
 }
 
 /* The caller vouches that nothing reads s's K/V during the call, so s's

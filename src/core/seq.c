@@ -76,6 +76,16 @@ void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at)
 static void release_if_unused(fkv_cache *c, fkv__chunk *ch)
 {
     if (ch->m.refs) return;
+    if (c->cfg.host_demote) {
+        /* idle now: a matched demoted chunk waits in the host tier again; a
+         * resident one whose prefix a holder left in the host tier is not
+         * below it in the closure (host.c) */
+        if (!ch->v.resident && ch->v.offloaded) {
+            fkv__host_unheld(c, ch);
+            return;
+        }
+        if (ch->v.resident && ch->tparent && !ch->tparent->v.resident) fkv__tree_leave(ch);
+    }
     if (!ch->v.resident) fkv__chunk_destroy(c, ch);
     else if (!c->cfg.prefix_cache) fkv__chunk_evict(c, ch);
 }

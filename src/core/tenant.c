@@ -229,6 +229,8 @@ fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info 
         memcpy(out->reclaimed_pages, t->reclaimed, sizeof out->reclaimed_pages);
         out->prefix_query_tokens = t->prefix_queries;
         out->prefix_hit_tokens = t->prefix_hits;
+        out->host_bytes = t->host_bytes;
+        out->host_share_bytes = fkv__host_share(c, t);
     }
     FKV__UNLOCK(c);
     return st;

@@ -11,7 +11,8 @@
  *           QREASON (reason=always|pressure|reclaim),
  *           TENANT (tenant=<id>|other: the first config.tenant_labels tenants
  *           seen get their own label, the rest add up under "other"),
- *           TACTION (tenant, action=quantize8|quantize4|drop|evict|preempt|offload|idle)
+ *           TACTION (tenant, action=quantize8|quantize4|drop|evict|preempt|offload|idle),
+ *           KTIER (tier=device|host: the memory tier, not the eviction tier of TIER)
  */
 #ifndef FKV_METRICS_H
 #define FKV_METRICS_H
@@ -59,10 +60,16 @@
       "Prompt tokens of the tenant looked up in the prefix cache")                               \
     X(fairkv_tenant_prefix_hits_tokens_total, COUNTER, TENANT, "Prompt tokens of the tenant found in the prefix cache") \
     X(fairkv_host_bytes, GAUGE, NONE, "Bytes of offloaded chunks held in the host tier (K/V and scales)") \
-    X(fairkv_reloaded_tokens_total, COUNTER, NONE, "Offloaded tokens copied back from the host tier")
+    X(fairkv_reloaded_tokens_total, COUNTER, NONE, "Offloaded tokens copied back from the host tier") \
+    X(fairkv_tier_bytes, GAUGE, KTIER, "Bytes of KV held in the memory tier (pages and scales)")     \
+    X(fairkv_tier_hit_tokens_total, COUNTER, KTIER, "Prompt tokens the prefix cache found in the memory tier") \
+    X(fairkv_tier_demotions_total, COUNTER, KTIER, "Idle chunks moved from the memory tier to the one below") \
+    X(fairkv_tier_promotions_total, COUNTER, KTIER, "Chunks copied from the memory tier back to the device") \
+    X(fairkv_tier_promoted_bytes_total, COUNTER, KTIER, "Bytes copied from the memory tier back to the device") \
+    X(fairkv_tier_evictions_total, COUNTER, KTIER, "Chunks that left the cache from the memory tier")
 
 enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 3,
-       FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 7 };
+       FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 7, FKV__L_KTIER = 2 };
 
 typedef struct fkv__stats {
 #define FKV__STAT_FIELD(name, type, labels, help) double name[FKV__L_##labels];

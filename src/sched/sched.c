@@ -724,9 +724,15 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r)
     uint32_t matched = 0, limit = r->target ? r->target - 1 : 0;
     const int32_t *tok = tokens_for(s, r, 0, limit);
     if (limit && (tok || !s->cfg.pass_tokens)) {
-        st = fkv_seq_match(r->seq, tok, limit, limit, &matched);
-        if (st) return fail(s, st, "request %llu: fkv_seq_match: %s", (unsigned long long)r->id,
+        /* across tiers: a prefix demoted to the host tier comes attached as
+         * offloaded chunks, which restore_missing reloads and prices as
+         * host_tokens before the step reads them (fkv_seq_match exactly
+         * when the cache demotes nothing) */
+        fkv_match_info mi;
+        st = fkv_seq_match_tiers(r->seq, tok, limit, limit, &mi);
+        if (st) return fail(s, st, "request %llu: fkv_seq_match_tiers: %s", (unsigned long long)r->id,
                             fkv_cache_last_error(s->cache));
+        matched = mi.device_tokens + mi.host_tokens;
     }
     r->computed = matched;
     s->live_tokens += matched;

@@ -86,6 +86,7 @@ void fkv_bench_usage(FILE *f)
             "  --reclaim A,B,...        fair reclaim before preemption for every scheme: quantize8, quantize4,\n"
             "                           offload, drop, evict (none = preempt at once; default: the scheme's)\n"
             "  --host-gb G              host tier for offloaded chunks (0: offload frees nothing)\n"
+            "  --host-demote            idle chunks the device evicts go down to the host tier (needs --host-gb)\n"
             "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"
             "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"
             "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n");
@@ -393,6 +394,8 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 0 || d > 1e6) return bad_why(a, v, "GB of host memory, 0 to 1e6");
         o->sim.host_capacity_bytes = (uint64_t)(d * 1e9);
+    } else if (!strcmp(a, "--host-demote")) {
+        o->sim.host_demote = 1;
     } else if (!strcmp(a, "--vtc-mem")) {
         TAKE();
         if (num(v, &o->sim.sched.vtc_mem_weight) || o->sim.sched.vtc_mem_weight < 0)

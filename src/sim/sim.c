@@ -290,6 +290,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot;
     cc.host_capacity_bytes = cfg->host_capacity_bytes;
+    cc.host_demote = cfg->host_demote;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;

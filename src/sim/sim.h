@@ -69,6 +69,7 @@ typedef struct fkv_sim_config {
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
+    int host_demote;              /* fkv_config.host_demote: idle chunks evicted go to the host tier */
     int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
                                * replace a scheme's GPU defaults (gpu_batch_defaults) */
 } fkv_sim_config;

@@ -1,0 +1,364 @@
+/* The host tier below the device, and the prefix tree both tiers evict by.
+ *
+ * One host tier, of host_capacity_bytes, holds two kinds of chunk:
+ *  - offloaded ones (fkv_seq_reclaim OFFLOAD): a running request's cold
+ *    chunks, held by it, waiting for fkv_seq_reload; never evicted here;
+ *  - demoted ones (host_demote): idle cached chunks the device evicted.
+ *    Their K/V are copied to host memory (cpu storage; phantom storage
+ *    only accounts the bytes) and their prefix index entries stay, so a
+ *    tiered match finds them; while no sequence holds them they wait on
+ *    the host LRU list, least recently demoted or released first.
+ * A demoted chunk leaves the host when room is needed, for a demotion or
+ * an offload (running requests come before idle copies): in tenant mode
+ * the tenant furthest over its host share goes first, as on the device;
+ * then its least recently used chunk, replaced by a leaf that extends it
+ * (below).  Both kinds are charged, in bytes, to ch->tenant.
+ *
+ * Prefix closure.  Each chunk links to the chunk it extends in the
+ * sequence that created it (tparent) and lists those that extend it
+ * (tkids); the links exist only with host_demote.  A chunk leaves a tier
+ * only once no idle chunk extending it is still in that tier: a device
+ * victim with an evictable device-resident extension is replaced by that
+ * extension, repeatedly, down to a leaf (fkv__tree_device_leaf), and a host
+ * victim likewise by a demoted extension.  So a prefix is never in a lower
+ * tier than an idle chunk that extends it (fkv__tree_check).  Paths that
+ * take a chunk from a request regardless of what extends it (reclaim,
+ * drop, evicting a held chunk) make its idle extensions roots: they cannot
+ * be matched without it any more. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+/* ---------------------------------------------------------------- tree */
+
+void fkv__tree_link(fkv__chunk *parent, fkv__chunk *kid)
+{
+    kid->tparent = parent;
+    kid->tsib_prev = NULL;
+    kid->tsib_next = parent->tkids;
+    if (parent->tkids) parent->tkids->tsib_prev = kid;
+    parent->tkids = kid;
+}
+
+void fkv__tree_leave(fkv__chunk *ch)
+{
+    fkv__chunk *p = ch->tparent;
+    if (!p) return;
+    if (ch->tsib_prev) ch->tsib_prev->tsib_next = ch->tsib_next;
+    else p->tkids = ch->tsib_next;
+    if (ch->tsib_next) ch->tsib_next->tsib_prev = ch->tsib_prev;
+    ch->tparent = ch->tsib_prev = ch->tsib_next = NULL;
+}
+
+void fkv__tree_unlink(fkv__chunk *ch)
+{
+    fkv__tree_leave(ch);
+    while (ch->tkids) fkv__tree_leave(ch->tkids);
+}
+
+void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to)
+{
+    while (from->tkids) {
+        fkv__chunk *k = from->tkids;
+        fkv__tree_leave(k);
+        fkv__tree_link(to, k);
+    }
+    fkv__tree_link(from, to);
+}
+
+/* An idle chunk (no sequence holds it) and where it is: 2 device, 1 host. */
+static int idle_level(const fkv__chunk *ch)
+{
+    if (ch->m.refs) return 0;
+    return ch->v.resident ? 2 : ch->demoted ? 1 : 0;
+}
+
+fkv__chunk *fkv__tree_device_leaf(fkv__chunk *v)
+{
+    for (fkv__chunk *k = v->tkids; k;) {
+        if (k->v.resident && k->place != FKV__PLACE_NONE) { /* evictable, not already leaving */
+            v = k;
+            k = v->tkids;
+        } else {
+            k = k->tsib_next;
+        }
+    }
+    return v;
+}
+
+static fkv__chunk *host_leaf(fkv__chunk *v)
+{
+    for (fkv__chunk *k = v->tkids; k;) {
+        if (idle_level(k) == 1) {
+            v = k;
+            k = v->tkids;
+        } else {
+            k = k->tsib_next;
+        }
+    }
+    return v;
+}
+
+/* The idle extensions a chunk would strand above it, leaving the device
+ * outside the closure's order (it is held: reclaimed, dropped, evicted as
+ * a hole), become roots. */
+void fkv__tree_orphan_idle(fkv__chunk *ch)
+{
+    for (fkv__chunk *k = ch->tkids; k;) {
+        fkv__chunk *next = k->tsib_next;
+        if (idle_level(k) == 2) fkv__tree_leave(k);
+        k = next;
+    }
+}
+
+int fkv__tree_check(fkv_cache *c, char *msg, size_t len)
+{
+    uint64_t n = 0;
+    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) n++;
+    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+        if (!c->cfg.host_demote && (ch->tparent || ch->tkids)) {
+            snprintf(msg, len, "chunk %llu: prefix tree links without host_demote", (unsigned long long)ch->id);
+            return 1;
+        }
+        uint64_t depth = 0;
+        for (fkv__chunk *p = ch->tparent; p; p = p->tparent)
+            if (++depth > n) {
+                snprintf(msg, len, "chunk %llu: a cycle in the prefix tree", (unsigned long long)ch->id);
+                return 1;
+            }
+        int found = 0;
+        if (ch->tparent)
+            for (fkv__chunk *k = ch->tparent->tkids; k && !found; k = k->tsib_next) found = k == ch;
+        if (ch->tparent && !found) {
+            snprintf(msg, len, "chunk %llu: not among its parent's extensions", (unsigned long long)ch->id);
+            return 1;
+        }
+        for (fkv__chunk *k = ch->tkids; k; k = k->tsib_next)
+            if (k->tparent != ch) {
+                snprintf(msg, len, "chunk %llu: lists chunk %llu that extends another", (unsigned long long)ch->id,
+                         (unsigned long long)k->id);
+                return 1;
+            }
+        /* closed under prefixes at every tier: an idle prefix is at least
+         * as high as each idle chunk extending it */
+        if (ch->tparent && idle_level(ch) && idle_level(ch->tparent) && idle_level(ch->tparent) < idle_level(ch)) {
+            snprintf(msg, len, "chunk %llu is on the device, its prefix %llu only in the host tier",
+                     (unsigned long long)ch->id, (unsigned long long)ch->tparent->id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- bytes */
+
+uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch)
+{
+    return (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+}
+
+void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign)
+{
+    uint64_t b = fkv__host_bytes(c, ch);
+    if (sign > 0) c->host_used += b, ch->tenant->host_bytes += b;
+    else c->host_used -= b, ch->tenant->host_bytes -= b;
+}
+
+static void list_push(fkv_cache *c, fkv__chunk *ch) /* most recent at the tail */
+{
+    ch->hnext = NULL;
+    ch->hprev = c->host_tail;
+    if (c->host_tail) c->host_tail->hnext = ch;
+    else c->host_head = ch;
+    c->host_tail = ch;
+    c->host_n++;
+}
+
+static int on_list(const fkv_cache *c, const fkv__chunk *ch)
+{
+    return ch->hprev || ch->hnext || c->host_head == ch;
+}
+
+void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch)
+{
+    if (!on_list(c, ch)) return;
+    if (ch->hprev) ch->hprev->hnext = ch->hnext;
+    else c->host_head = ch->hnext;
+    if (ch->hnext) ch->hnext->hprev = ch->hprev;
+    else c->host_tail = ch->hprev;
+    ch->hprev = ch->hnext = NULL;
+    c->host_n--;
+}
+
+void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
+{
+    if (!ch->v.offloaded) return;
+    fkv__host_charge(c, ch, -1);
+    if (ch->demoted) { /* its index entries stayed with it in the host tier */
+        fkv__host_list_remove(c, ch);
+        uint32_t lp = fkv__lpages(c, ch);
+        for (uint32_t j = 0; j < lp; j++)
+            if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+        ch->demoted = 0;
+    }
+    free(ch->host);
+    free(ch->host_qmeta);
+    ch->host = NULL;
+    ch->host_qmeta = NULL;
+    ch->host_qmeta_bytes = 0;
+    ch->host_pages = 0;
+    ch->v.offloaded = 0;
+}
+
+/* ---------------------------------------------------------------- shares */
+
+/* Weighted max-min over the tenants' host demands, the water-filling of
+ * tenant.c over the host's capacity: a tenant's demand is the bytes it
+ * holds there (offloaded chunks count, though only demoted ones can be
+ * taken), plus `need` for `who`, the tenant whose chunk is coming in (so
+ * that when the host is full, whoever holds more than its share of what
+ * is asked for gives way, the newcomer included). */
+static void host_shares(fkv_cache *c, const fkv__tenant *who, uint64_t need)
+{
+    double cap = (double)c->cfg.host_capacity_bytes, wsum = 0;
+    uint32_t left = 0;
+    for (uint32_t i = 0; i < c->n_tenants; i++) {
+        fkv__tenant *t = c->tenants[i];
+        t->host_share = -1; /* not given yet */
+        if (t->host_bytes || t == who) wsum += t->weight, left++;
+        else t->host_share = 0;
+    }
+    /* each round gives their whole demand to those below the fair level;
+     * at most one round per tenant */
+    while (left) {
+        int gave = 0;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            if (t->host_share >= 0) continue;
+            double d = (double)t->host_bytes + (t == who ? (double)need : 0);
+            if (d <= cap * t->weight / wsum) {
+                t->host_share = d;
+                cap -= t->host_share;
+                wsum -= t->weight;
+                left--;
+                gave = 1;
+            }
+        }
+        if (!gave) break;
+    }
+    for (uint32_t i = 0; i < c->n_tenants; i++) {
+        fkv__tenant *t = c->tenants[i];
+        if (t->host_share < 0) t->host_share = wsum > 0 ? cap * t->weight / wsum : 0;
+    }
+}
+
+double fkv__host_share(fkv_cache *c, const fkv__tenant *t)
+{
+    if (!c->cfg.host_capacity_bytes) return 0;
+    host_shares(c, NULL, 0);
+    return t->host_share;
+}
+
+/* The next host victim: in tenant mode, among the tenants with a demoted
+ * idle chunk, the one furthest over its host share; its least recently
+ * used chunk; then the closure's leaf below it. */
+static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need)
+{
+    if (!c->host_head) return NULL;
+    fkv__chunk *v = c->host_head;
+    if (c->cfg.quotas == FKV_QUOTA_TENANT) {
+        host_shares(c, who, need);
+        fkv__tenant *bt = NULL;
+        double bex = 0;
+        for (fkv__chunk *ch = c->host_head; ch; ch = ch->hnext) {
+            fkv__tenant *t = ch->tenant;
+            double ex = (double)t->host_bytes + (t == who ? (double)need : 0) - t->host_share;
+            if (!bt || ex > bex) bt = t, bex = ex;
+        }
+        while (v->tenant != bt) v = v->hnext;
+    }
+    return host_leaf(v);
+}
+
+int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need)
+{
+    if (need > c->cfg.host_capacity_bytes) return 0;
+    while (c->host_used + need > c->cfg.host_capacity_bytes) {
+        fkv__chunk *v = host_victim(c, who, need);
+        if (!v) return 0;
+        c->stats.fairkv_tier_evictions_total[1]++;
+        fkv__host_free(c, v);
+        fkv__chunk_destroy(c, v); /* idle: nobody holds it */
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- demotion */
+
+/* Called by fkv__chunk_release before the pages go, for a chunk no
+ * sequence holds: copies its K/V (every layer, K then V, page by page) and
+ * scales to the host and leaves its index entries in place.  0 when it
+ * cannot be found again (not whole, or its first page is not indexed by
+ * it) or the host has no room: then it is released as without a host
+ * tier. */
+int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
+{
+    uint32_t np = ch->v.n_pages, pt = c->cfg.page_tokens;
+    /* only what a tiered match can take back: a whole chunk, filled to its
+     * size in full pages (a restored one not yet computed holds no K/V
+     * worth keeping) */
+    int whole = ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == fkv__lpages(c, ch) * pt;
+    if (!np || !whole || !ch->phash[0] || (c->k && ch->kv_pending)) return 0;
+    fkv__pentry *e = fkv__prefix_find(c, ch->phash[0]);
+    if (!e || e->chunk != ch) return 0;
+    uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
+    if (!fkv__host_room(c, ch->tenant, need)) return 0;
+    uint8_t *buf = NULL;
+    if (c->k) {
+        uint64_t stride = c->layer_page_stride;
+        buf = malloc((size_t)np * c->page_bytes);
+        if (!buf) return 0;
+        for (uint32_t l = 0; l < c->cfg.n_layers; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (uint32_t j = 0; j < np; j++)
+                    memcpy(buf + (((size_t)l * 2 + (size_t)kv) * np + j) * stride,
+                           (kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride, stride);
+    }
+    uint32_t free_before = c->n_free;
+    for (uint32_t j = 0; j < np; j++) fkv__page_unref(c, ch->pages[j]);
+    c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
+    ch->host = buf;
+    ch->host_qmeta = (void *)ch->v.qmeta; /* the scales go with it */
+    ch->host_qmeta_bytes = ch->qmeta_bytes;
+    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
+    ch->v.qmeta = NULL;
+    ch->qmeta_bytes = 0;
+    ch->host_dtype = (uint8_t)ch->v.dtype;
+    ch->host_pages = np;
+    ch->v.n_pages = 0;
+    ch->v.pages = NULL;
+    ch->v.resident = 0;
+    ch->v.dtype = c->cfg.dtype;
+    ch->v.offloaded = 1;
+    ch->demoted = 1;
+    fkv__host_charge(c, ch, +1);
+    list_push(c, ch);
+    c->stats.fairkv_tier_demotions_total[0]++;
+    return 1;
+}
+
+/* Its last holder let go of an offloaded chunk.  A demoted one waits on
+ * the host list again, unless an idle extension of it is on the device
+ * (a holder promoted that one alone: it becomes a root); an offloaded one the reclaim made is
+ * not indexed and goes, as without demotion. */
+void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch)
+{
+    if (!ch->demoted) {
+        fkv__chunk_destroy(c, ch);
+        return;
+    }
+    fkv__tree_orphan_idle(ch);
+    list_push(c, ch);
+}
