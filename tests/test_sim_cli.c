@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "capture.h"
 #include "check.h"
 
 static int run(int (*fn)(int, char **), const char *a0, const char *args, const char *out)
@@ -30,21 +31,14 @@ static int run(int (*fn)(int, char **), const char *a0, const char *args, const 
 /* Runs fn with stdout sent to a file; returns what it printed. */
 static char *captured(int (*fn)(int, char **), const char *a0, const char *args, int *rc)
 {
-    char path[] = "/tmp/fkv_cli_out_XXXXXX";
-    int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    fflush(stdout);
-    int saved = dup(1);
-    REQUIRE(saved >= 0 && dup2(fd, 1) == 1);
-    *rc = run(fn, a0, args, NULL);
-    fflush(stdout);
-    REQUIRE(dup2(saved, 1) == 1);
-    close(saved);
-    close(fd);
-    char *s = check_slurp(path);
-    remove(path);
-    REQUIRE(s);
-    return s;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)a0;
+    for (char *t = strtok(buf, " "); t && argc < 62; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc] = NULL;
+    return capture_stdout(fn, argc, argv, rc);
 }
 
 /* `fairkv size`: the figures from the model geometry, computed here.

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 #include "cli.h"
 #include "gguf/gguf.h"
@@ -242,21 +243,7 @@ static char *tokenize_cli(int *rc, int argc, const char **args)
     argv[1] = (char *)"tokenize";
     for (int i = 0; i < argc; i++) argv[i + 2] = (char *)args[i];
     argv[argc + 2] = NULL;
-    char path[] = "/tmp/fkv_tokenize_XXXXXX";
-    int fd = mkstemp(path);
-    REQUIRE(fd >= 0);
-    fflush(stdout);
-    int saved = dup(1);
-    REQUIRE(saved >= 0 && dup2(fd, 1) == 1);
-    *rc = fkv_cli_model(argc + 2, argv);
-    fflush(stdout);
-    REQUIRE(dup2(saved, 1) == 1);
-    close(saved);
-    close(fd);
-    char *out = check_slurp(path);
-    remove(path);
-    REQUIRE(out);
-    return out;
+    return capture_stdout(fkv_cli_model, argc + 2, argv, rc);
 }
 
 static void check_cli(const char *dir)

@@ -69,6 +69,23 @@ void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to)
 }
 
 /* An idle chunk (no sequence holds it) and where it is: 2 device, 1 host. */
+/* A chunk's K/V pages copied out to one host buffer, layer by layer, K
+ * then V, page by page (the layout fkv_seq_reload copies back); NULL when
+ * out of memory.  cpu storage only. */
+uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch)
+{
+    uint32_t np = ch->v.n_pages;
+    uint64_t stride = c->layer_page_stride;
+    uint8_t *buf = malloc((size_t)np * c->page_bytes);
+    if (!buf) return NULL;
+    for (uint32_t l = 0; l < c->cfg.n_layers; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (uint32_t j = 0; j < np; j++)
+                memcpy(buf + (((size_t)l * 2 + (size_t)kv) * np + j) * stride,
+                       (kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride, stride);
+    return buf;
+}
+
 static int idle_level(const fkv__chunk *ch)
 {
     if (ch->m.refs) return 0;
@@ -316,16 +333,7 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
     if (!fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
-    if (c->k) {
-        uint64_t stride = c->layer_page_stride;
-        buf = malloc((size_t)np * c->page_bytes);
-        if (!buf) return 0;
-        for (uint32_t l = 0; l < c->cfg.n_layers; l++)
-            for (int kv = 0; kv < 2; kv++)
-                for (uint32_t j = 0; j < np; j++)
-                    memcpy(buf + (((size_t)l * 2 + (size_t)kv) * np + j) * stride,
-                           (kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride, stride);
-    }
+    if (c->k && !(buf = fkv__host_copy_out(c, ch))) return 0;
     uint32_t free_before = c->n_free;
     for (uint32_t j = 0; j < np; j++) fkv__page_unref(c, ch->pages[j]);
     c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;

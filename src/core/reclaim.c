@@ -22,16 +22,7 @@ static int offload(fkv_cache *c, fkv__chunk *ch)
     /* a running request's chunks come before idle demoted copies */
     if (!np || !fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
-    if (c->k) {
-        uint64_t stride = c->layer_page_stride;
-        buf = malloc((size_t)np * c->page_bytes);
-        if (!buf) return 0;
-        for (uint32_t l = 0; l < c->cfg.n_layers; l++)
-            for (int kv = 0; kv < 2; kv++)
-                for (uint32_t j = 0; j < np; j++)
-                    memcpy(buf + (((size_t)l * 2 + (size_t)kv) * np + j) * stride,
-                           (kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride, stride);
-    }
+    if (c->k && !(buf = fkv__host_copy_out(c, ch))) return 0;
     /* the scales go with it: out of the resident accounting first, so the
      * eviction does not free them */
     ch->host_qmeta = (void *)ch->v.qmeta;
