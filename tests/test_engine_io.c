@@ -4,7 +4,8 @@
  * (prefill tokens, prefix_hit_out, imported_tokens); an import extends the
  * cache's own partial match and only past it; export_from and quantized
  * (cold int8) chunks leave pages out; an import longer than the prompt is
- * cut to it. */
+ * cut to it; below a host tier, a prompt comes back part from the host,
+ * part from the import. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,10 +52,14 @@ static void on_export(void *ctx, uint64_t id, const fkv_engine_export *x)
     r->page_bytes = x->page_bytes;
 }
 
+static uint64_t host_bytes, budget; /* 0: none, the default */
+
 static fkv_engine *make(fkv_quant_mode q)
 {
     fkv_engine_config c;
     fkv_engine_config_default(&c);
+    if (host_bytes) c.host_bytes = host_bytes, c.host_demote = 1;
+    if (budget) c.kv_budget_bytes = budget;
     c.page_tokens = PT;
     c.chunk_tokens = 32;
     if (q != FKV_QUANT_OFF) {
@@ -91,6 +96,19 @@ static void go(fkv_engine *e, uint32_t n, run *r, const uint8_t *imp, uint32_t i
     q.export_from = export_from;
     REQUIRE(fkv_engine_submit(e, &q, NULL) == FKV_OK);
     REQUIRE(fkv_engine_run_until_idle(e) == FKV_OK);
+}
+
+/* fairkv_tier_hit_tokens_total{tier="host"} of the engine's cache */
+static double host_hits(fkv_engine *e)
+{
+    size_t len = 0;
+    fkv_cache_metrics_prometheus(fkv_engine_cache(e), NULL, 0, &len);
+    char *t = malloc(len + 1);
+    REQUIRE(t && fkv_cache_metrics_prometheus(fkv_engine_cache(e), t, len + 1, &len) == FKV_OK);
+    const char *k = "fairkv_tier_hit_tokens_total{tier=\"host\"} ", *at = strstr(t, k);
+    double v = at ? atof(at + strlen(k)) : -1;
+    free(t);
+    return v;
 }
 
 static void done(run *r)
@@ -180,7 +198,30 @@ int main(void)
     CHECKF(q.ok[0] == 0 && cold > 0 && hot > 0, "int8: %d left out, %d exported", cold, hot);
     fkv_engine_destroy(e5);
 
+    /* with the host tier below: the prompt, evicted from the device by
+     * another one, comes back partly from the host (whole chunks, as many
+     * as its 16 KiB hold) and partly from the import, same logits */
+    host_bytes = 16 << 10;
+    budget = 64 << 10; /* 128 tokens of 512 bytes: one request */
+    fkv_engine *e6 = make(FKV_QUANT_OFF);
+    run h = {0};
+    go(e6, PLEN, &h, NULL, 0, 0);
+    for (int i = 0; i < PLEN; i++) prompt[i] ^= 1; /* another prompt evicts it */
+    go(e6, PLEN, &h, NULL, 0, 0);
+    for (int i = 0; i < PLEN; i++) prompt[i] ^= 1;
+    fkv_engine_stats_get(e6, &s0);
+    double host0 = host_hits(e6);
+    go(e6, PLEN, &h, a.kv, 6 * PT, 0);
+    fkv_engine_stats_get(e6, &s);
+    uint64_t host_hit = (uint64_t)host_hits(e6) - host0;
+    uint64_t imported = s.imported_tokens - s0.imported_tokens;
+    CHECKF(h.hit == 6 * PT && host_hit > 0 && imported > 0 && host_hit + imported == 6 * PT,
+           "hit %u: host %llu + imported %llu", h.hit, (unsigned long long)host_hit, (unsigned long long)imported);
+    CHECK(!memcmp(a.logits, h.logits, lgbytes));
+    fkv_engine_destroy(e6);
+
     fkv_engine_destroy(e1);
+    done(&h);
     done(&a), done(&b), done(&c), done(&d), done(&q);
     unbuild(&tiny);
     return check_done();
