@@ -41,6 +41,55 @@ static void sp_stop(sp_proc *p)
     p->pid = 0;
 }
 
+static void sp_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Stops p as an operator would (SIGTERM: drain, exit 0) and checks that it
+ * exited 0 without a sanitizer report (the TSan suite runs these children
+ * instrumented too); SIGKILL after 15 s. */
+static void sp_end(sp_proc *p)
+{
+    if (p->pid <= 0) return;
+    kill(p->pid, SIGTERM);
+    static char out[1 << 16];
+    size_t len = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 15) break;
+        fd_set fs;
+        FD_ZERO(&fs);
+        FD_SET(p->fd, &fs);
+        struct timeval tv = {0, 100000};
+        if (select(p->fd + 1, &fs, NULL, NULL, &tv) <= 0) continue;
+        char buf[4096];
+        ssize_t r = read(p->fd, buf, sizeof buf);
+        if (r <= 0) break; /* EOF: it exited */
+        size_t k = (size_t)r < sizeof out - 1 - len ? (size_t)r : sizeof out - 1 - len;
+        memcpy(out + len, buf, k);
+        len += k;
+    }
+    out[len] = 0;
+    int st = 0, gone = 0;
+    for (int i = 0; i < 500 && !gone; i++) { /* EOF comes just before the exit is reaped */
+        gone = waitpid(p->pid, &st, WNOHANG) == p->pid;
+        if (!gone) sp_sleep_ms(10);
+    }
+    if (!gone) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &st, 0);
+        st = -1;
+    }
+    close(p->fd);
+    p->pid = 0;
+    CHECKF(st == 0, "fairkv serve exit status %d: %s", st, out);
+    CHECKF(!strstr(out, "Sanitizer"), "fairkv serve: %s", out);
+}
+
 static void sp_cleanup(void)
 {
     for (int i = 0; i < sp_n; i++) sp_stop(sp_all[i]);
@@ -172,10 +221,5 @@ static double sp_metric(unsigned port, const char *series)
     return sum;
 }
 
-static void sp_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 #endif

@@ -72,7 +72,7 @@ int main(void)
         REQUIRE(a.status == 200 && a.text[0] && a.prompt + MAXTOK <= 128);
         snprintf(want[p], sizeof want[p], "%s", a.text);
     }
-    sp_stop(&ref);
+    sp_end(&ref);
 
     rfx_server rs = {0};
     REQUIRE(rfx_start(&rs, false));
@@ -115,7 +115,7 @@ int main(void)
     }
     CHECKF(keys > 0, "no write-back after Redis came back (%lld keys)", keys);
 
-    sp_stop(&s);
+    sp_end(&s);
     rfx_stop(&rs);
     curl_global_cleanup();
     return check_done();

@@ -78,7 +78,7 @@ static double metric_above(unsigned port, const char *series, double than)
 static void test_host_tier(const sp_answer *refA, unsigned ref_port)
 {
     /* 160 KiB = 128 tokens of stories260K's f32 K/V: one request at a time */
-    sp_proc h = {0};
+    static sp_proc h; /* static: the exit cleanup holds a pointer to it */
     const char *args[] = {"--model", model, "--kv-budget", "160KiB", "--host-kv", "1MiB", NULL};
     REQUIRE(sp_start(&h, args) == 0);
     sp_answer a1, b, a2;
@@ -97,7 +97,7 @@ static void test_host_tier(const sp_answer *refA, unsigned ref_port)
     sp_complete(ref_port, A, NULL, NULL, MAXTOK, &r2);
     CHECKF(r2.cached == 0, "reference cached %ld", r2.cached);
     CHECK(!strcmp(r2.text, refA->text));
-    sp_stop(&h);
+    sp_end(&h);
 }
 
 int main(void)
@@ -172,9 +172,9 @@ int main(void)
     CHECKF(metric_above(s2.port, "fairkv_remote_corrupt_total", corrupt0) > corrupt0, "corrupt %g -> %g", corrupt0,
            sp_metric(s2.port, "fairkv_remote_corrupt_total"));
 
-    sp_stop(&s1);
-    sp_stop(&s2);
-    sp_stop(&ref);
+    sp_end(&s1);
+    sp_end(&s2);
+    sp_end(&ref);
     rfx_stop(&rs);
     curl_global_cleanup();
     return check_done();
