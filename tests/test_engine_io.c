@@ -5,7 +5,8 @@
  * cache's own partial match and only past it; export_from and quantized
  * (cold int8) chunks leave pages out; an import longer than the prompt is
  * cut to it; below a host tier, a prompt comes back part from the host,
- * part from the import. */
+ * part from the import; nothing from the first chunk a sparsity mode
+ * dropped on is exported. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,7 @@ static void on_export(void *ctx, uint64_t id, const fkv_engine_export *x)
 }
 
 static uint64_t host_bytes, budget; /* 0: none, the default */
+static int streaming;                /* 1: streaming sparsity, 64 tokens */
 
 static fkv_engine *make(fkv_quant_mode q)
 {
@@ -60,6 +62,7 @@ static fkv_engine *make(fkv_quant_mode q)
     fkv_engine_config_default(&c);
     if (host_bytes) c.host_bytes = host_bytes, c.host_demote = 1;
     if (budget) c.kv_budget_bytes = budget;
+    if (streaming) c.sparsity = FKV_SPARSE_STREAMING, c.sparsity_budget = 64;
     c.page_tokens = PT;
     c.chunk_tokens = 32;
     if (q != FKV_QUANT_OFF) {
@@ -219,6 +222,20 @@ int main(void)
            "hit %u: host %llu + imported %llu", h.hit, (unsigned long long)host_hit, (unsigned long long)imported);
     CHECK(!memcmp(a.logits, h.logits, lgbytes));
     fkv_engine_destroy(e6);
+
+    /* streaming sparsity drops middle chunks while decoding: the pages of
+     * the sink chunk before them are exact and exported, nothing after */
+    host_bytes = budget = 0;
+    streaming = 1;
+    fkv_engine *e7 = make(FKV_QUANT_OFF);
+    run sp = {0};
+    go(e7, PLEN, &sp, NULL, 0, 0);
+    fkv_engine_stats_get(e7, &s);
+    CHECK(s.dropped_tokens > 0);
+    for (uint32_t p = 0; p < sp.n_pages; p++) CHECKF(sp.ok[p] == (p < 2), "streaming: page %u ok %u", p, sp.ok[p]);
+    CHECK(!memcmp(sp.kv, a.kv, 2 * a.page_bytes));
+    fkv_engine_destroy(e7);
+    done(&sp);
 
     fkv_engine_destroy(e1);
     done(&h);

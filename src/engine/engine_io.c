@@ -15,7 +15,14 @@
  * (every position of the sequence has its K/V) and before
  * fkv_sched_finish frees the sequence.  Only full pages of chunks that
  * are resident and at the base precision are marked ok: a quantized chunk
- * holds int8/int4 bytes and scales, not the layout the importer expects. */
+ * holds int8/int4 bytes and scales, not the layout the importer expects.
+ * (Pages after a quantized chunk are exported: they attended int8 K/V, the
+ * same approximation the cache's own prefix hits hand out.)  Nothing at or
+ * after the first chunk dropped by a sparsity mode is exported: a page
+ * computed once a chunk before it was dropped attended a sparse context,
+ * which a dense importer would take for the real one; a page before every
+ * dropped chunk was computed before any drop (drops are for good), so it
+ * is exact. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,13 +101,14 @@ void fkv__engine_export(fkv_engine *e, eng_req *q)
         return;
     }
     size_t c = 0;
-    for (uint32_t p = 0; p < n_pages; p++) {
+    int sparse = 0; /* a dropped chunk met: nothing from here on */
+    for (uint32_t p = 0; p < n_pages && !sparse; p++) {
         uint32_t start = p * pt;
+        while (c < nc && ch[c]->start + ch[c]->n_tokens <= start) sparse |= ch[c++]->dropped;
+        if (c == nc || (sparse |= ch[c]->dropped)) break;
         if (start < q->export_from) continue;
-        while (c < nc && ch[c]->start + ch[c]->n_tokens <= start) c++;
-        if (c == nc) break;
         const fkv_chunk_view *cv = ch[c];
-        if (cv->start > start || cv->start + cv->n_tokens < start + pt || !cv->resident || cv->dropped ||
+        if (cv->start > start || cv->start + cv->n_tokens < start + pt || !cv->resident ||
             cv->dtype != e->geom.base)
             continue;
         uint8_t *dst = kv + (size_t)p * pb;
