@@ -47,9 +47,14 @@
  *  - Write-back at request end: the engine hands the finished request's
  *    full pages up to its last computed token (on_export, on the step
  *    thread), and the ones whose chunk is resident at full precision
- *    (quantized ones are skipped) and past the hits it was given are
- *    put() (the client copies them into its queue and never blocks; a full
+ *    (quantized ones are skipped, and nothing from the first chunk a
+ *    sparsity mode dropped on) and past the hits it was given are put()
+ *    (the client copies them into its queue and never blocks; a full
  *    queue drops, counted).
+ *  - The lookup runs for every prompt, even one the local cache holds: the
+ *    cache belongs to the step thread, and the connection thread cannot
+ *    ask it.  Pages the local match already covers are fetched and not
+ *    used (the price of never waiting on Redis in the step).
  *  - Values read back are untrusted: the client's value check refuses any
  *    that does not match its key (magic, geometry, length, XXH64, hash):
  *    a miss, counted in fairkv_remote_corrupt_total; Redis down or slow is
