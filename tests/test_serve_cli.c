@@ -164,6 +164,13 @@ int main(void)
     close(fd);
     CHECK(wait_exit(pid, 5000) == 2);
     CHECKF(strstr(buf, "quant=sometimes"), "stderr: %s", buf);
+    /* a remote tier's node list is checked before serving */
+    char *badr[] = {"fairkv", "serve", "--port", "0", "--model", model, "--remote", "redis://nohostport", NULL};
+    pid = spawn(badr, &fd);
+    read_until(fd, buf, sizeof buf, "\n", 5000);
+    close(fd);
+    CHECK(wait_exit(pid, 5000) == 2);
+    CHECKF(strstr(buf, "bad node \"nohostport\""), "stderr: %s", buf);
     char *eng[] = {"fairkv", "serve", "--port", "0", "--model", model, "--kv-budget", "1MiB", "--policy", "lru", NULL};
     pid = spawn(eng, &fd);
     REQUIRE(pid > 0);

@@ -177,7 +177,7 @@ static void test_greedy_direct(void)
         capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
         char user[8];
         snprintf(user, sizeof user, "u%d", r); /* the HTTP request's user: the same tenant */
-        fkv_gen_request q = {1000 + (uint64_t)r, user, prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL};
+        fkv_gen_request q = {1000 + (uint64_t)r, user, prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL, NULL};
         fkv_gen_sink sink = {cap_token, cap_done, &c};
         char err[200];
         REQUIRE(be.ops->submit(be.impl, &q, &sink, err, sizeof err) == FKV_OK);
@@ -313,7 +313,7 @@ static void test_backend_sweep(const char *mopt)
             capture c[NPAR];
             for (int r = 0; r < NPAR; r++) {
                 c[r] = (capture){.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-                fkv_gen_request q = {2000 + (uint64_t)r, "sweep", prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL};
+                fkv_gen_request q = {2000 + (uint64_t)r, "sweep", prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL, NULL};
                 fkv_gen_sink sink = {cap_token, cap_done, &c[r]};
                 REQUIRE(b.ops->submit(b.impl, &q, &sink, err, sizeof err) == FKV_OK);
             }
@@ -420,7 +420,7 @@ static void test_cancel_stops_engine(const char *mopt)
                strstr(err, "/nonexistent-dir/steps.log"), "%s", err);
     REQUIRE(fkv_backend_create("engine", opts, &b2, err, sizeof err) == FKV_OK);
     capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3, NULL};
+    fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3, NULL, NULL};
     fkv_gen_sink sink = {cap_token, cap_done, &c};
     REQUIRE(b2.ops->submit(b2.impl, &q, &sink, err, sizeof err) == FKV_OK);
     for (int i = 0; i < 500; i++) {

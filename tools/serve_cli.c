@@ -44,6 +44,13 @@ static void usage(FILE *f)
             "  --reclaim LIST       engine: before preempting, take memory from the fair victim by\n"
             "                       quantize8,quantize4,offload,drop,evict in that order (default none)\n"
             "  --host-bytes BYTES   engine: host tier for offloaded chunks (default 0: none)\n"
+            "  --host-kv BYTES      engine: host tier that idle evicted chunks are demoted to and found\n"
+            "                       again in by later prompts (default 0: none)\n"
+            "  --remote redis://HOST:PORT[,HOST:PORT...]  engine: remote KV tier in Redis, shared by\n"
+            "                       every instance of the same model (default: none)\n"
+            "  --remote-cluster     engine: the --remote nodes are seeds of a Redis Cluster\n"
+            "  --remote-timeout-ms N  engine: bound of a request's remote lookup (default 100)\n"
+            "  --remote-ttl S       engine: expiry of the chunks written (default 3600)\n"
             "  --dynamic-chunking on|off  engine: variable chunk sizes (default off)\n"
             "  --chunk-tokens N     engine: chunk size, or base size when dynamic (default 64)\n"
             "  --quant off|always|under-pressure  engine: cold-chunk int8 quantization (default off)\n"
@@ -89,7 +96,9 @@ static const struct {
               {"--max-running", "max_running"}, {"--admission", "admission"},
               {"--step-log", "step_log"},     {"--victim", "victim"},
               {"--reclaim", "reclaim"},       {"--host-bytes", "host_bytes"},
-              {"--ctx", "ctx"}};
+              {"--ctx", "ctx"},               {"--host-kv", "host_kv"},
+              {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
+              {"--remote-ttl", "remote_ttl_s"}};
 #define N_EFLAGS (sizeof eflags / sizeof eflags[0])
 
 static int is_engine_flag(const char *a)
@@ -151,6 +160,14 @@ int fkv_cli_serve(int argc, char **argv)
             if (parse_u64(a, val, 0, 86400, &drain_s)) return 2;
         } else if (OPT("--chat-template")) cfg.chat_template = val;
         else if (OPT("--backend")) backend = val;
+        else if (!strcmp(a, "--remote-cluster")) { /* a switch: no value */
+            ok = 1;
+            if (n_opts == 64) {
+                fprintf(stderr, "fairkv serve: too many options\n");
+                return 2;
+            }
+            opts[n_opts++] = "remote_cluster=on";
+        }
         else if (is_engine_flag(a)) {
             ok = 1;
             i++;

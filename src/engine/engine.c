@@ -91,6 +91,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     cc.prefix_cache = cfg->prefix_cache;
     cc.quotas = cfg->quotas;
     cc.host_capacity_bytes = cfg->host_bytes;
+    cc.host_demote = cfg->host_demote;
     cc.dynamic_chunking = cfg->dynamic_chunking;
     cc.quant_mode = cfg->quant_mode;
     cc.quant_dtype = cfg->quant_dtype;
@@ -128,6 +129,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.on_preempt = FKV_PREEMPT_KEEP;
     sc.miss = FKV_MISS_RECOMPUTE;
     sc.pass_tokens = 1;
+    sc.import = fkv__engine_import; /* a no-op for requests without import_kv */
+    sc.import_ctx = e;
     if ((st = fkv_sched_create(&sc, e->cache, &e->sched))) goto fail;
     if ((st = fkv_attn_pool_create(cfg->n_threads, &e->apool))) goto fail;
     if ((st = fkv_fwd_create(m, e->apool, &e->fwd))) goto fail;
@@ -148,6 +151,7 @@ void fkv__eng_req_free(eng_req *q)
     free(q->tokens);
     free(q->forced);
     free(q->mass);
+    free(q->import_kv);
     free(q);
 }
 
@@ -216,6 +220,23 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         q->on_done = rq->on_done;
         q->ctx = rq->ctx;
         q->prefix_hit_out = s == 0 ? rq->prefix_hit_out : NULL;
+        if (s == 0) {
+            q->on_export = rq->on_export;
+            q->export_from = rq->export_from;
+        }
+        /* whole pages of the prompt only: a longer import could not be
+         * appended, since the prompt's last token is always computed */
+        uint32_t imp = rq->import_kv ? rq->import_tokens / e->cfg.page_tokens * e->cfg.page_tokens : 0;
+        if (imp > rq->n_prompt) imp = rq->n_prompt / e->cfg.page_tokens * e->cfg.page_tokens;
+        if (s == 0 && imp) {
+            size_t bytes = (size_t)(imp / e->cfg.page_tokens) * fkv_engine_page_bytes(e);
+            if (!(q->import_kv = malloc(bytes))) {
+                st = FKV_ENOMEM;
+                break;
+            }
+            memcpy(q->import_kv, rq->import_kv, bytes);
+            q->import_tokens = imp;
+        }
         q->r.client = rq->client;
         q->r.tenant = rq->tenant;
         q->r.cache_salt = rq->cache_salt;

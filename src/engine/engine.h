@@ -68,6 +68,8 @@ typedef struct fkv_engine_config {
     fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* fair reclaim before preemption (sched.h); none */
     uint32_t n_reclaim;
     uint64_t host_bytes;       /* 0: the cache's host tier for offloaded chunks (fkv_config.host_capacity_bytes) */
+    int host_demote;           /* 0; 1: idle evicted chunks are demoted to that tier and matched from it
+                                * (fkv_config.host_demote; needs host_bytes) */
     uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
     int chunked_prefill;       /* 1: a prompt may be split over steps (fkv_sched_config.chunked_prefill) */
     uint32_t max_running;      /* 16 */
@@ -81,6 +83,28 @@ typedef struct fkv_engine_config {
 
 void fkv_engine_config_default(fkv_engine_config *c);
 
+
+/* K/V outside the cache (a remote tier), in whole pages of the cache's
+ * page_tokens tokens.  A page's bytes (fkv_engine_page_bytes): for each
+ * layer, K then V, each [page_tokens][n_kv_heads][head_dim] of kv_dtype,
+ * K already rotated, exactly the bytes the cache's pages hold, so a page
+ * exported by one engine and imported by another of the same model and
+ * kv_dtype gives the same logits bit for bit. */
+typedef struct fkv_engine fkv_engine;
+size_t fkv_engine_page_bytes(const fkv_engine *e);
+uint32_t fkv_engine_page_tokens(const fkv_engine *e);
+
+/* A finished request's pages, handed to fkv_engine_request.on_export. */
+typedef struct fkv_engine_export {
+    const int32_t *tokens; /* [n_pages * page_tokens]: the sequence's tokens */
+    uint32_t page_tokens, n_pages;
+    size_t page_bytes;
+    const uint8_t *kv;     /* [n_pages][page_bytes]; page i's bytes are meaningful only where ok[i] */
+    const uint8_t *ok;     /* [n_pages]: 1 = its K/V are full precision and computed */
+} fkv_engine_export;
+/* On the stepping thread, inside the step that ends the request, before
+ * its sequence is freed; x and its arrays are valid during the call. */
+typedef void (*fkv_engine_export_fn)(void *ctx, uint64_t id, const fkv_engine_export *x);
 
 /* Called on the stepping thread for each generated token: logits[n_vocab]
  * (valid during the call) are the ones the token was sampled from. */
@@ -113,6 +137,19 @@ typedef struct fkv_engine_request {
     /* NULL, or written before sample 0's on_done: its prompt tokens found in
      * the prefix cache at its first admission.  Must stay valid until then. */
     uint32_t *prefix_hit_out;
+    /* NULL, or the K/V of the prompt's first import_tokens tokens (whole
+     * pages, the layout of fkv_engine_page_bytes; copied).  When the
+     * request's sequence opens, the tokens past the cache's own match up to
+     * import_tokens (and before the prompt's last token, which is always
+     * computed) are appended with these bytes instead of being computed;
+     * they count in prefix_hit_out.  Sample 0 only. */
+    const uint8_t *import_kv;
+    uint32_t import_tokens;
+    /* NULL, or called once when sample 0 ends normally with the full pages
+     * of its sequence up to its last computed token; pages wholly below
+     * export_from are left out (ok = 0: the caller knows where they are). */
+    fkv_engine_export_fn on_export;
+    uint32_t export_from;
 } fkv_engine_request;
 
 typedef struct fkv_engine_stats {
@@ -132,11 +169,12 @@ typedef struct fkv_engine_stats {
     uint64_t dropped_tokens;    /* tokens dropped by the sparsity mode */
     uint32_t peak_pages_used;   /* most cache pages in use after a step */
     uint64_t forks;             /* samples forked from their request's sequence */
+    uint64_t imported_tokens;   /* prompt tokens appended with imported K/V (fkv_engine_request.import_kv) */
+    uint64_t exported_pages;    /* pages handed to on_export with ok = 1 */
     uint64_t preemptions, rejections;
     fkv_counters cache;         /* the cache's counters */
 } fkv_engine_stats;
 
-typedef struct fkv_engine fkv_engine;
 
 /* m must outlive the engine.  err names the bad field. */
 fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, fkv_engine **out, char *err,

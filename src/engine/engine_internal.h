@@ -4,6 +4,7 @@
 #define FKV_ENGINE_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 
 #include "engine/engine.h"
 #include "model/sampler.h"
@@ -22,6 +23,10 @@ typedef struct eng_req {
     fkv_engine_done_fn on_done;
     void *ctx;
     uint32_t *prefix_hit_out; /* sample 0: fkv_engine_request.prefix_hit_out */
+    uint8_t *import_kv;     /* sample 0: a copy of fkv_engine_request.import_kv, freed once used */
+    uint32_t import_tokens;
+    fkv_engine_export_fn on_export; /* sample 0 */
+    uint32_t export_from;
     float *mass;            /* [mass_cap] H2O attention mass per chunk index */
     size_t mass_cap;
     /* parallel samples: sample 0 runs the prompt; the others wait here and
@@ -83,6 +88,11 @@ struct fkv_engine {
 };
 
 extern const fkv_kv_ops fkv__engine_kv_ops; /* ctx: fkv_engine* */
+/* engine_io.c: the scheduler's import hook (ctx: fkv_engine*) and the export
+ * of a finishing request's pages */
+uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t matched, uint32_t limit);
+void fkv__engine_export(fkv_engine *e, eng_req *q);
+static inline eng_req *fkv__req_of(fkv_req *r) { return (eng_req *)(void *)((char *)r - offsetof(eng_req, r)); }
 void fkv__eng_req_free(eng_req *q);
 
 #endif

@@ -395,6 +395,12 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
         if (q->stop_token >= 0 && tok == q->stop_token) q->r.output = q->r.generated + 1;
         if (q->n_kids && q->r.generated == 0) fork_kids(e, q, lg);
     }
+    /* the requests this step ends (fkv_sched_finish's rule: an emission
+     * that reaches `output`) export their pages while the sequence exists */
+    for (size_t i = 0; i < e->n_ent; i++) {
+        eng_req *q = e->ent[i].q;
+        if (e->ent[i].lg >= 0 && q->on_export && q->r.generated + 1 >= q->r.output) fkv__engine_export(e, q);
+    }
     if ((st = fkv_sched_finish(e->sched, &e->batch, e->now))) goto out;
     if ((st = sparsify(e))) goto out;
     reap(e);

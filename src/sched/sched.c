@@ -734,6 +734,13 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r)
                             fkv_cache_last_error(s->cache));
         matched = mi.device_tokens + mi.host_tokens;
     }
+    if (s->cfg.import && r->tokens && limit > matched) {
+        uint32_t k = s->cfg.import(s->cfg.import_ctx, r, matched, limit);
+        if (k > limit - matched || fkv_seq_len(r->seq) != matched + k)
+            return fail(s, FKV_ESTATE, "request %llu: import says %u tokens after %u (limit %u), sequence has %u",
+                        (unsigned long long)r->id, k, matched, limit, fkv_seq_len(r->seq));
+        matched += k;
+    }
     r->computed = matched;
     s->live_tokens += matched;
     if (r->preemptions == 0) r->matched = matched;

@@ -144,6 +144,8 @@ typedef enum fkv_victim_rule {
 typedef enum fkv_preempt_mode { FKV_PREEMPT_KEEP = 0, FKV_PREEMPT_FREE = 1 } fkv_preempt_mode;
 typedef enum fkv_miss_mode { FKV_MISS_RECOMPUTE = 0, FKV_MISS_RELOAD = 1 } fkv_miss_mode;
 
+struct fkv_req; /* below */
+
 typedef struct fkv_sched_config {
     fkv_sched_mode mode;
     uint32_t max_batch_tokens; /* 2048: recomputed + new tokens per step */
@@ -166,6 +168,16 @@ typedef struct fkv_sched_config {
     double vtc_mem_weight;     /* 0: counter units per token-second of KV held */
     double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
     int no_admit_after_preempt; /* 0; 1: a step that preempted admits nothing (vLLM) */
+    /* NULL, or called by open_seq right after the prefix match of a request's
+     * new sequence, for K/V the caller holds outside the cache (an engine
+     * importing chunks fetched from a remote tier): it may append tokens
+     * [matched, matched + k) of r->tokens to r->seq, k <= limit - matched,
+     * writing their K/V itself, and returns k.  They count as matched
+     * (r->matched, prompt tokens not computed), so the step computes from
+     * matched + k on.  Appended pages it leaves without K/V would be read as
+     * they are, so it must append only what it wrote. */
+    uint32_t (*import)(void *ctx, struct fkv_req *r, uint32_t matched, uint32_t limit);
+    void *import_ctx;
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);

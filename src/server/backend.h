@@ -39,6 +39,7 @@ typedef struct fkv_gen_request {
     double top_p;            /* (0, 1] */
     uint64_t seed;           /* sampling RNG seed: same seed, same tokens */
     const char *cache_salt;  /* prefix-cache namespace, NULL = none (the tenant is `client`) */
+    void *prefetched;        /* NULL, or what the backend's prefetch returned for this request */
 } fkv_gen_request;
 
 typedef enum fkv_finish {
@@ -119,6 +120,14 @@ typedef struct fkv_backend_ops {
      * prompts a chat template wrote */
     fkv_status (*tokenize_special)(void *be, const char *text, size_t len, int32_t *out, uint32_t cap,
                                    uint32_t *n);
+    /* may be NULL (both): work for a request that may wait (the engine's
+     * lookup of the prompt in a remote tier), done by the server in the
+     * connection thread before admission and outside its admission lock, so
+     * a slow lookup delays only its own request.  The result (NULL: none)
+     * goes to every submit of the request's choices in
+     * fkv_gen_request.prefetched (submit only reads it), then to release. */
+    void *(*prefetch)(void *be, const fkv_gen_request *req);
+    void (*release)(void *be, void *prefetched);
 } fkv_backend_ops;
 
 typedef struct fkv_backend {

@@ -22,6 +22,43 @@
  * piece that ends inside a multi-byte character delivers the complete part
  * and keeps the rest for the next token; bytes that cannot be UTF-8 become
  * U+FFFD (random-weight models emit arbitrary bytes).
+ *
+ * Remote tier (--remote, src/remote): pages of K/V shared through Redis by
+ * every instance serving the same model.
+ *  - A remote chunk is one cache page (page_tokens = 16 tokens), its value
+ *    the page's bytes in the engine's exchange layout (fkv_engine_page_bytes:
+ *    per layer K then V, [16][kv_heads][head_dim] of the cache's dtype).
+ *  - Key: fkv_remote_key_make with model = the served name (sanitized, at
+ *    most 40 characters) + "-" + 16 hex digits of SHA-256 of the GGUF file,
+ *    so different weights never share chunks even under one name; the
+ *    geometry (layers x kv heads x head dim) and dtype (f32 / f16) of the
+ *    engine's cache; namespace "t<tenant id>-s<salt id>" (16 hex digits
+ *    each) from the same ids as the cache's prefix namespaces (the `user`
+ *    and the cache_salt, name_id), so another user or salt never sees a
+ *    tenant's chunks: its hash chain starts from another namespace.
+ *  - Lookup: prefetch (the server's connection thread, before admission,
+ *    outside its admission lock) GETs the keys of the prompt's whole pages
+ *    before its last token in one batched call bounded by
+ *    remote_timeout_ms; the run of hits from page 0 goes with the request
+ *    (fkv_engine_request.import_kv), and when its sequence opens the engine
+ *    appends the pages past its own device + host match with those bytes
+ *    (engine_io.c).  They count as cached tokens.  The step thread never
+ *    waits on Redis.
+ *  - Write-back at request end: the engine hands the finished request's
+ *    full pages up to its last computed token (on_export, on the step
+ *    thread), and the ones whose chunk is resident at full precision
+ *    (quantized ones are skipped, and nothing from the first chunk a
+ *    sparsity mode dropped on) and past the hits it was given are put()
+ *    (the client copies them into its queue and never blocks; a full
+ *    queue drops, counted).
+ *  - The lookup runs for every prompt, even one the local cache holds: the
+ *    cache belongs to the step thread, and the connection thread cannot
+ *    ask it.  Pages the local match already covers are fetched and not
+ *    used (the price of never waiting on Redis in the step).
+ *  - Values read back are untrusted: the client's value check refuses any
+ *    that does not match its key (magic, geometry, length, XXH64, hash):
+ *    a miss, counted in fairkv_remote_corrupt_total; Redis down or slow is
+ *    a miss too (fairkv_remote_errors_total): the prompt is computed.
  */
 #include <openssl/evp.h>
 #include <errno.h>
@@ -37,6 +74,7 @@
 #include "model/tokenizer.h"
 #include "server/backend.h"
 #include "server/backend_engine_opts.h"
+#include "remote/remote.h"
 
 typedef struct ereq {
     struct ereq *next;
@@ -51,6 +89,8 @@ typedef struct ereq {
     int stopped;           /* end-of-generation token met (step thread only) */
     unsigned char pend[4]; /* UTF-8 holdback (step thread only) */
     size_t n_pend;
+    char ns[FKV_REMOTE_NAME_MAX + 1]; /* the remote tier's namespace of its tenant and salt */
+    uint32_t remote_hit;   /* prompt tokens the lookup found (whole pages from 0) */
 } ereq;
 
 typedef struct eng {
@@ -79,6 +119,14 @@ typedef struct eng {
     FILE *step_log;          /* --step-log: written by the step thread only */
     char *step_log_path;
     int64_t step_log_t0;     /* CLOCK_MONOTONIC ns when it was opened */
+    /* the remote tier (NULL: none); the fields below are set before any
+     * thread starts and only read after */
+    fkv_remote *remote;
+    char remote_model[FKV_REMOTE_NAME_MAX + 1];
+    fkv_remote_geom rgeom;
+    fkv_remote_dtype rdtype;
+    uint32_t page_tokens;
+    size_t page_bytes;
 } eng;
 
 static int64_t now_ns(void)
@@ -415,6 +463,178 @@ static uint64_t name_id(const char *domain, const char *name)
     return id ? id : 1;
 }
 
+/* ------------------------------------------------------------ remote tier (see the top of this file) */
+
+typedef struct eprefetch {
+    uint32_t tokens; /* prompt tokens found: whole pages from position 0 */
+    uint8_t *kv;     /* [tokens / page_tokens][page_bytes] */
+} eprefetch;
+
+/* "t<tenant>-s<salt>": the ids of the cache's own namespaces, so the
+ * remote tier isolates exactly what the prefix cache does */
+static void remote_ns(const fkv_gen_request *req, char *out, size_t cap)
+{
+    snprintf(out, cap, "t%016llx-s%016llx", (unsigned long long)name_id("fairkv tenant", req->client),
+             (unsigned long long)name_id("fairkv cache_salt", req->cache_salt));
+}
+
+/* The chained keys of the first n_pages pages of tokens; the count made
+ * (fewer only if a name were refused, which the checks at open rule out). */
+static uint32_t remote_keys(const eng *b, const char *ns, const int32_t *tokens, uint32_t n_pages,
+                            fkv_remote_key *keys)
+{
+    uint32_t pt = b->page_tokens;
+    for (uint32_t p = 0; p < n_pages; p++)
+        if (fkv_remote_key_make(&keys[p], b->remote_model, b->rgeom, b->rdtype, ns, p ? &keys[p - 1] : NULL,
+                                tokens + (size_t)p * pt, pt) != FKV_OK)
+            return p;
+    return n_pages;
+}
+
+/* The connection thread's lookup: one batched GET of the prompt's whole
+ * pages before its last token (which is always computed), bounded by the
+ * client's timeout; keeps the run of hits from page 0 (a chunk's K/V are
+ * of no use without every one before it). */
+static void *eng_prefetch(void *be, const fkv_gen_request *req)
+{
+    eng *b = be;
+    if (!b->remote || req->n_prompt < 2) return NULL;
+    uint32_t n_pages = (req->n_prompt - 1) / b->page_tokens;
+    if (!n_pages) return NULL;
+    fkv_remote_key *keys = malloc((size_t)n_pages * sizeof *keys);
+    fkv_remote_value *vals = calloc(n_pages, sizeof *vals);
+    eprefetch *pf = NULL;
+    if (keys && vals) {
+        char ns[FKV_REMOTE_NAME_MAX + 1];
+        remote_ns(req, ns, sizeof ns);
+        n_pages = remote_keys(b, ns, req->prompt, n_pages, keys);
+        fkv_remote_get(b->remote, keys, n_pages, vals);
+        uint32_t h = 0;
+        while (h < n_pages && vals[h].data && vals[h].len == b->page_bytes) h++;
+        if (h && (pf = calloc(1, sizeof *pf)) && (pf->kv = malloc((size_t)h * b->page_bytes))) {
+            for (uint32_t p = 0; p < h; p++) memcpy(pf->kv + (size_t)p * b->page_bytes, vals[p].data, b->page_bytes);
+            pf->tokens = h * b->page_tokens;
+        } else if (pf) {
+            free(pf);
+            pf = NULL;
+        }
+        fkv_remote_values_free(vals, n_pages);
+    }
+    free(keys);
+    free(vals);
+    return pf;
+}
+
+static void eng_release(void *be, void *prefetched)
+{
+    (void)be;
+    eprefetch *pf = prefetched;
+    if (pf) free(pf->kv);
+    free(pf);
+}
+
+/* engine on_export (step thread, at the request's end): write-back of the
+ * pages it computed; put() only queues */
+static void cb_export(void *ctx, uint64_t id, const fkv_engine_export *x)
+{
+    (void)id;
+    ereq *r = ctx;
+    eng *b = r->b;
+    if (!b->remote || x->page_tokens != b->page_tokens || x->page_bytes != b->page_bytes || !x->n_pages) return;
+    fkv_remote_key *keys = malloc((size_t)x->n_pages * sizeof *keys);
+    if (!keys) return;
+    uint32_t n = remote_keys(b, r->ns, x->tokens, x->n_pages, keys);
+    for (uint32_t p = 0; p < n; p++)
+        if (x->ok[p] && p * b->page_tokens >= r->remote_hit)
+            fkv_remote_put(b->remote, &keys[p], x->kv + (size_t)p * b->page_bytes, b->page_bytes);
+    free(keys);
+}
+
+/* "redis://a:1,b:2" or "a:1,redis://b:2" -> "a:1,b:2" */
+static int remote_nodes(const char *spec, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = spec; *p;) {
+        if (!strncmp(p, "redis://", 8)) p += 8;
+        while (*p && *p != ',') {
+            if (o + 1 >= cap) return -1;
+            out[o++] = *p++;
+        }
+        if (*p == ',') {
+            if (o + 1 >= cap) return -1;
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+    return o ? 0 : -1;
+}
+
+/* The remote tier's model name: the served name with characters outside
+ * the key alphabet as '_', at most 40 of them, then "-" and 16 hex digits
+ * of SHA-256 of the whole file: two files with one name (a fine-tune, a
+ * requantization) never share chunks.  Read once at startup. */
+static int remote_model_name(const char *path, const char *served, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char dg[EVP_MAX_MD_SIZE];
+    unsigned int dl = 0;
+    int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
+    char buf[1 << 16];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(md, buf, n) == 1;
+    ok = ok && !ferror(f) && EVP_DigestFinal_ex(md, dg, &dl) == 1 && dl >= 8;
+    EVP_MD_CTX_free(md);
+    fclose(f);
+    if (!ok) return -1;
+    char name[41];
+    size_t k = 0;
+    for (; served[k] && k < 40; k++) {
+        char c = served[k];
+        int good = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._:/-", c);
+        name[k] = good ? c : '_';
+    }
+    name[k] = 0;
+    snprintf(out, cap, "%s-%02x%02x%02x%02x%02x%02x%02x%02x", k ? name : "model", dg[0], dg[1], dg[2], dg[3], dg[4],
+             dg[5], dg[6], dg[7]);
+    return 0;
+}
+
+static void remote_metrics(eng *b, fkv_textbuf *out)
+{
+    fkv_remote_counters c;
+    fkv_remote_get_counters(b->remote, &c);
+    fkv_textbuf_printf(
+        out,
+        "# HELP fairkv_remote_gets_total Chunk keys looked up in the remote tier\n"
+        "# TYPE fairkv_remote_gets_total counter\nfairkv_remote_gets_total %llu\n"
+        "# HELP fairkv_remote_hits_total Chunk keys served by the remote tier\n"
+        "# TYPE fairkv_remote_hits_total counter\nfairkv_remote_hits_total %llu\n"
+        "# HELP fairkv_remote_misses_total Chunk keys not served (absent, refused, or the tier failed)\n"
+        "# TYPE fairkv_remote_misses_total counter\nfairkv_remote_misses_total %llu\n"
+        "# HELP fairkv_remote_corrupt_total Values read back that failed the check and were not served\n"
+        "# TYPE fairkv_remote_corrupt_total counter\nfairkv_remote_corrupt_total %llu\n"
+        "# HELP fairkv_remote_puts_total Chunks queued for writing to the remote tier\n"
+        "# TYPE fairkv_remote_puts_total counter\nfairkv_remote_puts_total %llu\n"
+        "# HELP fairkv_remote_put_drops_total Chunks not queued (queue full)\n"
+        "# TYPE fairkv_remote_put_drops_total counter\nfairkv_remote_put_drops_total %llu\n"
+        "# HELP fairkv_remote_errors_total Remote tier failures, by kind\n"
+        "# TYPE fairkv_remote_errors_total counter\n"
+        "fairkv_remote_errors_total{kind=\"connect\"} %llu\n"
+        "fairkv_remote_errors_total{kind=\"timeout\"} %llu\n"
+        "fairkv_remote_errors_total{kind=\"oom\"} %llu\n"
+        "fairkv_remote_errors_total{kind=\"other\"} %llu\n"
+        "# HELP fairkv_remote_bytes_total Value bytes (header and payload) moved, by direction\n"
+        "# TYPE fairkv_remote_bytes_total counter\n"
+        "fairkv_remote_bytes_total{direction=\"read\"} %llu\n"
+        "fairkv_remote_bytes_total{direction=\"written\"} %llu\n",
+        (unsigned long long)c.gets, (unsigned long long)c.hits, (unsigned long long)c.misses,
+        (unsigned long long)c.corrupt, (unsigned long long)c.puts, (unsigned long long)c.put_drops,
+        (unsigned long long)c.err_connect, (unsigned long long)c.err_timeout, (unsigned long long)c.err_oom,
+        (unsigned long long)c.err_other, (unsigned long long)c.bytes_read, (unsigned long long)c.bytes_written);
+}
+
 static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen_sink *sink, char *err, size_t errlen)
 {
     eng *b = be;
@@ -451,6 +671,17 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.on_done = cb_done;
     q.ctx = r;
     q.prefix_hit_out = &r->cached;
+    if (b->remote) {
+        remote_ns(req, r->ns, sizeof r->ns);
+        const eprefetch *pf = req->prefetched;
+        if (pf && pf->tokens <= req->n_prompt) {
+            q.import_kv = pf->kv;
+            q.import_tokens = pf->tokens;
+            r->remote_hit = pf->tokens;
+        }
+        q.on_export = cb_export;
+        q.export_from = r->remote_hit; /* already there */
+    }
     fkv_status st = FKV_OK;
     pthread_mutex_lock(&b->mu);
     q.client = client_index(b, req->client);
@@ -510,6 +741,7 @@ static void eng_metrics(void *be, fkv_textbuf *out)
     if (b->metrics_text) fkv_textbuf_append(out, b->metrics_text, b->metrics_len);
     fkv_engine_stats s = b->snap;
     pthread_mutex_unlock(&b->mu);
+    if (b->remote) remote_metrics(b, out);
     fkv_textbuf_printf(out,
                        "# HELP fairkv_engine_steps_total Engine steps run\n# TYPE fairkv_engine_steps_total counter\n"
                        "fairkv_engine_steps_total %llu\n"
@@ -562,6 +794,7 @@ static fkv_status eng_drain(void *be, int64_t timeout_ns)
 static void eng_free(eng *b)
 {
     fkv_engine_destroy(b->e); /* pending requests end without callbacks */
+    fkv_remote_close(b->remote); /* after the engine: its step thread puts */
     while (b->live) {
         ereq *r = b->live;
         b->live = r->next;
@@ -595,7 +828,7 @@ static void eng_destroy(void *be)
 static const fkv_backend_ops eng_ops = {
     "engine",  eng_info,    eng_tokenize, eng_submit,    eng_cancel,
     eng_stats, eng_metrics, eng_drain,    eng_destroy,   eng_chat_info,
-    eng_tokenize_special,
+    eng_tokenize_special, eng_prefetch, eng_release,
 };
 
 fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen)
@@ -652,6 +885,34 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         snprintf(err, errlen, "engine backend: %s", e2[0] ? e2 : fkv_strerror(st));
         eng_free(b);
         return st;
+    }
+    if (bo.remote) {
+        char nodes[1100];
+        fkv_remote_config rc;
+        fkv_remote_config_default(&rc);
+        rc.nodes = nodes;
+        rc.cluster = bo.remote_cluster != 0;
+        if (bo.remote_timeout_ms) rc.timeout_ms = bo.remote_timeout_ms;
+        if (bo.remote_ttl_s) rc.ttl_s = bo.remote_ttl_s;
+        b->rgeom = (fkv_remote_geom){b->m->hp.n_layers, b->m->hp.n_kv_heads, b->m->hp.head_dim};
+        b->rdtype = cfg.kv_dtype == FKV_F16 ? FKV_REMOTE_F16 : FKV_REMOTE_F32;
+        b->page_tokens = fkv_engine_page_tokens(b->e);
+        b->page_bytes = fkv_engine_page_bytes(b->e);
+        if (remote_nodes(bo.remote, nodes, sizeof nodes)) {
+            snprintf(err, errlen, "engine backend: remote: bad node list '%s' (redis://HOST:PORT[,HOST:PORT...])",
+                     bo.remote);
+            st = FKV_EINVAL;
+        } else if (remote_model_name(model, b->model_name, b->remote_model, sizeof b->remote_model)) {
+            snprintf(err, errlen, "engine backend: remote: cannot read %s to name its chunks", model);
+            st = FKV_EIO;
+        } else if (!(b->remote = fkv_remote_open(&rc, e2, sizeof e2))) {
+            snprintf(err, errlen, "engine backend: %s", e2);
+            st = FKV_EINVAL;
+        }
+        if (st != FKV_OK) {
+            eng_free(b);
+            return st;
+        }
     }
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);

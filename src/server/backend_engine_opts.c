@@ -73,6 +73,22 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             if (x < 0) bad = 1;
             else cfg->host_bytes = (uint64_t)x;
         }
+        else if (KEY("host_kv")) {
+            /* a host tier that idle evicted chunks are demoted to and
+             * matched from (fkv_config.host_demote) */
+            int64_t x = fkv_parse_bytes(v);
+            if (x <= 0) bad = 1;
+            else cfg->host_bytes = (uint64_t)x, cfg->host_demote = 1;
+        } else if (KEY("remote")) {
+            if (!*v) bad = 1;
+            bo->remote = v;
+        } else if (KEY("remote_cluster")) {
+            bad = onoff(v, &bo->remote_cluster);
+        } else if (KEY("remote_timeout_ms")) {
+            if (!(bad = u64_in(v, 1, 60000, &u))) bo->remote_timeout_ms = (int)u;
+        } else if (KEY("remote_ttl_s")) {
+            if (!(bad = u64_in(v, 1, 365 * 86400, &u))) bo->remote_ttl_s = (int)u;
+        }
         else if (KEY("dynamic_chunking")) bad = onoff(v, &cfg->dynamic_chunking);
         else if (KEY("prefix_cache")) bad = onoff(v, &cfg->prefix_cache);
         else if (KEY("chunked_prefill")) bad = onoff(v, &cfg->chunked_prefill);

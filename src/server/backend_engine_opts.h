@@ -13,7 +13,7 @@
 #define FKV_ENGINE_OPT_KEYS                                                                                      \
     "model, kv_budget, kv_dtype, policy, quotas, dynamic_chunking, quant, quant_hot, threads, chunk_tokens, "    \
     "max_batch_tokens, chunked_prefill, max_running, admission, victim, reclaim, host_bytes, prefix_cache, "      \
-    "max_waiting, ignore_eos, step_log, ctx"
+    "max_waiting, ignore_eos, step_log, ctx, host_kv, remote, remote_cluster, remote_timeout_ms, remote_ttl_s"
 
 /* Settings of the backend itself (not the engine's). */
 typedef struct fkv_engine_backend_opts {
@@ -21,6 +21,13 @@ typedef struct fkv_engine_backend_opts {
     int ignore_eos;       /* 1: generate max_tokens whatever is sampled (benchmarks: fixed lengths) */
     uint32_t ctx;         /* 0: the model's llama.context_length; else its override (fkv_llama_set_ctx) */
     const char *step_log; /* NULL, or a file to write a step log to (src/engine/steplog.h); points into opts */
+    /* the remote tier (backend_engine.c, "Remote tier"): NULL, or
+     * "redis://HOST:PORT[,HOST:PORT...]" (the scheme may be left out);
+     * points into opts */
+    const char *remote;
+    int remote_cluster;    /* 0; 1: the nodes are seeds of a Redis Cluster */
+    int remote_timeout_ms; /* 0: the client's default (100 ms): the bound of an admission's lookup */
+    int remote_ttl_s;      /* 0: the client's default (3600 s): every chunk's EX */
 } fkv_engine_backend_opts;
 
 /* Fills cfg (from fkv_engine_config_default) and model[cap] from opts; an

@@ -422,6 +422,7 @@ static const fkv_backend_ops fake_ops = {
     "fake", fake_info, fake_tokenize, fake_submit, fake_cancel, fake_stats, fake_metrics, fake_drain, fake_destroy,
     NULL, /* no chat template: chats use the default one */
     NULL, /* no special tokens */
+    NULL, NULL, /* nothing to prefetch */
 };
 
 /* Parses "key=value" with an unsigned value in [lo, hi]. */

@@ -407,7 +407,7 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
 }
 
 /* Queue check and submission of all n choices, as one step under admit_mu. */
-static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error *e)
+static int admit_locked(fkv_server *s, gen *g, const fkv_api_request *r, void *pf, fkv_api_error *e)
 {
     pthread_mutex_lock(&s->admit_mu);
     fkv_backend_stats bs;
@@ -426,7 +426,7 @@ static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error 
     for (uint32_t i = 0; i < r->n; i++) {
         fkv_gen_request q = {g->ch[i].backend_id, r->user, r->prompt, r->n_prompt, r->max_tokens,
                              r->temperature,      r->top_p, r->has_seed ? r->seed + i : g->ch[i].backend_id,
-                             r->cache_salt};
+                             r->cache_salt, pf};
         fkv_gen_sink sink = {on_token, on_done, &g->sinks[i]};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the sink's reference, dropped by on_done */
@@ -454,6 +454,20 @@ static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error 
     else
         fkv_api_error_set(e, 500, "server_error", "backend_error", "", "the backend failed: %s", err);
     return -1;
+}
+
+static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error *e)
+{
+    /* before the lock: a backend's prefetch may wait (a remote lookup) */
+    void *pf = NULL;
+    if (s->be->ops->prefetch) {
+        fkv_gen_request q0 = {0, r->user, r->prompt, r->n_prompt, r->max_tokens, r->temperature, r->top_p, 0,
+                              r->cache_salt, NULL};
+        pf = s->be->ops->prefetch(s->be->impl, &q0);
+    }
+    int rc = admit_locked(s, g, r, pf, e);
+    if (pf) s->be->ops->release(s->be->impl, pf);
+    return rc;
 }
 
 /* A non-streamed answer: waits for every choice, then renders. */
