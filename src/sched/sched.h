@@ -144,6 +144,8 @@ typedef enum fkv_victim_rule {
 typedef enum fkv_preempt_mode { FKV_PREEMPT_KEEP = 0, FKV_PREEMPT_FREE = 1 } fkv_preempt_mode;
 typedef enum fkv_miss_mode { FKV_MISS_RECOMPUTE = 0, FKV_MISS_RELOAD = 1 } fkv_miss_mode;
 
+struct fkv_req;
+
 typedef struct fkv_sched_config {
     fkv_sched_mode mode;
     uint32_t max_batch_tokens; /* 2048: recomputed + new tokens per step */
@@ -166,6 +168,16 @@ typedef struct fkv_sched_config {
     double vtc_mem_weight;     /* 0: counter units per token-second of KV held */
     double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
     int no_admit_after_preempt; /* 0; 1: a step that preempted admits nothing (vLLM) */
+    /* A tier below the cache (the simulator's remote store; NULL = none).
+     * At a request's admission, after the cache's match (device and host),
+     * remote_find says how many tokens from position `from` on (at most
+     * limit - from) the tier holds; the scheduler appends them to the
+     * sequence as loaded, not computed, and adds *fetched_tokens (whole
+     * chunks, what crosses the network) to fkv_batch.remote_tokens and one
+     * to remote_fetches.  A load that finds no memory is dropped (recomputed
+     * as usual). */
+    uint32_t (*remote_find)(void *ctx, const struct fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
+    void *remote_ctx;
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);
@@ -216,7 +228,9 @@ typedef struct fkv_req {
     uint32_t reclaims;        /* reclaim actions that freed some of its pages */
     uint64_t recomputed;      /* tokens computed again after eviction/preemption */
     uint64_t reloaded;        /* tokens reloaded from the host tier */
-    uint64_t matched;         /* prompt tokens found in the prefix cache */
+    uint64_t matched;         /* prompt tokens found in the prefix cache (every tier) at first admission */
+    uint64_t matched_host;    /* ... of them in the host tier */
+    uint64_t matched_remote;  /* ... of them in the remote tier (remote_find) */
     int served;               /* in the current step */
 } fkv_req;
 
@@ -243,6 +257,8 @@ typedef struct fkv_batch {
     size_t n_ranges, cap_ranges;
     uint64_t host_tokens;   /* offloaded chunks copied back by fkv_seq_reload: in no item's ranges (their
                              * K/V are there), not in the budget; PCIe time */
+    uint64_t remote_tokens; /* loaded from the remote tier at admission (remote_find): network time */
+    uint32_t remote_fetches; /* requests that loaded from it: one round trip each */
 } fkv_batch;
 
 typedef struct fkv_sched fkv_sched;
