@@ -59,6 +59,21 @@ static void store_lru(void)
     fkv_remote_store_free(st);
 }
 
+/* Write-backs alone (no lookup between): R2's three chunks evict two of
+ * R1's, its tail, so R1's head chunk stays findable. */
+static void store_put_order(void)
+{
+    fkv_remote_store *st = fkv_remote_store_create(4, 64, 512, 100);
+    REQUIRE(st != NULL);
+    fkv_req r1 = req(1, 1, 11, 192), r2 = req(2, 1, 22, 192);
+    uint64_t fetched = 0;
+    fkv_remote_store_put(st, &r1, 192);
+    fkv_remote_store_put(st, &r2, 192);
+    uint32_t got = fkv_remote_store_find(st, &r1, 0, 1000, &fetched);
+    CHECKF(got == 64, "R1's head after R2's write-back: %u tokens", got);
+    fkv_remote_store_free(st);
+}
+
 /* Same tokens, another tenant: another namespace, never a hit. */
 static void store_namespace(void)
 {
@@ -276,6 +291,7 @@ static void cost_table(void)
 int main(void)
 {
     store_lru();
+    store_put_order();
     store_namespace();
     remote_hit_priced();
     untiered_unchanged();
