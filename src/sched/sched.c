@@ -699,8 +699,32 @@ static size_t pick_waiting(fkv_sched *s)
     return best;
 }
 
+/* After the cache's match: the remote tier's tokens from r->computed on,
+ * appended as loaded K/V.  No memory for them: they are not loaded (the
+ * prefill computes them, as without the tier). */
+static fkv_status load_remote(fkv_sched *s, fkv_req *r, uint32_t limit, fkv_batch *b, uint32_t *got)
+{
+    *got = 0;
+    if (!s->cfg.remote_find || r->computed >= limit) return FKV_OK;
+    uint64_t fetched = 0;
+    uint32_t n = s->cfg.remote_find(s->cfg.remote_ctx, r, r->computed, limit, &fetched);
+    if (n > limit - r->computed) n = limit - r->computed;
+    if (!n) return FKV_OK;
+    const int32_t *tok = tokens_for(s, r, r->computed, n);
+    fkv_status st = fkv_seq_append(r->seq, tok, n, NULL);
+    if (st == FKV_EFULL) return FKV_OK;
+    if (st) return fail(s, st, "request %llu: remote load: fkv_seq_append: %s", (unsigned long long)r->id,
+                        fkv_cache_last_error(s->cache));
+    r->computed += n;
+    s->live_tokens += n;
+    b->remote_tokens += fetched;
+    b->remote_fetches++;
+    *got = n;
+    return FKV_OK;
+}
+
 /* Starts (or restarts after a freeing preemption) r's sequence. */
-static fkv_status open_seq(fkv_sched *s, fkv_req *r)
+static fkv_status open_seq(fkv_sched *s, fkv_req *r, fkv_batch *b)
 {
     if (!s->cache || r->seq) return FKV_OK;
     fkv_seq_params p;
@@ -721,7 +745,7 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r)
     if (st) return fail(s, st, "request %llu: fkv_seq_create: %s", (unsigned long long)r->id,
                         fkv_cache_last_error(s->cache));
     /* keep one token to compute: the step that finishes the prefill emits */
-    uint32_t matched = 0, limit = r->target ? r->target - 1 : 0;
+    uint32_t matched = 0, host = 0, limit = r->target ? r->target - 1 : 0;
     const int32_t *tok = tokens_for(s, r, 0, limit);
     if (limit && (tok || !s->cfg.pass_tokens)) {
         /* across tiers: a prefix demoted to the host tier comes attached as
@@ -733,6 +757,7 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r)
         if (st) return fail(s, st, "request %llu: fkv_seq_match_tiers: %s", (unsigned long long)r->id,
                             fkv_cache_last_error(s->cache));
         matched = mi.device_tokens + mi.host_tokens;
+        host = mi.host_tokens;
     }
     if (s->cfg.import && r->tokens && limit > matched) {
         uint32_t k = s->cfg.import(s->cfg.import_ctx, r, matched, limit);
@@ -743,7 +768,13 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r)
     }
     r->computed = matched;
     s->live_tokens += matched;
-    if (r->preemptions == 0) r->matched = matched;
+    uint32_t remote = 0;
+    if (limit && (tok || !s->cfg.pass_tokens) && (st = load_remote(s, r, limit, b, &remote)) != FKV_OK) return st;
+    if (r->preemptions == 0) {
+        r->matched = matched + remote;
+        r->matched_host = host;
+        r->matched_remote = remote;
+    }
     return FKV_OK;
 }
 
@@ -756,6 +787,8 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     b->tokens = 0;
     b->reload_tokens = 0;
     b->host_tokens = 0;
+    b->remote_tokens = 0;
+    b->remote_fetches = 0;
     b->preempted = 0;
     b->wake_ns = 0;
     uint32_t budget = s->cfg.max_batch_tokens;
@@ -799,7 +832,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
         size_t wi = pick_waiting(s);
         if (wi == s->n_wait) break; /* every waiting tenant used its step share */
         fkv_req *r = s->wait[wi];
-        if ((st = open_seq(s, r)) != FKV_OK) return st;
+        if ((st = open_seq(s, r, b)) != FKV_OK) return st;
         if (fkv_grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) return FKV_ENOMEM;
         wait_remove(s, wi);
         s->run[s->n_run++] = r;

@@ -178,6 +178,16 @@ typedef struct fkv_sched_config {
      * they are, so it must append only what it wrote. */
     uint32_t (*import)(void *ctx, struct fkv_req *r, uint32_t matched, uint32_t limit);
     void *import_ctx;
+    /* A tier below the cache (the simulator's remote store; NULL = none).
+     * At a request's admission, after the cache's match (device and host),
+     * remote_find says how many tokens from position `from` on (at most
+     * limit - from) the tier holds; the scheduler appends them to the
+     * sequence as loaded, not computed, and adds *fetched_tokens (whole
+     * chunks, what crosses the network) to fkv_batch.remote_tokens and one
+     * to remote_fetches.  A load that finds no memory is dropped (recomputed
+     * as usual). */
+    uint32_t (*remote_find)(void *ctx, const struct fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
+    void *remote_ctx;
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);
@@ -228,7 +238,9 @@ typedef struct fkv_req {
     uint32_t reclaims;        /* reclaim actions that freed some of its pages */
     uint64_t recomputed;      /* tokens computed again after eviction/preemption */
     uint64_t reloaded;        /* tokens reloaded from the host tier */
-    uint64_t matched;         /* prompt tokens found in the prefix cache */
+    uint64_t matched;         /* prompt tokens found in the prefix cache (every tier) at first admission */
+    uint64_t matched_host;    /* ... of them in the host tier */
+    uint64_t matched_remote;  /* ... of them in the remote tier (remote_find) */
     int served;               /* in the current step */
 } fkv_req;
 
@@ -255,6 +267,8 @@ typedef struct fkv_batch {
     size_t n_ranges, cap_ranges;
     uint64_t host_tokens;   /* offloaded chunks copied back by fkv_seq_reload: in no item's ranges (their
                              * K/V are there), not in the budget; PCIe time */
+    uint64_t remote_tokens; /* loaded from the remote tier at admission (remote_find): network time */
+    uint32_t remote_fetches; /* requests that loaded from it: one round trip each */
 } fkv_batch;
 
 typedef struct fkv_sched fkv_sched;

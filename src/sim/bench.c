@@ -86,7 +86,12 @@ void fkv_bench_usage(FILE *f)
             "  --reclaim A,B,...        fair reclaim before preemption for every scheme: quantize8, quantize4,\n"
             "                           offload, drop, evict (none = preempt at once; default: the scheme's)\n"
             "  --host-gb G              host tier for offloaded chunks (0: offload frees nothing)\n"
-            "  --host-demote            idle chunks the device evicts go down to the host tier (needs --host-gb)\n"
+            "  --host-demote            idle chunks the device evicts go down to the host tier (needs --host-gb or --host-x)\n"
+            "  --host-x X               host tier of X times the device's KV bytes (instead of --host-gb)\n"
+            "  --remote-gb G            remote tier below the host: a shared store of G GB, LRU, per-tenant\n"
+            "                           namespaces, written back at request end, read at admission\n"
+            "  --remote-gbps B          its network bandwidth, GB/s (12.5: one 100 Gb/s link)\n"
+            "  --remote-latency-ms L    one round trip per request that reads it (0.5)\n"
             "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"
             "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"
             "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n");
@@ -396,6 +401,22 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         o->sim.host_capacity_bytes = (uint64_t)(d * 1e9);
     } else if (!strcmp(a, "--host-demote")) {
         o->sim.host_demote = 1;
+    } else if (!strcmp(a, "--host-x")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e6) return bad_why(a, v, "times the device KV capacity, 0 to 1e6");
+        o->sim.host_x = d;
+    } else if (!strcmp(a, "--remote-gb")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e9) return bad_why(a, v, "GB of remote store, 0 to 1e9");
+        o->sim.remote_capacity_bytes = (uint64_t)(d * 1e9);
+    } else if (!strcmp(a, "--remote-gbps")) {
+        TAKE();
+        if (num(v, &d) || d <= 0 || d > 1e6) return bad_why(a, v, "GB/s, above 0");
+        o->sim.remote_bytes_per_s = d * 1e9;
+    } else if (!strcmp(a, "--remote-latency-ms")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e6) return bad_why(a, v, "ms, 0 or more");
+        o->sim.remote_latency_ns = (int64_t)llround(d * 1e6);
     } else if (!strcmp(a, "--vtc-mem")) {
         TAKE();
         if (num(v, &o->sim.sched.vtc_mem_weight) || o->sim.sched.vtc_mem_weight < 0)

@@ -93,6 +93,15 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     o->prefix_hit_rate = r->prompt_tokens_all ? (double)r->matched_tokens / (double)r->prompt_tokens_all : 0;
     o->cache_prefix_hit_rate =
         r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
+    o->tiered = r->tiered;
+    o->remote_fetched_tokens = r->remote_fetched_tokens;
+    if (r->prompt_tokens_all) {
+        double all = (double)r->prompt_tokens_all;
+        o->tier_hit_rate[FKV_TIER_HOST] = (double)r->matched_host_tokens / all;
+        o->tier_hit_rate[FKV_TIER_REMOTE] = (double)r->matched_remote_tokens / all;
+        o->tier_hit_rate[FKV_TIER_DEVICE] =
+            (double)(r->matched_tokens - r->matched_host_tokens - r->matched_remote_tokens) / all;
+    }
     o->recomputed_tokens = r->recomputed_tokens;
     o->reloaded_tokens = r->reloaded_tokens;
     o->preemptions = r->preemptions;
@@ -301,6 +310,27 @@ static void meta_line(FILE *f, const fkv_report_meta *m)
     if (m->n_tenants) fprintf(f, "tenants: %s\n", m->tenants);
 }
 
+/* The tiers table, only in runs with a host or remote tier (so a run
+ * without them prints what it printed before). */
+static void tiers_text(FILE *f, const fkv_scheme_summary *s, size_t n)
+{
+    int any = 0;
+    for (size_t i = 0; i < n; i++) any |= s[i].tiered;
+    if (!any) return;
+    int w = name_width(s, n);
+    fprintf(f, "\nprefix hits by tier (%% of prompt tokens, at first admission) and first-token latency (ms)\n");
+    fprintf(f, "%-*s %7s %7s %7s %7s %9s %9s %12s\n", w, "scheme", "device", "host", "remote", "total", "TTFTmean",
+            "TTFTp99", "net tokens");
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        fprintf(f, "%-*s %7.2f %7.2f %7.2f %7.2f %9.1f %9.1f %12llu\n", w, x->name,
+                100 * x->tier_hit_rate[FKV_TIER_DEVICE], 100 * x->tier_hit_rate[FKV_TIER_HOST],
+                100 * x->tier_hit_rate[FKV_TIER_REMOTE], 100 * x->prefix_hit_rate, x->ttft.mean_ms, x->ttft.p99_ms,
+                (unsigned long long)x->remote_fetched_tokens);
+    }
+    fprintf(f, "net tokens: K/V tokens fetched from the remote tier (whole chunks)\n");
+}
+
 void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
 {
     meta_line(f, m);
@@ -332,6 +362,7 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                 x->ttft.by_class[FKV_CLASS_SHORT].mean_ms, x->tpot.mean_ms, x->tpot.p99_ms, x->rejected);
     }
     fprintf(f, "rej = requests larger than the cache\n");
+    tiers_text(f, s, n);
     tenant_text(f, s, n);
     fprintf(f, "\nseed table 4.2 for comparison: LRU 142/623/89/412, F-LRU 128/287/112/156, "
                "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
@@ -442,6 +473,10 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
                 (unsigned long long)x->preemptions, (unsigned long long)x->evicted_pages, x->done, x->rejected,
                 x->throughput_tok_s, x->throughput_req_s, x->makespan_s, (unsigned long long)x->steps,
                 (unsigned long long)x->max_step_tokens);
+        if (x->tiered)
+            fprintf(f, ",\"tiers\":{\"device\":%.6f,\"host\":%.6f,\"remote\":%.6f},\"remote_fetched_tokens\":%llu",
+                    x->tier_hit_rate[FKV_TIER_DEVICE], x->tier_hit_rate[FKV_TIER_HOST],
+                    x->tier_hit_rate[FKV_TIER_REMOTE], (unsigned long long)x->remote_fetched_tokens);
         if (x->slowdown_mean) fprintf(f, ",\"slowdown\":{\"mean\":%.6f,\"p99\":%.6f}", x->slowdown_mean, x->slowdown_p99);
         if (x->n_tenants) json_fairness(f, x);
         if (x->n_tenants) {

@@ -21,6 +21,8 @@ typedef struct fkv_lat_stats {
     } by_class[FKV_N_CLASSES];
 } fkv_lat_stats;
 
+enum { FKV_TIER_DEVICE = 0, FKV_TIER_HOST = 1, FKV_TIER_REMOTE = 2 };
+
 typedef struct fkv_scheme_summary {
     char name[32];
     fkv_lat_stats e2e, ttft, tpot;
@@ -29,6 +31,11 @@ typedef struct fkv_scheme_summary {
     double prefix_hit_rate;  /* prompt tokens found in the prefix cache at first admission / prompt
                               * tokens (vLLM's prefix_cache_hits / prefix_cache_queries): the headline */
     double cache_prefix_hit_rate; /* the cache's counter (includes re-matches after preemption) */
+    /* prefix_hit_rate by the tier each token was found in (they sum to it);
+     * printed only when a host or remote tier was configured (tiered) */
+    int tiered;
+    double tier_hit_rate[3];  /* FKV_TIER_DEVICE, _HOST, _REMOTE */
+    uint64_t remote_fetched_tokens;
     double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
     uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;
     size_t done, rejected;

@@ -3,8 +3,10 @@
 
 #include "sim/fairness.h"
 #include "sim/oracle.h"
+#include "sim/remote_store.h"
 #include "util/err.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,8 @@ void fkv_sim_config_default(fkv_sim_config *c)
     for (int t = 0; t < FKV_SIM_MAX_TENANTS; t++) c->tenant_weight[t] = 1;
     c->quotas = -1;
     c->victim = -1;
+    c->remote_bytes_per_s = FKV_SIM_REMOTE_BYTES_PER_S;
+    c->remote_latency_ns = FKV_SIM_REMOTE_LATENCY_NS;
 }
 
 /* What Belady's MIN may know: the simulator's view of every request. */
@@ -98,7 +102,7 @@ static double wall_s(void)
 }
 
 typedef struct loop_out {
-    uint64_t peak_live, steps, max_step_tokens;
+    uint64_t peak_live, steps, max_step_tokens, remote_fetched;
     int64_t end_ns;
     double service_diff;
 } loop_out;
@@ -181,8 +185,30 @@ static void track_after(service_track *t, const fkv_batch *b, const fkv_sched_co
 }
 
 /* The event loop over reqs (a private copy of the workload's requests). */
+/* The remote tier's share of a step: its fetches' bytes over the network
+ * and one round trip each, in series with the step (the admitting step
+ * waits for them; nothing overlaps them with compute).  Bytes are the
+ * model's whole K/V (all tensor-parallel shards: one node's network). */
+int64_t fkv_sim_remote_ns(const fkv_sim_config *cfg, const fkv_batch *b)
+{
+    if (!b->remote_fetches || !cfg->profile || !cfg->profile->model) return 0;
+    double s = 0;
+    if (cfg->remote_bytes_per_s > 0)
+        s = (double)b->remote_tokens * (double)fkv_model_token_bytes(cfg->profile->model) / cfg->remote_bytes_per_s;
+    return llround(s * 1e9) + (int64_t)b->remote_fetches * cfg->remote_latency_ns;
+}
+
+/* Write-back at request end: the requests this step finished. */
+static void remote_write_back(fkv_remote_store *rs, const fkv_batch *b)
+{
+    if (!rs) return;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].r->state == FKV_REQ_DONE) fkv_remote_store_put(rs, b->items[i].r, b->items[i].r->computed);
+}
+
 static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
-                           int64_t *now, loop_out *o, const char *label, char *err, size_t errlen)
+                           fkv_remote_store *rs, int64_t *now, loop_out *o, const char *label, char *err,
+                           size_t errlen)
 {
     fkv_batch b = {0};
     size_t next = 0;
@@ -228,11 +254,16 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         }
         if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
         *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
+        if (b.remote_fetches) {
+            *now += fkv_sim_remote_ns(cfg, &b);
+            o->remote_fetched += b.remote_tokens;
+        }
         track_before(&tr, &b, reqs);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
             fkv_errf(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
             goto out;
         }
+        remote_write_back(rs, &b);
         track_after(&tr, &b, &cfg->sched);
         o->steps++;
         uint64_t live = fkv_sched_live_tokens(s);
@@ -289,7 +320,8 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quant_mode = cfg->quant;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot;
-    cc.host_capacity_bytes = cfg->host_capacity_bytes;
+    cc.host_capacity_bytes = cfg->host_x > 0 ? (uint64_t)(cfg->host_x * (double)cc.capacity_bytes)
+                                             : cfg->host_capacity_bytes;
     cc.host_demote = cfg->host_demote;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
@@ -311,6 +343,22 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
             return st;
         }
     return FKV_OK;
+}
+
+/* The remote store of a run: chunks of the scheme's chunk size (its page
+ * size when chunks are dynamic), as many as the capacity's bytes hold. */
+static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, const fkv_workload *w,
+                              fkv_remote_store **rs, char *err, size_t errlen)
+{
+    uint32_t c = sc->chunk_tokens ? sc->chunk_tokens : sc->page_tokens;
+    uint64_t chunk_bytes = (uint64_t)c * fkv_model_token_bytes(cfg->profile->model);
+    uint64_t keys = 0;
+    for (size_t i = 0; i < w->n; i++) keys += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output) / c;
+    uint64_t chunks = cfg->remote_capacity_bytes / chunk_bytes;
+    if (!chunks) return fkv_errf(err, errlen, FKV_EINVAL, "remote tier of %llu bytes holds no %u-token chunk",
+                                 (unsigned long long)cfg->remote_capacity_bytes, c);
+    *rs = fkv_remote_store_create(chunks, c, cfg->sched.block_tokens, keys);
+    return *rs ? FKV_OK : FKV_ENOMEM;
 }
 
 void fkv_sim_result_free(fkv_sim_result *r)
@@ -404,6 +452,10 @@ static fkv_status run_apart(const fkv_workload *w, const fkv_scheme *sc, const f
         res->recomputed_tokens += r.recomputed_tokens;
         res->reloaded_tokens += r.reloaded_tokens;
         res->matched_tokens += r.matched_tokens;
+        res->matched_host_tokens += r.matched_host_tokens;
+        res->matched_remote_tokens += r.matched_remote_tokens;
+        res->remote_fetched_tokens += r.remote_fetched_tokens;
+        res->tiered = r.tiered;
         res->preemptions += r.preemptions;
         res->steps += r.steps;
         res->output_tokens += r.output_tokens;
@@ -479,6 +531,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     if (sc && cfg->capacity_tokens && !strcmp(sc->policy, "belady") && sc->prefix_cache)
         bctx.oracle = fkv_oracle_build(w, sc->page_tokens, cfg->sched.block_tokens);
     fkv_cache *cache = NULL;
+    fkv_remote_store *rs = NULL;
     fkv_sched *s = NULL;
     fkv_status st = FKV_OK;
     fkv_sched_config scfg = cfg->sched;
@@ -510,12 +563,17 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
             }
         }
     }
+    if (cache && cfg->remote_capacity_bytes && sc->prefix_cache) {
+        if ((st = make_remote(sc, cfg, w, &rs, err, errlen)) != FKV_OK) goto out;
+        scfg.remote_find = fkv_remote_store_find;
+        scfg.remote_ctx = rs;
+    }
     if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
         fkv_errf(err, errlen, st, "scheduler config invalid");
         goto out;
     }
     loop_out lo;
-    st = run_loop(reqs, w->n, s, cache, cfg, &now, &lo, res->scheme, err, errlen);
+    st = run_loop(reqs, w->n, s, cache, cfg, rs, &now, &lo, res->scheme, err, errlen);
     if (st) goto out;
     res->steps = lo.steps;
     res->peak_live_tokens = lo.peak_live;
@@ -523,6 +581,8 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     res->makespan_ns = lo.end_ns - (w->n ? w->reqs[0].arrival_ns : 0);
     res->preemptions = fkv_sched_preemptions(s);
     res->service_diff_tokens = lo.service_diff;
+    res->remote_fetched_tokens = lo.remote_fetched;
+    res->tiered = cache && (cfg->host_x > 0 || cfg->host_capacity_bytes || rs);
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &reqs[i];
         res->cls[i] = (uint8_t)fkv_sim_class(r->prompt + r->output);
@@ -530,6 +590,8 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         res->recomputed_tokens += r->recomputed;
         res->reloaded_tokens += r->reloaded;
         res->matched_tokens += r->matched;
+        res->matched_host_tokens += r->matched_host;
+        res->matched_remote_tokens += r->matched_remote;
         res->prompt_tokens_all += r->prompt;
         uint32_t t = r->tenant <= cfg->n_tenants ? (uint32_t)r->tenant : 0;
         res->tenant[i] = (uint8_t)t;
@@ -571,6 +633,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     }
 out:
     fkv_sched_destroy(s);
+    fkv_remote_store_free(rs);
     if (cache) fkv_cache_destroy(cache);
     fkv_oracle_free(bctx.oracle);
     free(reqs);

@@ -70,11 +70,29 @@ typedef struct fkv_sim_config {
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
     int host_demote;              /* fkv_config.host_demote: idle chunks evicted go to the host tier */
+    double host_x;                /* > 0: the host tier holds host_x x the device KV bytes (replaces
+                                   * host_capacity_bytes; follows the capacity in every run) */
+    /* The remote tier (src/sim/remote_store.h): a shared store below the
+     * host; 0 bytes = none.  A fetch at admission costs its chunks' bytes
+     * over remote_bytes_per_s plus remote_latency_ns, added to the step's
+     * time (not overlapped); write-back at request end is free. */
+    uint64_t remote_capacity_bytes;
+    double remote_bytes_per_s;
+    int64_t remote_latency_ns;
     int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
                                * replace a scheme's GPU defaults (gpu_batch_defaults) */
 } fkv_sim_config;
 
 void fkv_sim_config_default(fkv_sim_config *c);
+
+/* Defaults of the remote tier's network (docs/EVALUATION.md, "Tiers"):
+ * one 100 Gb/s link, 12.5 GB/s; one round trip 0.5 ms.  Both assumptions. */
+#define FKV_SIM_REMOTE_BYTES_PER_S 12.5e9
+#define FKV_SIM_REMOTE_LATENCY_NS 500000
+
+/* The time a step's remote fetches add (b->remote_tokens, remote_fetches):
+ * their bytes over cfg->remote_bytes_per_s plus one remote_latency_ns each. */
+int64_t fkv_sim_remote_ns(const fkv_sim_config *cfg, const fkv_batch *b);
 
 /* vLLM's default max_num_batched_tokens / max_num_seqs on p's GPU
  * (gpu_batch_defaults; the rule and its source in sim.c). */
@@ -90,6 +108,11 @@ typedef struct fkv_sim_result {
     uint64_t prefix_query_tokens, prefix_hit_tokens;
     uint64_t evicted_pages;
     uint64_t recomputed_tokens, reloaded_tokens, matched_tokens;
+    /* of matched_tokens (first admission, every tier): found in the host
+     * tier, in the remote tier; the rest was on the device */
+    uint64_t matched_host_tokens, matched_remote_tokens;
+    int tiered;               /* 1: a host or remote tier was configured (reports print the tiers) */
+    uint64_t remote_fetched_tokens; /* tokens that crossed the network (whole chunks) */
     uint64_t preemptions;
     uint64_t steps;
     uint64_t output_tokens, prompt_tokens; /* of finished requests */

@@ -1,0 +1,202 @@
+/* The simulator's remote tier (remote_store.h): a hash table of chunk keys
+ * (linear probing, backward-shift deletion) threaded on an LRU list. */
+#include "sim/remote_store.h"
+
+#include "util/rng.h"
+
+#include <stdlib.h>
+
+#define NIL UINT32_MAX
+
+typedef struct entry {
+    uint64_t key;
+    uint32_t prev, next; /* LRU: head = most recent */
+} entry;
+
+struct fkv_remote_store {
+    uint32_t chunk_tokens, block_tokens;
+    uint32_t cap, n;       /* entries held at most / now */
+    entry *e;
+    uint32_t *slot;        /* table: entry index + 1, 0 = empty */
+    uint64_t mask;
+    uint32_t head, tail;
+    uint64_t *buf;         /* one request's chunk keys or entries, in order */
+    uint32_t buf_cap;
+    fkv_remote_store_stats stats;
+};
+
+fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens, uint32_t block_tokens,
+                                          uint64_t max_keys)
+{
+    if (!capacity_chunks || !chunk_tokens) return NULL;
+    /* never more entries than the run can write: the table stays small
+     * when the store is far larger than the workload */
+    uint64_t cap = capacity_chunks < max_keys + 1 ? capacity_chunks : max_keys + 1;
+    if (cap >= UINT32_MAX / 4) return NULL;
+    uint64_t size = 16;
+    while (size < 2 * cap) size <<= 1;
+    fkv_remote_store *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->e = malloc(cap * sizeof *st->e);
+    st->slot = calloc(size, sizeof *st->slot);
+    if (!st->e || !st->slot) {
+        fkv_remote_store_free(st);
+        return NULL;
+    }
+    st->chunk_tokens = chunk_tokens;
+    st->block_tokens = block_tokens;
+    st->cap = (uint32_t)cap;
+    st->mask = size - 1;
+    st->head = st->tail = NIL;
+    return st;
+}
+
+void fkv_remote_store_free(fkv_remote_store *st)
+{
+    if (!st) return;
+    free(st->e);
+    free(st->slot);
+    free(st->buf);
+    free(st);
+}
+
+/* The chain's start: the cache's prefix namespace (tenant, salt). */
+static uint64_t chain_seed(const fkv_req *r) { return fkv_mix64(fkv_mix64(r->tenant ^ 0x6a09e667f3bcc908ULL) ^ r->cache_salt); }
+
+static uint64_t chain_next(const fkv_remote_store *st, const fkv_req *r, uint64_t h, uint32_t chunk)
+{
+    uint32_t p0 = chunk * st->chunk_tokens;
+    for (uint32_t p = p0; p < p0 + st->chunk_tokens; p++)
+        h = fkv_mix64(h ^ (uint64_t)(uint32_t)fkv_req_token(r, p, st->block_tokens));
+    return h;
+}
+
+/* Table slot of key, or of the empty slot where it would go. */
+static uint64_t probe(const fkv_remote_store *st, uint64_t key)
+{
+    uint64_t i = fkv_mix64(key) & st->mask;
+    while (st->slot[i] && st->e[st->slot[i] - 1].key != key) i = (i + 1) & st->mask;
+    return i;
+}
+
+static void lru_unlink(fkv_remote_store *st, uint32_t x)
+{
+    entry *e = &st->e[x];
+    if (e->prev != NIL) st->e[e->prev].next = e->next;
+    else st->head = e->next;
+    if (e->next != NIL) st->e[e->next].prev = e->prev;
+    else st->tail = e->prev;
+}
+
+static void lru_front(fkv_remote_store *st, uint32_t x)
+{
+    st->e[x].prev = NIL;
+    st->e[x].next = st->head;
+    if (st->head != NIL) st->e[st->head].prev = x;
+    st->head = x;
+    if (st->tail == NIL) st->tail = x;
+}
+
+/* Removes the table's reference at slot i (backward shift: no tombstones). */
+static void table_delete(fkv_remote_store *st, uint64_t i)
+{
+    uint64_t j = i;
+    for (;;) {
+        st->slot[i] = 0;
+        for (;;) {
+            j = (j + 1) & st->mask;
+            if (!st->slot[j]) return;
+            uint64_t home = fkv_mix64(st->e[st->slot[j] - 1].key) & st->mask;
+            /* j's entry may fill i unless its home lies cyclically in (i, j] */
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) break;
+        }
+        st->slot[i] = st->slot[j];
+        i = j;
+    }
+}
+
+static void insert(fkv_remote_store *st, uint64_t key)
+{
+    uint64_t i = probe(st, key);
+    if (st->slot[i]) {
+        uint32_t x = st->slot[i] - 1;
+        lru_unlink(st, x);
+        lru_front(st, x);
+        return;
+    }
+    uint32_t x;
+    if (st->n < st->cap) {
+        x = st->n++;
+    } else {
+        /* full: the least recently used entry's place is reused */
+        x = st->tail;
+        lru_unlink(st, x);
+        table_delete(st, probe(st, st->e[x].key));
+        st->stats.evictions++;
+        i = probe(st, key);
+    }
+    st->e[x].key = key;
+    st->slot[i] = x + 1;
+    lru_front(st, x);
+}
+
+static int buf_reserve(fkv_remote_store *st, uint32_t n)
+{
+    if (n <= st->buf_cap) return 0;
+    uint64_t *b = realloc(st->buf, (size_t)n * sizeof *b);
+    if (!b) return -1;
+    st->buf = b;
+    st->buf_cap = n;
+    return 0;
+}
+
+/* Touching a run of chunks last first leaves the first most recent, so LRU
+ * evicts a prefix's tail before its head and what stays is prefix-closed,
+ * as the real tier's index keeps it (victims are leaves). */
+uint32_t fkv_remote_store_find(void *vst, const fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens)
+{
+    fkv_remote_store *st = vst;
+    uint32_t c = st->chunk_tokens, k0 = from / c, k = 0;
+    uint64_t h = chain_seed(r);
+    *fetched_tokens = 0;
+    st->stats.lookups++;
+    if (buf_reserve(st, (limit > from ? limit : from) / c + 1)) return 0; /* no memory: a miss */
+    /* the chunks before from (the device or host had them) are this
+     * request's prefix too: touched where held, so the run stays closed */
+    uint32_t n_touch = 0;
+    for (; k < k0; k++) {
+        h = chain_next(st, r, h, k);
+        uint64_t i = probe(st, h);
+        if (st->slot[i]) st->buf[n_touch++] = st->slot[i] - 1;
+    }
+    for (; (uint64_t)(k + 1) * c <= limit; k++) {
+        h = chain_next(st, r, h, k);
+        uint64_t i = probe(st, h);
+        if (!st->slot[i]) break;
+        st->buf[n_touch++] = st->slot[i] - 1;
+        st->stats.hit_chunks++;
+    }
+    for (uint32_t j = n_touch; j-- > 0;) {
+        lru_unlink(st, (uint32_t)st->buf[j]);
+        lru_front(st, (uint32_t)st->buf[j]);
+    }
+    if (k == k0) return 0;
+    *fetched_tokens = (uint64_t)(k - k0) * c;
+    return k * c - from;
+}
+
+void fkv_remote_store_put(fkv_remote_store *st, const fkv_req *r, uint32_t len)
+{
+    uint32_t n = len / st->chunk_tokens;
+    if (!n || buf_reserve(st, n)) return;
+    uint64_t h = chain_seed(r);
+    for (uint32_t k = 0; k < n; k++) st->buf[k] = h = chain_next(st, r, h, k);
+    for (uint32_t k = n; k-- > 0;) insert(st, st->buf[k]);
+    st->stats.puts += n;
+}
+
+void fkv_remote_store_stats_get(const fkv_remote_store *st, fkv_remote_store_stats *out)
+{
+    *out = st->stats;
+    out->entries = st->n;
+}

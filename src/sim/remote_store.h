@@ -1,0 +1,51 @@
+/* The simulator's remote tier: a shared KV store below the host tier.
+ *
+ * What it models is the project's Redis tier (src/remote) seen from one
+ * server: chunks named by a chained prefix hash salted by the tenant's
+ * namespace (so two tenants' equal prompts never meet), LRU over whole
+ * chunks within a capacity in bytes, written back at request end (every
+ * full chunk of the request's prompt and output), read at admission after
+ * the device and host match.  No bytes are kept: an entry is its key.
+ *
+ * Keys: h(-1) = mix(namespace), h(k) = mix over the chunk's token ids
+ * (fkv_req_token) chained from h(k-1); the namespace is the cache's prefix
+ * namespace, (tenant, cache_salt).  64-bit keys: at the simulator's sizes
+ * (at most millions of chunks) a collision has probability below 1e-6.
+ *
+ * Timing (priced by the simulator, not here): a fetch costs its whole
+ * chunks' bytes over the network bandwidth plus one round trip, inside the
+ * admitting step and not overlapped with its compute; write-back is not
+ * priced (the real client queues puts and returns at once). */
+#ifndef FKV_SIM_REMOTE_STORE_H
+#define FKV_SIM_REMOTE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/sched.h"
+
+typedef struct fkv_remote_store fkv_remote_store;
+
+typedef struct fkv_remote_store_stats {
+    uint64_t lookups, hit_chunks, puts, evictions, entries;
+} fkv_remote_store_stats;
+
+/* capacity_chunks > 0 chunks of chunk_tokens each; max_keys bounds how many
+ * distinct chunks the run can write (sizes the table); block_tokens as the
+ * scheduler's (fkv_req_token). NULL on a bad argument or no memory. */
+fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens, uint32_t block_tokens,
+                                          uint64_t max_keys);
+void fkv_remote_store_free(fkv_remote_store *st);
+
+/* Tokens of r held from `from` on, whole chunks in a row, ending at or below
+ * limit; *fetched_tokens gets the chunks' tokens (the first one may start
+ * before from).  Hits move to the LRU's front.  fkv_sched_config.remote_find. */
+uint32_t fkv_remote_store_find(void *st, const fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
+
+/* Write-back at request end: every full chunk of r's first `len` tokens
+ * (inserted, or moved to the front). */
+void fkv_remote_store_put(fkv_remote_store *st, const fkv_req *r, uint32_t len);
+
+void fkv_remote_store_stats_get(const fkv_remote_store *st, fkv_remote_store_stats *out);
+
+#endif
