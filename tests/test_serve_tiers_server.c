@@ -174,6 +174,26 @@ int main(void)
 
     sp_end(&s1);
     sp_end(&s2);
+
+    /* a remote quota: an instance whose tenants may hold 60 KiB each (two
+     * or three of stories260K's 20 KiB pages) writes A's pages back and the
+     * client deletes past the quota: its own Redis ends with at most three
+     * keys, not one a page */
+    rfx_server rq = {0};
+    REQUIRE(rfx_start(&rq, false));
+    char qurl[64];
+    snprintf(qurl, sizeof qurl, "redis://127.0.0.1:%d", rq.port);
+    sp_proc s3 = {0};
+    const char *qargs[] = {"--model", model, "--remote", qurl, "--remote-quota", "60KiB", NULL};
+    REQUIRE(sp_start(&s3, qargs) == 0);
+    sp_complete(s3.port, A, "quota-user", NULL, MAXTOK, &a);
+    CHECK(a.status == 200 && !strcmp(a.text, refA.text));
+    long qpages = (a.prompt + MAXTOK - 1) / 16;
+    long long held = stable_keys(rq.port);
+    CHECKF(qpages >= 5 && held >= 1 && held <= 3, "quota: %lld keys held of %ld pages written", held, qpages);
+    sp_end(&s3);
+    rfx_stop(&rq);
+
     sp_end(&ref);
     rfx_stop(&rs);
     curl_global_cleanup();

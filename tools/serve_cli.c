@@ -34,7 +34,9 @@ static void usage(FILE *f)
             "                       phi3.5, zephyr, mistral-v7, gemma (default: recognized from the\n"
             "                       model's tokenizer.chat_template; chatml when it has none, and\n"
             "                       with a warning when it has one not recognized)\n"
-            "  --model FILE         GGUF model served by the engine backend (the default with --model)\n"
+            "  --model FILE         GGUF model served by the engine backend (the default with --model)\n");
+    fprintf(f,
+            /* two strings: one would pass C's 4095-character limit */
             "  --kv-budget BYTES    engine: KV cache bytes, K+V of all layers (default 64MiB; K, KiB, M, MiB, G, GiB)\n"
             "  --kv-dtype f32|f16   engine: K/V storage type (default f32)\n"
             "  --policy NAME        engine: eviction policy (default flru)\n"
@@ -51,6 +53,8 @@ static void usage(FILE *f)
             "  --remote-cluster     engine: the --remote nodes are seeds of a Redis Cluster\n"
             "  --remote-timeout-ms N  engine: bound of a request's remote lookup (default 100)\n"
             "  --remote-ttl S       engine: expiry of the chunks written (default 3600)\n"
+            "  --remote-quota SIZE  engine: bytes each tenant (user, cache_salt) may hold in the remote tier;\n"
+            "                       past it its least recently used leaf pages are deleted (default: none)\n"
             "  --dynamic-chunking on|off  engine: variable chunk sizes (default off)\n"
             "  --chunk-tokens N     engine: chunk size, or base size when dynamic (default 64)\n"
             "  --quant off|always|under-pressure  engine: cold-chunk int8 quantization (default off)\n"
@@ -98,7 +102,7 @@ static const struct {
               {"--reclaim", "reclaim"},       {"--host-bytes", "host_bytes"},
               {"--ctx", "ctx"},               {"--host-kv", "host_kv"},
               {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
-              {"--remote-ttl", "remote_ttl_s"}};
+              {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"}};
 #define N_EFLAGS (sizeof eflags / sizeof eflags[0])
 
 static int is_engine_flag(const char *a)

@@ -894,6 +894,7 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         rc.cluster = bo.remote_cluster != 0;
         if (bo.remote_timeout_ms) rc.timeout_ms = bo.remote_timeout_ms;
         if (bo.remote_ttl_s) rc.ttl_s = bo.remote_ttl_s;
+        rc.default_quota = bo.remote_quota;
         b->rgeom = (fkv_remote_geom){b->m->hp.n_layers, b->m->hp.n_kv_heads, b->m->hp.head_dim};
         b->rdtype = cfg.kv_dtype == FKV_F16 ? FKV_REMOTE_F16 : FKV_REMOTE_F32;
         b->page_tokens = fkv_engine_page_tokens(b->e);

@@ -88,6 +88,12 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             if (!(bad = u64_in(v, 1, 60000, &u))) bo->remote_timeout_ms = (int)u;
         } else if (KEY("remote_ttl_s")) {
             if (!(bad = u64_in(v, 1, 365 * 86400, &u))) bo->remote_ttl_s = (int)u;
+        } else if (KEY("remote_quota")) {
+            /* bytes each tenant namespace may hold in the remote tier; the
+             * client deletes its least recently used leaf pages past it */
+            int64_t x = fkv_parse_bytes(v);
+            if (x <= 0) bad = 1;
+            else bo->remote_quota = (uint64_t)x;
         }
         else if (KEY("dynamic_chunking")) bad = onoff(v, &cfg->dynamic_chunking);
         else if (KEY("prefix_cache")) bad = onoff(v, &cfg->prefix_cache);

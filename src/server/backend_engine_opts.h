@@ -13,7 +13,7 @@
 #define FKV_ENGINE_OPT_KEYS                                                                                      \
     "model, kv_budget, kv_dtype, policy, quotas, dynamic_chunking, quant, quant_hot, threads, chunk_tokens, "    \
     "max_batch_tokens, chunked_prefill, max_running, admission, victim, reclaim, host_bytes, prefix_cache, "      \
-    "max_waiting, ignore_eos, step_log, ctx, host_kv, remote, remote_cluster, remote_timeout_ms, remote_ttl_s"
+    "max_waiting, ignore_eos, step_log, ctx, host_kv, remote, remote_cluster, remote_timeout_ms, remote_ttl_s, remote_quota"
 
 /* Settings of the backend itself (not the engine's). */
 typedef struct fkv_engine_backend_opts {
@@ -27,6 +27,7 @@ typedef struct fkv_engine_backend_opts {
     const char *remote;
     int remote_cluster;    /* 0; 1: the nodes are seeds of a Redis Cluster */
     int remote_timeout_ms; /* 0: the client's default (100 ms): the bound of an admission's lookup */
+    uint64_t remote_quota; /* 0: none; else bytes per tenant namespace in the remote tier */
     int remote_ttl_s;      /* 0: the client's default (3600 s): every chunk's EX */
 } fkv_engine_backend_opts;
 
