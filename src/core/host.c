@@ -69,6 +69,19 @@ void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to)
 }
 
 /* An idle chunk (no sequence holds it) and where it is: 2 device, 1 host. */
+/* The host copy of a chunk of np pages takes its quantization scales, its
+ * dtype and its page count; the scales leave the resident accounting. */
+void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np)
+{
+    ch->host_qmeta = (void *)ch->v.qmeta;
+    ch->host_qmeta_bytes = ch->qmeta_bytes;
+    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
+    ch->v.qmeta = NULL;
+    ch->qmeta_bytes = 0;
+    ch->host_dtype = (uint8_t)ch->v.dtype;
+    ch->host_pages = np;
+}
+
 /* A chunk's K/V pages copied out to one host buffer, layer by layer, K
  * then V, page by page (the layout fkv_seq_reload copies back); NULL when
  * out of memory.  cpu storage only. */
@@ -338,13 +351,7 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     for (uint32_t j = 0; j < np; j++) fkv__page_unref(c, ch->pages[j]);
     c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
     ch->host = buf;
-    ch->host_qmeta = (void *)ch->v.qmeta; /* the scales go with it */
-    ch->host_qmeta_bytes = ch->qmeta_bytes;
-    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
-    ch->v.qmeta = NULL;
-    ch->qmeta_bytes = 0;
-    ch->host_dtype = (uint8_t)ch->v.dtype;
-    ch->host_pages = np;
+    fkv__host_take_scales(c, ch, np);
     ch->v.n_pages = 0;
     ch->v.pages = NULL;
     ch->v.resident = 0;

@@ -301,6 +301,7 @@ void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign);     /* host_used 
 /* evicts demoted chunks until `need` more bytes of tenant `who` fit; 1 if they do */
 int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need);
 uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch);
+void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np);
 int fkv__host_demote(fkv_cache *c, fkv__chunk *ch); /* 1 if the released chunk now waits in the host tier */
 void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
 void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let go of an offloaded chunk */

@@ -25,13 +25,7 @@ static int offload(fkv_cache *c, fkv__chunk *ch)
     if (c->k && !(buf = fkv__host_copy_out(c, ch))) return 0;
     /* the scales go with it: out of the resident accounting first, so the
      * eviction does not free them */
-    ch->host_qmeta = (void *)ch->v.qmeta;
-    ch->host_qmeta_bytes = ch->qmeta_bytes;
-    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
-    ch->v.qmeta = NULL;
-    ch->qmeta_bytes = 0;
-    ch->host_dtype = (uint8_t)ch->v.dtype;
-    ch->host_pages = np;
+    fkv__host_take_scales(c, ch, np);
     fkv__chunk_evict(c, ch); /* refs >= 1: it stays, as a hole */
     ch->host = buf;
     ch->v.offloaded = 1;
