@@ -379,27 +379,31 @@ static void eng_info(void *be, fkv_backend_info *out)
     out->class_medium_max = 512;
 }
 
-static fkv_status eng_tokenize(void *be, const char *text, size_t len, int32_t *out, uint32_t cap, uint32_t *n)
+/* The backend's token count from the tokenizer's. */
+static fkv_status tok_count(fkv_status st, size_t got, uint32_t *n)
 {
-    eng *b = be;
-    size_t got = 0;
-    fkv_status st = fkv_tok_encode(b->tok, text, len, b->tok->add_bos, out, cap, &got);
     if (st != FKV_OK) return st;
     if (got > UINT32_MAX) return FKV_EINVAL;
     *n = (uint32_t)got;
     return FKV_OK;
 }
 
+static fkv_status eng_tokenize(void *be, const char *text, size_t len, int32_t *out, uint32_t cap, uint32_t *n)
+{
+    eng *b = be;
+    size_t got = 0;
+    fkv_status st = fkv_tok_encode(b->tok, text, len, b->tok->add_bos, out, cap, &got);
+    return tok_count(st, got, n); /* after the call: got is its result */
+}
+
+/* The same with control tokens' text turned into those tokens (chat turn markers). */
 static fkv_status eng_tokenize_special(void *be, const char *text, size_t len, int32_t *out, uint32_t cap,
                                        uint32_t *n)
 {
     eng *b = be;
     size_t got = 0;
     fkv_status st = fkv_tok_encode_special(b->tok, text, len, b->tok->add_bos, out, cap, &got);
-    if (st != FKV_OK) return st;
-    if (got > UINT32_MAX) return FKV_EINVAL;
-    *n = (uint32_t)got;
-    return FKV_OK;
+    return tok_count(st, got, n);
 }
 
 static const char *token_text(const fkv_tokenizer *t, int32_t id)
