@@ -12,11 +12,10 @@
 #include "capture.h"
 #include "check.h"
 
-static int run(int (*fn)(int, char **), const char *a0, const char *args, const char *out)
+/* argv of `a0 ARGS [--output OUT]`, ARGS split at spaces into buf. */
+static int split_args(const char *a0, const char *args, const char *out, char *buf, size_t cap, char **argv)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
+    snprintf(buf, cap, "%s", args);
     int argc = 0;
     argv[argc++] = (char *)a0;
     for (char *t = strtok(buf, " "); t && argc < 60; t = strtok(NULL, " ")) argv[argc++] = t;
@@ -25,19 +24,21 @@ static int run(int (*fn)(int, char **), const char *a0, const char *args, const 
         argv[argc++] = (char *)out;
     }
     argv[argc] = NULL;
+    return argc;
+}
+
+static int run(int (*fn)(int, char **), const char *a0, const char *args, const char *out)
+{
+    char buf[1024], *argv[64];
+    int argc = split_args(a0, args, out, buf, sizeof buf, argv);
     return fn(argc, argv);
 }
 
 /* Runs fn with stdout sent to a file; returns what it printed. */
 static char *captured(int (*fn)(int, char **), const char *a0, const char *args, int *rc)
 {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", args);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = (char *)a0;
-    for (char *t = strtok(buf, " "); t && argc < 62; t = strtok(NULL, " ")) argv[argc++] = t;
-    argv[argc] = NULL;
+    char buf[1024], *argv[64];
+    int argc = split_args(a0, args, NULL, buf, sizeof buf, argv);
     return capture_stdout(fn, argc, argv, rc);
 }
 
