@@ -192,4 +192,33 @@ static inline long long rfx_int(int port, const char *fmt, const char *arg)
     return v;
 }
 
+/* A 3-node Redis Cluster on free ports (redis-cli --cluster create, no
+ * replicas), once every node says cluster_state:ok. */
+static inline bool rfx_cluster_ok(int port)
+{
+    redisReply *rep = rfx_cmd(port, "CLUSTER INFO");
+    bool ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "cluster_state:ok");
+    freeReplyObject(rep);
+    return ok;
+}
+
+static inline bool rfx_cluster_start(rfx_server srv[3])
+{
+    for (int i = 0; i < 3; i++)
+        if (!rfx_start(&srv[i], true)) return false;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d --cluster-replicas 0 "
+             "--cluster-yes >/dev/null 2>&1",
+             srv[0].port, srv[1].port, srv[2].port);
+    if (system(cmd) != 0) return false;
+    for (int t = 0; t < 500; t++) {
+        bool all = true;
+        for (int i = 0; i < 3; i++) all = all && rfx_cluster_ok(srv[i].port);
+        if (all) return true;
+        rfx_sleep_ms(20);
+    }
+    return false;
+}
+
 #endif

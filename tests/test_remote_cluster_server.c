@@ -13,37 +13,6 @@ static rfx_server srv[NODES];
 static fkv_remote *cli;
 static fkv_remote_key keys[KEYS];
 
-static bool cluster_ok(int port)
-{
-    redisReply *rep = rfx_cmd(port, "CLUSTER INFO");
-    bool ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "cluster_state:ok");
-    freeReplyObject(rep);
-    return ok;
-}
-
-static bool make_cluster(void)
-{
-    for (int i = 0; i < NODES; i++)
-        if (!rfx_start(&srv[i], true))
-            return false;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd,
-             "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d --cluster-replicas 0 "
-             "--cluster-yes >/dev/null 2>&1",
-             srv[0].port, srv[1].port, srv[2].port);
-    if (system(cmd) != 0)
-        return false;
-    for (int t = 0; t < 500; t++) {
-        bool all = true;
-        for (int i = 0; i < NODES; i++)
-            all = all && cluster_ok(srv[i].port);
-        if (all)
-            return true;
-        rfx_sleep_ms(20);
-    }
-    return false;
-}
-
 static void myid(int port, char *buf, size_t len)
 {
     redisReply *rep = rfx_cmd(port, "CLUSTER MYID");
@@ -178,7 +147,7 @@ static void test_migration(void)
 int main(void)
 {
     rfx_require();
-    REQUIRE(make_cluster());
+    REQUIRE(rfx_cluster_start(srv));
     char nodes[32];
     snprintf(nodes, sizeof nodes, "127.0.0.1:%d", srv[1].port);
     fkv_remote_config cfg;

@@ -12,33 +12,6 @@ static const char *P = "Once upon a time, there was a little girl named Lily. Sh
                        "with her friends. One day, she saw a big red ball and ran to get it. Her mom said she could "
                        "keep it if she was careful.";
 
-static bool cluster_ok(int port)
-{
-    redisReply *rep = rfx_cmd(port, "CLUSTER INFO");
-    bool ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "cluster_state:ok");
-    freeReplyObject(rep);
-    return ok;
-}
-
-static bool make_cluster(void)
-{
-    for (int i = 0; i < NODES; i++)
-        if (!rfx_start(&srv[i], true)) return false;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd,
-             "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d --cluster-replicas 0 "
-             "--cluster-yes >/dev/null 2>&1",
-             srv[0].port, srv[1].port, srv[2].port);
-    if (system(cmd) != 0) return false;
-    for (int t = 0; t < 500; t++) {
-        bool all = true;
-        for (int i = 0; i < NODES; i++) all = all && cluster_ok(srv[i].port);
-        if (all) return true;
-        rfx_sleep_ms(20);
-    }
-    return false;
-}
-
 static long long total_keys(int *nodes_used)
 {
     long long sum = 0;
@@ -64,7 +37,7 @@ int main(void)
     REQUIRE(want.status == 200 && want.text[0]);
     sp_end(&ref);
 
-    REQUIRE(make_cluster());
+    REQUIRE(rfx_cluster_start(srv));
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv[1].port); /* one seed: the rest from CLUSTER SLOTS */
     const char *args[] = {"--model", model, "--remote", url, "--remote-cluster", "--remote-timeout-ms", "2000", NULL};
