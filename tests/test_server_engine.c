@@ -143,6 +143,8 @@ typedef struct capture {
     size_t len;
     int done;
     fkv_gen_result res;
+    uint32_t hold_at; /* >0: the step thread waits in the token callback at this count until released */
+    int released;
 } capture;
 
 static void cap_token(void *ctx, int32_t token, const char *text, size_t len)
@@ -150,6 +152,8 @@ static void cap_token(void *ctx, int32_t token, const char *text, size_t len)
     capture *c = ctx;
     pthread_mutex_lock(&c->mu);
     if (c->n < MAXTOK + 4) c->tok[c->n++] = token;
+    pthread_cond_broadcast(&c->cv);
+    while (c->hold_at && c->n >= c->hold_at && !c->released) pthread_cond_wait(&c->cv, &c->mu);
     if (c->len + len < sizeof c->text) {
         memcpy(c->text + c->len, text, len);
         c->len += len;
@@ -419,19 +423,19 @@ static void test_cancel_stops_engine(const char *mopt)
     CHECKF(fkv_backend_create("engine", bad_log, &b2, err, sizeof err) == FKV_EIO &&
                strstr(err, "/nonexistent-dir/steps.log"), "%s", err);
     REQUIRE(fkv_backend_create("engine", opts, &b2, err, sizeof err) == FKV_OK);
-    capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    /* the step thread is held in the fifth token's callback until the
+     * cancel is in, so the test does not race the decode speed */
+    capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .hold_at = 5};
     fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3, NULL, NULL};
     fkv_gen_sink sink = {cap_token, cap_done, &c};
     REQUIRE(b2.ops->submit(b2.impl, &q, &sink, err, sizeof err) == FKV_OK);
-    for (int i = 0; i < 500; i++) {
-        pthread_mutex_lock(&c.mu);
-        uint32_t n = c.n;
-        pthread_mutex_unlock(&c.mu);
-        if (n >= 5) break;
-        sleep_ms(2);
-    }
+    pthread_mutex_lock(&c.mu);
+    while (c.n < 5 && !c.done) pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
     b2.ops->cancel(b2.impl, 77);
     pthread_mutex_lock(&c.mu);
+    c.released = 1;
+    pthread_cond_broadcast(&c.cv);
     while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
     pthread_mutex_unlock(&c.mu);
     CHECK(c.res.finish == FKV_FINISH_CANCELLED && c.res.completion_tokens < 600);
