@@ -107,6 +107,26 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             if (++listed > c->host_n) FAIL("host list longer than its count %u", c->host_n);
         }
         if (listed != c->host_n) FAIL("host list holds %u chunks, counts %u", listed, c->host_n);
+        /* each tenant's list: its chunks of the host list, in that order */
+        uint32_t per_tenant = 0;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            const fkv__tenant *t = c->tenants[i];
+            uint32_t n = 0;
+            const fkv__chunk *last = NULL;
+            for (fkv__chunk *ch = t->host_head, *prev = NULL; ch; prev = ch, last = ch, ch = ch->thnext) {
+                if (ch->thprev != prev || ch->htenant != t)
+                    FAIL("tenant %llu host list: chunk %llu mislinked", (unsigned long long)t->id, (unsigned long long)ch->id);
+                if (prev && prev->hstamp >= ch->hstamp)
+                    FAIL("tenant %llu host list: chunk %llu out of order", (unsigned long long)t->id, (unsigned long long)ch->id);
+                if (!ch->hprev && c->host_head != ch)
+                    FAIL("tenant %llu host list: chunk %llu not on the host list", (unsigned long long)t->id, (unsigned long long)ch->id);
+                if (++n > t->host_n) FAIL("tenant %llu host list longer than its count %u", (unsigned long long)t->id, t->host_n);
+            }
+            if (n != t->host_n || t->host_tail != last)
+                FAIL("tenant %llu host list holds %u chunks, counts %u", (unsigned long long)t->id, n, t->host_n);
+            per_tenant += n;
+        }
+        if (per_tenant != c->host_n) FAIL("tenants' host lists hold %u chunks, the host list %u", per_tenant, c->host_n);
         for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
             if (ch->demoted && (!ch->v.offloaded || !c->cfg.host_demote))
                 FAIL("chunk %llu: demoted but not in the host tier", (unsigned long long)ch->id);

@@ -66,6 +66,9 @@ struct fkv__chunk {
     uint8_t host_dtype;
     uint8_t demoted;           /* in the host tier by demotion: its index entries stay (host.c) */
     fkv__chunk *hprev, *hnext; /* host LRU (demoted, no holder) */
+    fkv__chunk *thprev, *thnext; /* the same chunks, per tenant: htenant's host list */
+    struct fkv__tenant *htenant; /* whose host list it is on (ch->tenant when pushed) */
+    uint64_t hstamp;             /* push order on the host list: ties between tenants' oldest */
     /* prefix tree (host.c): the chunk this one extends in the sequence that
      * created it, and the chunks that extend this one; eviction at every
      * tier takes leaves only (host_demote) */

@@ -196,6 +196,10 @@ void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign)
     else c->host_used -= b, ch->tenant->host_bytes -= b;
 }
 
+/* The host list, least recently used first, and the same chunks on one
+ * list per tenant in the same order, so that the victim search under
+ * tenant quotas takes the chosen tenant's oldest chunk at once rather than
+ * walking the whole list to it. */
 static void list_push(fkv_cache *c, fkv__chunk *ch) /* most recent at the tail */
 {
     ch->hnext = NULL;
@@ -204,6 +208,15 @@ static void list_push(fkv_cache *c, fkv__chunk *ch) /* most recent at the tail *
     else c->host_head = ch;
     c->host_tail = ch;
     c->host_n++;
+    fkv__tenant *t = ch->tenant;
+    ch->htenant = t;
+    ch->hstamp = c->host_stamp++;
+    ch->thnext = NULL;
+    ch->thprev = t->host_tail;
+    if (t->host_tail) t->host_tail->thnext = ch;
+    else t->host_head = ch;
+    t->host_tail = ch;
+    t->host_n++;
 }
 
 static int on_list(const fkv_cache *c, const fkv__chunk *ch)
@@ -220,6 +233,14 @@ void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch)
     else c->host_tail = ch->hprev;
     ch->hprev = ch->hnext = NULL;
     c->host_n--;
+    fkv__tenant *t = ch->htenant;
+    if (ch->thprev) ch->thprev->thnext = ch->thnext;
+    else t->host_head = ch->thnext;
+    if (ch->thnext) ch->thnext->thprev = ch->thprev;
+    else t->host_tail = ch->thprev;
+    ch->thprev = ch->thnext = NULL;
+    ch->htenant = NULL;
+    t->host_n--;
 }
 
 void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
@@ -292,8 +313,9 @@ double fkv__host_share(fkv_cache *c, const fkv__tenant *t)
 }
 
 /* The next host victim: in tenant mode, among the tenants with a demoted
- * idle chunk, the one furthest over its host share; its least recently
- * used chunk; then the closure's leaf below it. */
+ * idle chunk, the one furthest over its host share (ties: the one whose
+ * oldest chunk is older); its least recently used chunk; then the
+ * closure's leaf below it. */
 static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
     if (!c->host_head) return NULL;
@@ -302,12 +324,13 @@ static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t ne
         host_shares(c, who, need);
         fkv__tenant *bt = NULL;
         double bex = 0;
-        for (fkv__chunk *ch = c->host_head; ch; ch = ch->hnext) {
-            fkv__tenant *t = ch->tenant;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            if (!t->host_head) continue;
             double ex = (double)t->host_bytes + (t == who ? (double)need : 0) - t->host_share;
-            if (!bt || ex > bex) bt = t, bex = ex;
+            if (!bt || ex > bex || (ex == bex && t->host_head->hstamp < bt->host_head->hstamp)) bt = t, bex = ex;
         }
-        while (v->tenant != bt) v = v->hnext;
+        v = bt->host_head;
     }
     return host_leaf(v);
 }

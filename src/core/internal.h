@@ -50,6 +50,8 @@ typedef struct fkv__tenant {
     uint64_t prefix_queries, prefix_hits;
     uint64_t host_bytes;      /* bytes of its chunks in the host tier (charged to ch->tenant on entry) */
     double host_share;        /* scratch of fkv__host_share_refresh: its host share, bytes */
+    fkv__chunk *host_head, *host_tail; /* its chunks on the host list, in that list's order (host.c) */
+    uint32_t host_n;          /* chunks on its list */
 } fkv__tenant;
 
 /* One open sequence = one request = one quota owner. */
@@ -168,6 +170,7 @@ struct fkv_cache {
     uint64_t host_used;                 /* bytes of offloaded and demoted chunks (host tier) */
     fkv__chunk *host_head, *host_tail;  /* demoted, unheld chunks, least recently used first (host.c) */
     uint32_t host_n;                    /* chunks on that list */
+    uint64_t host_stamp;                /* pushes so far: the next chunk's hstamp */
 
     /* prefix index */
     fkv__pentry *ptab;  /* [(pbmask + 1) * FKV__PBUCKET], in buckets of one cache line */
