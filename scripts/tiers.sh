@@ -10,11 +10,13 @@
 # Fixed before any run: profile a100-llama2-7b, seed 42, the capacity rule
 # (0.75 x peak live demand), load 0.9 and the tenants of section 3b (chat's
 # own 4; Mooncake's sessions hashed to 4); the remote tier 1,000 GB at the
-# simulator's defaults, 12.5 GB/s and 0.5 ms a fetch.  Not part of CI
-# (chat: seconds; Mooncake: about 3 minutes without fairkv at host 4x and
-# 16x, which take far longer: the host tier's victim search under tenant
-# quotas walks the whole host list, src/core/host.c).  SCHEMES=... and
-# WORKLOADS="chat mooncake" and HOSTS="0 1 4 16" choose what runs.
+# simulator's defaults, 12.5 GB/s and 0.5 ms a fetch.  Each setting also
+# gets a "MIN bound" row (`--min-bound`, src/sim/min_bound.h): MIN's hits at
+# the device's size, then with the host's and the remote's added, so its
+# device, device + host and total columns bound every row of the setting
+# (its host and remote columns alone bound nothing).  Not part of CI (chat:
+# seconds; Mooncake: a few minutes).  SCHEMES=... and WORKLOADS="chat
+# mooncake" and HOSTS="0 1 4 16" choose what runs.
 set -euo pipefail
 B=${1:-build}
 F="$B/fairkv"
@@ -32,7 +34,7 @@ rows() { # workload label, host x, remote label, then bench options
     shift 3
     local host=()
     [ "$hx" != 0 ] && host=(--host-x "$hx" --host-demote)
-    "$F" bench --quiet --format json --load 0.9 --schemes "$SCHEMES" "${host[@]}" "$@" >"$tmp/r.json"
+    "$F" bench --quiet --format json --load 0.9 --schemes "$SCHEMES" --min-bound "${host[@]}" "$@" >"$tmp/r.json"
     python3 - "$tmp/r.json" "$wl" "$hx" "$rl" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -41,6 +43,9 @@ for s in j["schemes"]:
     print(f"| {sys.argv[2]} | {sys.argv[3]}x | {sys.argv[4]} | {s['name']} | {100*t['device']:.2f} | "
           f"{100*t['host']:.2f} | {100*t['remote']:.2f} | {100*s['prefix_hit_rate']:.2f} | "
           f"{s['ttft']['mean_ms']:.1f} | {s['ttft']['p99_ms']:.1f} | {s['e2e']['mean_ms']:.1f} |")
+b = j["min_bound"]
+print(f"| {sys.argv[2]} | {sys.argv[3]}x | {sys.argv[4]} | MIN bound | {100*b['device']:.2f} | "
+      f"{100*(b['device_host']-b['device']):.2f} | {100*(b['all']-b['device_host']):.2f} | {100*b['all']:.2f} | - | - | - |")
 EOF
 }
 

@@ -206,6 +206,16 @@ static int bench_main(fkv_bench_opts *o)
             .n_tenants = o->sim.n_tenants,
             .tenants = tenants,
         };
+        double bound[3];
+        if (o->min_bound) {
+            if ((st = fkv_bench_min_bound(&c, &w, bound)) != FKV_OK) {
+                fprintf(stderr, "fairkv bench: --min-bound: %s\n", fkv_strerror(st));
+                fkv_workload_free(&w);
+                rc = 1;
+                break;
+            }
+            m.min_bound = bound;
+        }
         if (json_multi && li) fprintf(out, ",\n");
         report(out, o, &m, sums, nsch, li == 0);
         if (want_res) {

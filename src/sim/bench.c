@@ -17,6 +17,7 @@
  */
 #include "sim/bench.h"
 #include "sim/frontier.h"
+#include "sim/min_bound.h"
 
 #include <errno.h>
 #include <math.h>
@@ -110,6 +111,8 @@ void fkv_bench_usage(FILE *f)
             "                           bisection in [0.05, 1]) at which mean, P99 and short-class P99 e2e\n"
             "                           latency stay within 5%% of oracle-memory; one load, no fixed capacity\n"
             "  --frontier-tol X         the bisection's resolution, a fraction of peak (0.01)\n"
+            "  --min-bound              also MIN's prefix hit rate at the device's size, device + host, and all\n"
+            "                           tiers: what no policy at those sizes exceeds (docs/EVALUATION.md 3c)\n"
             "  --frontier-max X         the search's top, a fraction of peak (1.0; reuse of finished requests'\n"
             "                           prefixes can need more than the peak live demand)\n"
             "  --max-batch-tokens N     token budget per step (2048; vllm rows: vLLM's default for the\n"
@@ -282,6 +285,8 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         if (num(v, &o->cap_frac) || o->cap_frac <= 0) return bad(a, v);
     } else if (!strcmp(a, "--frontier")) {
         o->frontier = 1;
+    } else if (!strcmp(a, "--min-bound")) {
+        o->min_bound = 1;
     } else if (!strcmp(a, "--frontier-max")) {
         TAKE();
         if (num(v, &o->frontier_max) || !(o->frontier_max > FKV_FRONTIER_LO && o->frontier_max <= 64))
@@ -764,5 +769,25 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
     *n = nsel;
     fkv_summaries_fairness(sums, nsel);
     fkv_summaries_isolated(sums, nsel);
+    return FKV_OK;
+}
+
+fkv_status fkv_bench_min_bound(const fkv_bench_ctx *c, const fkv_workload *w, double rate[3])
+{
+    size_t ns;
+    const fkv_scheme *all = fkv_scheme_list(&ns);
+    uint32_t pt = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (!pt || all[i].page_tokens < pt) pt = all[i].page_tokens;
+    const fkv_sim_config *sim = &c->o->sim;
+    uint64_t tb = fkv_model_token_bytes(c->profile.model), page_bytes = (uint64_t)pt * tb;
+    /* the sizes as make_cache (sim.c) gives them to the cache */
+    uint64_t dev = (c->capacity_tokens + pt - 1) / pt;
+    uint64_t host_bytes = sim->host_x > 0 ? (uint64_t)(sim->host_x * (double)(dev * page_bytes)) : sim->host_capacity_bytes;
+    uint64_t caps[3] = {dev, dev + host_bytes / page_bytes, dev + host_bytes / page_bytes + sim->remote_capacity_bytes / page_bytes};
+    uint64_t hits[3], prompts;
+    fkv_status st = fkv_min_bound(w, pt, sim->sched.block_tokens, caps, 3, hits, &prompts);
+    if (st) return st;
+    for (int i = 0; i < 3; i++) rate[i] = prompts ? (double)hits[i] / (double)prompts : 0;
     return FKV_OK;
 }

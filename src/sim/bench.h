@@ -41,6 +41,7 @@ typedef struct fkv_bench_opts {
     int fairness_table;     /* print the short fairness table (fkv_report_fairness_text) only */
     int clients_set;        /* --clients given (else tenant runs take the tenants as VTC's clients) */
     int frontier;           /* --frontier: per scheme, the smallest capacity within 5% of oracle-memory */
+    int min_bound;          /* --min-bound: MIN's hit rate per tier at the run's sizes (min_bound.h) */
     double frontier_max;    /* --frontier-max: the search's top, a fraction of peak (1.0) */
     double frontier_tol;    /* --frontier-tol: the bisection's resolution, a fraction of peak (0.01) */
 } fkv_bench_opts;
@@ -90,6 +91,12 @@ void fkv_bench_ctx_free(fkv_bench_ctx *c);
  * res != NULL).  Progress on stderr when asked. */
 fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme_summary *sums, fkv_sim_result *res,
                              size_t *n, size_t cap, char *err, size_t errlen);
+
+/* MIN's prefix hit rate (min_bound.h) at the run's device size, device +
+ * host, and device + host + remote, sized in 16-bit K/V bytes as the
+ * simulator's cache sizes them, over pages of the schemes' smallest page:
+ * rate[0..2], cumulative. */
+fkv_status fkv_bench_min_bound(const fkv_bench_ctx *c, const fkv_workload *w, double rate[3]);
 
 /* Plots (gnuplot; a missing gnuplot leaves the .dat/.gp files and a note). */
 int fkv_plot_cdf(const char *dir, const fkv_sim_result *res, size_t n);

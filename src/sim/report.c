@@ -331,6 +331,14 @@ static void tiers_text(FILE *f, const fkv_scheme_summary *s, size_t n)
     fprintf(f, "net tokens: K/V tokens fetched from the remote tier (whole chunks)\n");
 }
 
+static void min_bound_text(FILE *f, const fkv_report_meta *m)
+{
+    if (!m->min_bound) return;
+    fprintf(f, "\nMIN bound (%% of prompt tokens; no policy finds more at these sizes, 16-bit K/V):\n"
+               "device %.2f, device + host %.2f, all tiers %.2f\n",
+            100 * m->min_bound[0], 100 * m->min_bound[1], 100 * m->min_bound[2]);
+}
+
 void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
 {
     meta_line(f, m);
@@ -363,6 +371,7 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     }
     fprintf(f, "rej = requests larger than the cache\n");
     tiers_text(f, s, n);
+    min_bound_text(f, m);
     tenant_text(f, s, n);
     fprintf(f, "\nseed table 4.2 for comparison: LRU 142/623/89/412, F-LRU 128/287/112/156, "
                "dynamic chunking 117/203/105/132 (mean/P99/short/long ms)\n");
@@ -454,6 +463,9 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
             m->requests, m->profile, (unsigned long long)m->capacity_tokens, m->capacity_gb, m->capacity_rule,
             m->arrival_rate, m->capacity_rps, (unsigned long long)m->seed, m->admission, m->batching);
     if (m->n_tenants) fprintf(f, "\"tenants\":\"%s\",", m->tenants);
+    if (m->min_bound)
+        fprintf(f, "\"min_bound\":{\"device\":%.6f,\"device_host\":%.6f,\"all\":%.6f},", m->min_bound[0],
+                m->min_bound[1], m->min_bound[2]);
     fprintf(f, "\"schemes\":[");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];

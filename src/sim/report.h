@@ -79,6 +79,7 @@ typedef struct fkv_report_meta {
     const char *admission, *batching;
     uint32_t n_tenants;      /* 0: no tenants (nothing printed about them) */
     const char *tenants;     /* e.g. "4 tenants, heavy:0.7, weights 1,1,1,1" */
+    const double *min_bound; /* NULL, or MIN's hit rate: device, device + host, all tiers (fkv_bench_min_bound) */
 } fkv_report_meta;
 
 void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_lat_stats *out);
