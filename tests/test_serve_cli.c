@@ -19,6 +19,18 @@
 
 static const char *BIN = "./fairkv";
 
+/* 1 when the server's /metrics shows a running request. */
+static int running(unsigned port)
+{
+    http_resp r;
+    memset(&r, 0, sizeof r);
+    http_do(&r, port, "GET", "/metrics", NULL, 0, NULL);
+    const char *m = r.body.data ? strstr(r.body.data, "\nfairkv_num_requests_running ") : NULL;
+    int on = m && atof(m + strlen("\nfairkv_num_requests_running ")) >= 1;
+    http_free(&r);
+    return on;
+}
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
@@ -127,7 +139,9 @@ int main(void)
     bg b = {.port = (unsigned)atoi(p + 10)};
     REQUIRE(b.port > 0);
     pthread_create(&b.t, NULL, stream, &b);
-    sleep_ms(150); /* the stream is under way (50 tokens take 0.5 s) */
+    /* until the stream is under way (50 tokens take 0.5 s); a fixed sleep
+     * lost that race on a loaded machine */
+    for (int i = 0; i < 500 && !running(b.port); i++) sleep_ms(10);
     kill(pid, SIGTERM);
     pthread_join(b.t, NULL);
     const char *body = b.r.body.data ? b.r.body.data : "";

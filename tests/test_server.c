@@ -2,8 +2,12 @@
  * port: completions (whole and streamed), every error answer with its JSON
  * body, the queue limit, client disconnects, /metrics, and the graceful
  * drain of SIGTERM. */
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -401,6 +405,18 @@ static void test_metrics(void)
     fkv_textbuf_free(&out);
 }
 
+/* 1 while the server's port takes a TCP connection (nothing is sent). */
+static int port_open(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
 typedef struct drainer {
     pthread_t t;
     fkv_status st;
@@ -423,7 +439,9 @@ static void test_drain(void)
     REQUIRE(stat_running() == 1);
     drainer d = {0};
     pthread_create(&d.t, NULL, drain_run, &d);
-    sleep_ms(100);
+    /* until the drain has closed the listening socket (a fixed sleep lost
+     * that race on a loaded machine) */
+    WAIT_FOR(!port_open(), 5000);
     /* new requests are refused (listening socket closed) while one runs */
     http_resp r = {0};
     post(&r, "{\"model\":\"fairkv-fake\",\"prompt\":\"e\",\"max_tokens\":2}", KEY);

@@ -402,7 +402,7 @@ static void test_disconnect(void)
     post(&r, "{\"model\":\"tiny\",\"prompt\":\"zz\",\"max_tokens\":600,\"stream\":true}");
     CHECK(r.cc == CURLE_WRITE_ERROR);
     http_free(&r);
-    for (int i = 0; i < 200 && fkv_server_in_flight(srv); i++) sleep_ms(10);
+    for (int i = 0; i < 1000 && fkv_server_in_flight(srv); i++) sleep_ms(10);
     CHECK(fkv_server_in_flight(srv) == 0);
 }
 
@@ -441,9 +441,20 @@ static void test_cancel_stops_engine(const char *mopt)
     CHECK(c.res.finish == FKV_FINISH_CANCELLED && c.res.completion_tokens < 600);
     /* drain waits until the engine has ended the request */
     CHECK(b2.ops->drain(b2.impl, 20000000000LL) == FKV_OK);
-    sleep_ms(200); /* the step thread refreshes the metrics snapshot once idle */
-    fkv_textbuf t = {0};
-    b2.ops->metrics(b2.impl, &t);
+    /* the step thread refreshes the metrics snapshot once idle: wait for
+     * it, then until two reads 100 ms apart agree (a fixed 200 ms could
+     * read a snapshot from before the last step on a loaded machine) */
+    sleep_ms(200);
+    fkv_textbuf t = {0}, prev = {0};
+    for (int i = 0; i < 50; i++) {
+        fkv_textbuf_free(&prev);
+        prev = t;
+        memset(&t, 0, sizeof t);
+        b2.ops->metrics(b2.impl, &t);
+        if (prev.data && t.data && !strcmp(prev.data, t.data)) break;
+        sleep_ms(100);
+    }
+    fkv_textbuf_free(&prev);
     double dec = metric(t.data ? t.data : "", "fairkv_engine_tokens_total{kind=\"decode\"}");
     CHECKF(dec >= 4 && dec < 300, "decode tokens %g", dec);
     const char *mt = t.data ? t.data : "";
