@@ -4,11 +4,13 @@
  * afterwards the full invariant check must pass. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "core/internal.h"
 #include "fairkv.h"
+#include "server/backend.h"
 
 #define THREADS 4
 
@@ -69,6 +71,12 @@ static void *scraper(void *arg)
         size_t len;
         if (fkv_cache_metrics_prometheus(cache, buf, sizeof buf, &len)) errors[THREADS]++;
         if (!strstr(buf, "kv_cache_miss_rate{request_type=\"short\"}")) errors[THREADS]++;
+        /* the server's copy of the same text, taken while the workers
+         * make it grow: whole, its length right, never past its buffer */
+        size_t tl = 0;
+        char *text = fkv_backend_cache_prometheus(cache, &tl);
+        if (!text || strlen(text) != tl || !tl || text[tl - 1] != '\n') errors[THREADS]++;
+        free(text);
         fkv_counters cn;
         fkv_cache_counters(cache, &cn);
         fkv_cache_info info;

@@ -1,6 +1,7 @@
 /* Backend registry: one table from names to factories.  The real engine
  * has its line here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/backend.h"
@@ -42,4 +43,25 @@ void fkv_backend_destroy(fkv_backend *b)
 {
     if (b && b->ops) b->ops->destroy(b->impl);
     if (b) b->ops = NULL, b->impl = NULL;
+}
+
+char *fkv_backend_cache_prometheus(fkv_cache *c, size_t *len)
+{
+    size_t need = 0;
+    if (fkv_cache_metrics_prometheus(c, NULL, 0, &need) != FKV_OK) return NULL;
+    for (int tries = 0; tries < 8; tries++) {
+        size_t cap = need + need / 8 + 256; /* room for counters that grow meanwhile */
+        char *text = malloc(cap);
+        if (!text) return NULL;
+        if (fkv_cache_metrics_prometheus(c, text, cap, &need) != FKV_OK) {
+            free(text);
+            return NULL;
+        }
+        if (need < cap) {
+            *len = need;
+            return text;
+        }
+        free(text); /* it grew past the room: again, at its new size */
+    }
+    return NULL;
 }

@@ -148,6 +148,12 @@ void fkv_backend_destroy(fkv_backend *b);
 /* NULL-terminated names of the registered backends. */
 const char *const *fkv_backend_names(void);
 
+/* The cache's Prometheus text, malloc'd and NUL-terminated (*len: its
+ * length), or NULL (no memory, or the cache refused).  The text can grow
+ * between the size query and the copy while other threads use the cache,
+ * so it asks again until the copy fits. */
+char *fkv_backend_cache_prometheus(fkv_cache *c, size_t *len);
+
 /* The deterministic fake (backend_fake.c). */
 fkv_status fkv_backend_fake_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen);
 

@@ -284,13 +284,7 @@ static void snapshot(eng *b)
     fkv_engine_stats s;
     fkv_engine_stats_get(b->e, &s);
     size_t len = 0;
-    char *text = NULL;
-    fkv_cache *c = fkv_engine_cache(b->e);
-    if (fkv_cache_metrics_prometheus(c, NULL, 0, &len) == FKV_OK && (text = malloc(len + 1)) &&
-        fkv_cache_metrics_prometheus(c, text, len + 1, &len) != FKV_OK) {
-        free(text);
-        text = NULL;
-    }
+    char *text = fkv_backend_cache_prometheus(fkv_engine_cache(b->e), &len);
     pthread_mutex_lock(&b->mu);
     b->snap = s;
     if (text) {

@@ -176,13 +176,12 @@ static void fake_metrics(void *be, fkv_textbuf *out)
 {
     fake *f = be;
     size_t len = 0;
-    if (fkv_cache_metrics_prometheus(f->cache, NULL, 0, &len) != FKV_OK) return;
-    char *buf = malloc(len + 1);
+    char *buf = fkv_backend_cache_prometheus(f->cache, &len); /* the cache is shared: it may grow meanwhile */
     if (!buf) {
         out->oom = 1;
         return;
     }
-    if (fkv_cache_metrics_prometheus(f->cache, buf, len + 1, &len) == FKV_OK) fkv_textbuf_append(out, buf, len);
+    fkv_textbuf_append(out, buf, len);
     free(buf);
 }
 
