@@ -120,27 +120,19 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
         cfg.host_capacity_bytes = 16 * 4 * 2 * 2 * sizeof(float); /* 16 pages of K+V */
         cfg.host_demote = 1;
         cfg.capacity_pages = 48; /* pressure: the device evicts often */
-        cfg.next_use = ops_next_use;
-        cfg.clock.now_ns = fkv_virtual_clock_now;
-        cfg.clock.ctx = &st->now;
-        cfg.thread_safe = 0;
-        st->next_id = 1;
-        fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
-        static const double hw[4] = {1, 2, 0.5, 1};
-        for (uint32_t t = 0; !rc && t < 4; t++) rc = fkv_cache_set_tenant_weight(st->c, t, hw[t]);
-        return rc;
+    } else {
+        if (st->tenants) k = (k - 288) % 6 + 6 + 12 * ((k - 288) / 6); /* as the quotas-on variants */
+        cfg.policy = ops_policies[k % 6];
+        cfg.quotas = st->tenants ? FKV_QUOTA_TENANT : (k / 6) % 2;
+        if (st->tenants) cfg.host_capacity_bytes = 24 * 4 * 2 * 2 * sizeof(float); /* 24 pages of K+V */
+        cfg.dynamic_chunking = (k / 12) % 2;
+        cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
+        cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
+        cfg.quant_mode = (fkv_quant_mode)((k / 96) % 3); /* off, always, under-pressure */
+        cfg.quant_dtype = (k / 96) % 3 == 2 ? FKV_INT4 : FKV_INT8;
+        cfg.quant_hot_tokens = 8;
+        cfg.quant_pressure = 0.75;
     }
-    if (st->tenants) k = (k - 288) % 6 + 6 + 12 * ((k - 288) / 6); /* as the quotas-on variants */
-    cfg.policy = ops_policies[k % 6];
-    cfg.quotas = st->tenants ? FKV_QUOTA_TENANT : (k / 6) % 2;
-    if (st->tenants) cfg.host_capacity_bytes = 24 * 4 * 2 * 2 * sizeof(float); /* 24 pages of K+V */
-    cfg.dynamic_chunking = (k / 12) % 2;
-    cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
-    cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
-    cfg.quant_mode = (fkv_quant_mode)((k / 96) % 3); /* off, always, under-pressure */
-    cfg.quant_dtype = (k / 96) % 3 == 2 ? FKV_INT4 : FKV_INT8;
-    cfg.quant_hot_tokens = 8;
-    cfg.quant_pressure = 0.75;
     cfg.next_use = ops_next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &st->now;
@@ -148,7 +140,8 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     st->next_id = 1;
     fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
     static const double w[4] = {1, 2, 0.5, 1};
-    for (uint32_t t = 0; !rc && st->tenants && t < 4; t++) rc = fkv_cache_set_tenant_weight(st->c, t, w[t]);
+    for (uint32_t t = 0; !rc && (st->tenants || st->host) && t < 4; t++)
+        rc = fkv_cache_set_tenant_weight(st->c, t, w[t]);
     return rc;
 }
 
