@@ -89,6 +89,18 @@ static int read_until(int fd, char *buf, size_t cap, const char *want, int ms)
     return 0;
 }
 
+/* argv is refused at start-up: exit status 2; its first line of stderr
+ * goes to buf. */
+static void refused(char *const argv[], char *buf, size_t cap)
+{
+    int fd;
+    pid_t pid = spawn(argv, &fd);
+    REQUIRE(pid > 0);
+    read_until(fd, buf, cap, "\n", 5000);
+    close(fd);
+    CHECK(wait_exit(pid, 5000) == 2);
+}
+
 typedef struct bg {
     pthread_t t;
     unsigned port;
@@ -114,24 +126,16 @@ int main(void)
     int fd;
 
     char *bad[] = {"fairkv", "serve", "--port", "0", "--backend", "nonesuch", NULL};
-    pid_t pid = spawn(bad, &fd);
-    REQUIRE(pid > 0);
-    read_until(fd, buf, sizeof buf, "\n", 5000);
-    close(fd);
-    CHECK(wait_exit(pid, 5000) == 2);
+    refused(bad, buf, sizeof buf);
     CHECKF(strstr(buf, "unknown backend 'nonesuch'") && strstr(buf, "fake"), "stderr: %s", buf);
 
     char *badrt[] = {"fairkv", "serve", "--port", "0", "--read-timeout", "-1", NULL};
-    pid = spawn(badrt, &fd);
-    REQUIRE(pid > 0);
-    read_until(fd, buf, sizeof buf, "\n", 5000);
-    close(fd);
-    CHECK(wait_exit(pid, 5000) == 2);
+    refused(badrt, buf, sizeof buf);
     CHECKF(strstr(buf, "--read-timeout needs an integer"), "stderr: %s", buf);
 
     char *good[] = {"fairkv", "serve", "--port", "0", "--backend-opt", "pace_ms=10", "--read-timeout", "5",
                     "--max-connections-per-ip", "8", NULL};
-    pid = spawn(good, &fd);
+    pid_t pid = spawn(good, &fd);
     REQUIRE(pid > 0);
     REQUIRE(read_until(fd, buf, sizeof buf, "/ (POST", 5000));
     const char *p = strstr(buf, "127.0.0.1:");
@@ -173,17 +177,11 @@ int main(void)
     close(fd);
     REQUIRE(wait_exit(pid, 10000) == 0);
     char *badq[] = {"fairkv", "serve", "--port", "0", "--model", model, "--quant", "sometimes", NULL};
-    pid = spawn(badq, &fd);
-    read_until(fd, buf, sizeof buf, "\n", 5000);
-    close(fd);
-    CHECK(wait_exit(pid, 5000) == 2);
+    refused(badq, buf, sizeof buf);
     CHECKF(strstr(buf, "quant=sometimes"), "stderr: %s", buf);
     /* a remote tier's node list is checked before serving */
     char *badr[] = {"fairkv", "serve", "--port", "0", "--model", model, "--remote", "redis://nohostport", NULL};
-    pid = spawn(badr, &fd);
-    read_until(fd, buf, sizeof buf, "\n", 5000);
-    close(fd);
-    CHECK(wait_exit(pid, 5000) == 2);
+    refused(badr, buf, sizeof buf);
     CHECKF(strstr(buf, "bad node \"nohostport\""), "stderr: %s", buf);
     char *eng[] = {"fairkv", "serve", "--port", "0", "--model", model, "--kv-budget", "1MiB", "--policy", "lru", NULL};
     pid = spawn(eng, &fd);
