@@ -783,7 +783,7 @@ fkv_status fkv_bench_min_bound(const fkv_bench_ctx *c, const fkv_workload *w, do
     uint64_t tb = fkv_model_token_bytes(c->profile.model), page_bytes = (uint64_t)pt * tb;
     /* the sizes as make_cache (sim.c) gives them to the cache */
     uint64_t dev = (c->capacity_tokens + pt - 1) / pt;
-    uint64_t host_bytes = sim->host_x > 0 ? (uint64_t)(sim->host_x * (double)(dev * page_bytes)) : sim->host_capacity_bytes;
+    uint64_t host_bytes = fkv_sim_host_bytes(sim, dev * page_bytes);
     uint64_t caps[3] = {dev, dev + host_bytes / page_bytes, dev + host_bytes / page_bytes + sim->remote_capacity_bytes / page_bytes};
     uint64_t hits[3], prompts;
     fkv_status st = fkv_min_bound(w, pt, sim->sched.block_tokens, caps, 3, hits, &prompts);

@@ -283,6 +283,11 @@ out:
     return st;
 }
 
+uint64_t fkv_sim_host_bytes(const fkv_sim_config *cfg, uint64_t device_bytes)
+{
+    return cfg->host_x > 0 ? (uint64_t)(cfg->host_x * (double)device_bytes) : cfg->host_capacity_bytes;
+}
+
 static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, int64_t *now, belady_ctx *bctx,
                              fkv_cache **cache, char *err, size_t errlen)
 {
@@ -320,8 +325,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quant_mode = cfg->quant;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot;
-    cc.host_capacity_bytes = cfg->host_x > 0 ? (uint64_t)(cfg->host_x * (double)cc.capacity_bytes)
-                                             : cfg->host_capacity_bytes;
+    cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;

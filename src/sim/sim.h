@@ -138,6 +138,10 @@ typedef struct fkv_sim_result {
     double service_diff_tokens;
 } fkv_sim_result;
 
+/* The host tier's bytes for a device of device_bytes: host_x times it, or
+ * host_capacity_bytes when host_x is not set. */
+uint64_t fkv_sim_host_bytes(const fkv_sim_config *cfg, uint64_t device_bytes);
+
 /* Runs w (not modified) under scheme sc (NULL = no cache even if capacity
  * is set).  err gets the reason on failure. */
 fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
