@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "check.h"
 #include "http_client.h"
 #include "server/load.h"
@@ -200,9 +202,133 @@ static void test_run(void)
     fkv_load_workload_free(&w);
 }
 
+/* The tenants workload: light users' Poisson arrivals, heavy users as
+ * closed-loop templates, and a light-only run with the same requests. */
+static void test_tenants_workload(void)
+{
+    fkv_load_tenants t;
+    fkv_load_tenants_default(&t);
+    t.duration = 20;
+    fkv_load_workload w, lo, ho;
+    REQUIRE(fkv_load_workload_tenants(5, &t, &w) == FKV_OK);
+    /* 4 users x 0.5/s x 20 s: 40 expected, Poisson sd 6.3 */
+    CHECKF(w.n > 20 && w.n < 60, "%zu light requests", w.n);
+    int ok = 1, seen[6] = {0};
+    for (size_t i = 0; i < w.n; i++) {
+        const fkv_load_item *it = &w.items[i];
+        ok &= it->role == FKV_LOAD_LIGHT && it->client >= 2 && it->client < 6 && it->prompt_tokens == 40 &&
+              it->max_tokens == 16 && it->arrival_s < 20 && (i == 0 || it->arrival_s >= w.items[i - 1].arrival_s);
+        if (it->client < 6) seen[it->client] = 1;
+    }
+    CHECK(ok && seen[2] && seen[3] && seen[4] && seen[5] && !seen[0] && !seen[1]);
+    CHECK(w.n_closed == 2 && w.closed_until_s == 20);
+    for (uint32_t k = 0; k < w.n_closed; k++)
+        CHECK(w.closed[k].role == FKV_LOAD_HEAVY && w.closed[k].client == k && w.closed[k].prompt_tokens == 2000 &&
+              w.closed[k].max_tokens == 32);
+    char name[48];
+    fkv_load_user_name(&w.closed[1], name, sizeof name);
+    CHECK(!strcmp(name, "heavy-1"));
+    fkv_load_user_name(&w.items[0], name, sizeof name);
+    CHECK(!strncmp(name, "light-", 6) && atoi(name + 6) >= 2);
+    /* the light users' requests do not depend on the heavy ones */
+    t.only = FKV_LOAD_ONLY_LIGHT;
+    REQUIRE(fkv_load_workload_tenants(5, &t, &lo) == FKV_OK);
+    CHECK(lo.n == w.n && lo.n_closed == 0 && !memcmp(lo.items, w.items, w.n * sizeof *w.items));
+    t.only = FKV_LOAD_ONLY_HEAVY;
+    REQUIRE(fkv_load_workload_tenants(5, &t, &ho) == FKV_OK);
+    CHECK(ho.n == 0 && ho.n_closed == 2);
+    /* bad parameters, and a plain CSV cannot hold a closed loop */
+    char err[256] = "";
+    CHECK(fkv_load_workload_write_plain(&w, "/nonexistent/x.csv", err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "back-to-back"));
+    fkv_load_workload bad;
+    t.only = FKV_LOAD_ONLY_ALL;
+    t.light_rate = 0;
+    CHECK(fkv_load_workload_tenants(5, &t, &bad) == FKV_EINVAL);
+    t.light_rate = 1;
+    t.heavy_prompt = 0;
+    CHECK(fkv_load_workload_tenants(5, &t, &bad) == FKV_EINVAL);
+    fkv_load_workload_free(&w);
+    fkv_load_workload_free(&lo);
+    fkv_load_workload_free(&ho);
+}
+
+/* A tenants run against the in-process server: each heavy user keeps
+ * exactly one request open and sends again when it ends; every request is
+ * reported under its user, and the server saw the same count. */
+static void test_tenants_run(void)
+{
+    fkv_backend be;
+    fkv_server *srv;
+    char err[256];
+    const char *opts[] = {"pace_ms=1", "max_batch=64", NULL};
+    REQUIRE(fkv_backend_create("fake", opts, &be, err, sizeof err) == FKV_OK);
+    fkv_server_config sc;
+    fkv_server_config_default(&sc);
+    sc.port = 0;
+    REQUIRE(fkv_server_start(&sc, &be, &srv, err, sizeof err) == FKV_OK);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u", (unsigned)fkv_server_port(srv));
+    fkv_load_tenants t;
+    fkv_load_tenants_default(&t);
+    t.heavy = 2, t.light = 3, t.heavy_prompt = 200, t.heavy_out = 8, t.light_prompt = 20, t.light_out = 4;
+    t.light_rate = 10, t.duration = 1.0;
+    fkv_load_workload w;
+    REQUIRE(fkv_load_workload_tenants(9, &t, &w) == FKV_OK);
+    fkv_load_config cfg = {url, NULL, NULL, 1, 256, 30, 1024};
+    fkv_load_result r;
+    REQUIRE(fkv_load_run(&cfg, &w, &r, err, sizeof err) == FKV_OK);
+    REQUIRE(r.n_users == 5);
+    size_t light_sent = 0, all_ok = 0;
+    for (uint32_t k = 0; k < r.n_users; k++) {
+        const fkv_load_user *u = &r.users[k];
+        CHECK(u->present && u->failed == 0 && u->ok == u->sent && u->ttft.n == u->ok && u->e2e.n == u->ok);
+        all_ok += u->ok;
+        if (k < 2) {
+            /* back to back for a second, one open at a time: several, never two */
+            CHECKF(u->role == FKV_LOAD_HEAVY && u->max_open == 1 && u->sent >= 3, "heavy %u: %zu sent, %u open",
+                   k, u->sent, u->max_open);
+            CHECK(u->tokens == u->ok * 8);
+        } else {
+            CHECK(u->role == FKV_LOAD_LIGHT && u->tokens == u->ok * 4);
+            light_sent += u->sent;
+        }
+    }
+    CHECK(light_sent == w.n && r.n_err_kinds == 0);
+    CHECK(metric(fkv_server_port(srv), "fairkv_e2e_request_latency_seconds_count{request_type=\"short\"}") +
+              metric(fkv_server_port(srv), "fairkv_e2e_request_latency_seconds_count{request_type=\"medium\"}") ==
+          (double)all_ok);
+    /* the JSON report names each user and says which are light */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    fkv_load_print_json(&r, mem);
+    fclose(mem);
+    cJSON *j = cJSON_Parse(buf);
+    const cJSON *users = cJSON_GetObjectItemCaseSensitive(j, "users");
+    REQUIRE(cJSON_GetArraySize(users) == 5);
+    for (int k = 0; k < 5; k++) {
+        const cJSON *u = cJSON_GetArrayItem(users, k);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(u, "user");
+        const cJSON *light = cJSON_GetObjectItemCaseSensitive(u, "light");
+        const cJSON *p99 = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(u, "ttft"), "p99_ms");
+        CHECK(cJSON_IsString(name) && !strncmp(name->valuestring, k < 2 ? "heavy-" : "light-", 6));
+        CHECK(k < 2 ? cJSON_IsFalse(light) : cJSON_IsTrue(light));
+        CHECK(cJSON_IsNumber(p99) && p99->valuedouble > 0);
+    }
+    cJSON_Delete(j);
+    free(buf);
+    fkv_load_result_free(&r);
+    fkv_load_workload_free(&w);
+    fkv_server_destroy(srv);
+    fkv_backend_destroy(&be);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    test_tenants_workload();
+    test_tenants_run();
     test_seed_workload();
     test_trace_workload();
     test_run();

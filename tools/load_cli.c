@@ -67,6 +67,25 @@ static void row_stats(const fkv_load_result *r, int c, summary *ttft, summary *i
     *e2e = summarize(de, k);
 }
 
+static summary user_dist(const fkv_load_dist *d)
+{
+    const fkv_load_dist *one[1] = {d};
+    return summarize(one, 1);
+}
+
+static int has_roles(const fkv_load_result *r)
+{
+    for (uint32_t k = 0; k < r->n_users; k++)
+        if (r->users[k].present && r->users[k].role != FKV_LOAD_CLIENT) return 1;
+    return 0;
+}
+
+static void user_name(const fkv_load_result *r, uint32_t k, char *buf, size_t len)
+{
+    fkv_load_item it = {.client = k, .role = r->users[k].role};
+    fkv_load_user_name(&it, buf, len);
+}
+
 void fkv_load_print_text(const fkv_load_result *r, FILE *f)
 {
     size_t sent = 0, ok = 0, failed = 0;
@@ -85,6 +104,19 @@ void fkv_load_print_text(const fkv_load_result *r, FILE *f)
                 fl, t.p50, t.p99, i.p50, i.p99, e.mean, e.std, e.p50, e.p99, r->wall_s > 0 ? (double)tok / r->wall_s : 0);
         if (c < 3 && r->miss_rate[c] >= 0) fprintf(f, " %9.4f\n", r->miss_rate[c]);
         else fprintf(f, " %9s\n", "-");
+    }
+    if (!has_roles(r)) return;
+    fprintf(f, "per user (ttft from the stream's first token event; tok/s over the run)\n");
+    fprintf(f, "%-10s %5s %6s %6s %5s %9s %9s %9s %8s\n", "user", "light", "sent", "ok", "fail", "ttft_p50", "ttft_p99",
+            "e2e_mean", "tok/s");
+    for (uint32_t k = 0; k < r->n_users; k++) {
+        const fkv_load_user *u = &r->users[k];
+        if (!u->present) continue;
+        char name[48];
+        user_name(r, k, name, sizeof name);
+        summary t = user_dist(&u->ttft), e = user_dist(&u->e2e);
+        fprintf(f, "%-10s %5s %6zu %6zu %5zu %9.1f %9.1f %9.1f %8.1f\n", name, u->role == FKV_LOAD_LIGHT ? "yes" : "no",
+                u->sent, u->ok, u->failed, t.p50, t.p99, e.mean, r->wall_s > 0 ? (double)u->tokens / r->wall_s : 0);
     }
 }
 
@@ -112,7 +144,24 @@ void fkv_load_print_json(const fkv_load_result *r, FILE *f)
         if (c < 3 && r->miss_rate[c] >= 0) fprintf(f, ",\"miss_rate\":%.6g", r->miss_rate[c]);
         fputc('}', f);
     }
-    fprintf(f, "},\"errors\":{");
+    fprintf(f, "},\"users\":[");
+    int first = 1;
+    for (uint32_t k = 0; k < r->n_users; k++) {
+        const fkv_load_user *u = &r->users[k];
+        if (!u->present) continue;
+        char name[48];
+        user_name(r, k, name, sizeof name);
+        summary t = user_dist(&u->ttft), e = user_dist(&u->e2e);
+        fprintf(f, "%s{\"user\":\"%s\",", first ? "" : ",", name);
+        if (u->role != FKV_LOAD_CLIENT) fprintf(f, "\"light\":%s,", u->role == FKV_LOAD_LIGHT ? "true" : "false");
+        fprintf(f,
+                "\"sent\":%zu,\"ok\":%zu,\"failed\":%zu,\"tokens\":%llu,\"ttft\":{\"n\":%zu,\"p50_ms\":%.3f,\"p99_ms\":%.3f},"
+                "\"e2e\":{\"n\":%zu,\"mean_ms\":%.3f},\"tokens_s\":%.3f}",
+                u->sent, u->ok, u->failed, (unsigned long long)u->tokens, t.n, t.p50, t.p99, e.n, e.mean,
+                r->wall_s > 0 ? (double)u->tokens / r->wall_s : 0);
+        first = 0;
+    }
+    fprintf(f, "],\"errors\":{");
     for (int i = 0; i < r->n_err_kinds; i++) fprintf(f, "%s\"%s\":%zu", i ? "," : "", r->err_kind[i], r->err_count[i]);
     fprintf(f, "}}\n");
 }
@@ -124,6 +173,11 @@ void fkv_load_result_free(fkv_load_result *r)
         free(r->itl[c].v);
         free(r->e2e[c].v);
     }
+    for (uint32_t k = 0; k < r->n_users; k++) {
+        free(r->users[k].ttft.v);
+        free(r->users[k].e2e.v);
+    }
+    free(r->users);
     memset(r, 0, sizeof *r);
 }
 
@@ -131,7 +185,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv load --url URL [options]\n"
                "  --url URL          server base URL, e.g. http://127.0.0.1:8080 (required)\n"
-               "  --workload W       'seed' (60%% short, 30%% medium, 10%% long; default) or a trace file:\n"
+               "  --workload W       'seed' (60%% short, 30%% medium, 10%% long; default), 'tenants' (below)\n"
+               "                     or a trace file:\n"
                "                     Mooncake .jsonl (input_length, output_length) or Azure .csv, or\n"
                "                     the simulator's plain CSV (header 'arrival_ms,prompt_tokens,output_tokens,client'),\n"
                "                     replayed at its own arrival times (--rate and --duration unused)\n"
@@ -148,7 +203,14 @@ static void usage(FILE *f)
                "  --max-prompt N     cut trace prompts to N tokens (default: no cut)\n"
                "  --timeout S        per-request timeout (default 120)\n"
                "  --max-inflight N   open requests at most; more arrivals count as errors (default 1024)\n"
-               "  --format text|json output (default text)\n");
+               "  --format text|json output (default text)\n"
+               "tenants: heavy users send long prompts back to back (one open each), light users send\n"
+               "short prompts as Poisson arrivals; \"user\" is heavy-<k> or light-<k>; a table per user\n"
+               "  --heavy N          heavy users (default 2)      --light N          light users (default 4)\n"
+               "  --heavy-prompt N   tokens (default 2000)        --heavy-max-tokens N (default 32)\n"
+               "  --light-prompt N   tokens (default 40)          --light-max-tokens N (default 16)\n"
+               "  --light-rate R     arrivals per light user per second (default 0.5)\n"
+               "  --only light|heavy|all  send one kind only (light: their isolated baseline; default all)\n");
 }
 
 static int num(const char *opt, const char *v, double lo, double hi, double *out)
@@ -169,6 +231,10 @@ int fkv_cli_load(int argc, char **argv)
     fkv_load_config cfg = {NULL, getenv("FAIRKV_API_KEY"), NULL, 1, 256, 120, 1024};
     const char *workload = "seed", *format = "text", *write_trace = NULL;
     double rate = 5, duration = 30, v, clients = 8, max_prompt = 0, max_total = 2048;
+    fkv_load_tenants ten;
+    fkv_load_tenants_default(&ten);
+    int duration_set = 0;
+    const char *tenants_opt = NULL; /* a tenants-only option given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -191,6 +257,32 @@ int fkv_cli_load(int argc, char **argv)
             if (num(a, val, 1e-6, 1e6, &rate)) return 2;
         } else if (!strcmp(a, "--duration")) {
             if (num(a, val, 0, 1e7, &duration)) return 2;
+            duration_set = 1;
+        } else if (!strcmp(a, "--heavy") || !strcmp(a, "--light")) {
+            tenants_opt = a;
+            if (num(a, val, 0, 4096, &v)) return 2;
+            *(a[2] == 'h' ? &ten.heavy : &ten.light) = (uint32_t)v;
+        } else if (!strcmp(a, "--heavy-prompt") || !strcmp(a, "--heavy-max-tokens") || !strcmp(a, "--light-prompt") ||
+                   !strcmp(a, "--light-max-tokens")) {
+            tenants_opt = a;
+            if (num(a, val, 1, 1e7, &v)) return 2;
+            uint32_t *dst = !strcmp(a, "--heavy-prompt")   ? &ten.heavy_prompt
+                            : !strcmp(a, "--heavy-max-tokens") ? &ten.heavy_out
+                            : !strcmp(a, "--light-prompt")     ? &ten.light_prompt
+                                                               : &ten.light_out;
+            *dst = (uint32_t)v;
+        } else if (!strcmp(a, "--light-rate")) {
+            tenants_opt = a;
+            if (num(a, val, 1e-6, 1e6, &ten.light_rate)) return 2;
+        } else if (!strcmp(a, "--only")) {
+            tenants_opt = a;
+            if (!strcmp(val, "all")) ten.only = FKV_LOAD_ONLY_ALL;
+            else if (!strcmp(val, "light")) ten.only = FKV_LOAD_ONLY_LIGHT;
+            else if (!strcmp(val, "heavy")) ten.only = FKV_LOAD_ONLY_HEAVY;
+            else {
+                fprintf(stderr, "fairkv load: --only is light, heavy or all, got '%s'\n", val);
+                return 2;
+            }
         } else if (!strcmp(a, "--seed")) {
             if (num(a, val, 0, 9e15, &v)) return 2;
             cfg.seed = (uint64_t)v;
@@ -229,11 +321,19 @@ int fkv_cli_load(int argc, char **argv)
         fprintf(stderr, "fairkv load: --url must start with http:// or https://, got '%s'\n", cfg.url);
         return 2;
     }
+    if (tenants_opt && strcmp(workload, "tenants")) {
+        fprintf(stderr, "fairkv load: %s applies to --workload tenants only\n", tenants_opt);
+        return 2;
+    }
     char err[512] = "";
     fkv_load_workload w;
     fkv_status st;
     if (!strcmp(workload, "seed")) {
         st = fkv_load_workload_seed_max(cfg.seed, rate, duration, (uint32_t)clients, (uint32_t)max_total, &w);
+    } else if (!strcmp(workload, "tenants")) {
+        if (duration_set) ten.duration = duration;
+        if (!ten.heavy && !ten.light) snprintf(err, sizeof err, "--heavy 0 --light 0: no users");
+        st = ten.heavy || ten.light ? fkv_load_workload_tenants(cfg.seed, &ten, &w) : FKV_EINVAL;
     } else {
         /* the plain CSV is recognized by its header */
         char first[16] = "";

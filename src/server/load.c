@@ -1,8 +1,10 @@
 /* The load generator (see load.h).
  *
- * Open loop: requests start at their scheduled arrival whatever the server
+ * Open loop: requests with arrival times start then whatever the server
  * does, so a slow server builds a queue instead of slowing the offered load
- * (a closed loop would hide exactly the latency under study).  One thread
+ * (a closed loop would hide exactly the latency under study).  Closed-loop
+ * users (heavy users sending back to back) stand for the offered load that
+ * does adapt: one request open each, the next sent when it ends.  One thread
  * drives every request through the libcurl multi interface; the SSE parser
  * timestamps each token event as it arrives. */
 #include "server/load.h"
@@ -22,6 +24,7 @@ typedef struct lreq {
     struct curl_slist *hdr;
     char *body;
     const fkv_load_item *it;
+    fkv_load_item *owned; /* a closed-loop user's request: freed with it */
     fkv_load_result *res;
     int64_t t_send, t_first, t_last; /* ns */
     uint32_t tokens;
@@ -116,14 +119,25 @@ static void request_done(lreq *q, CURLcode cc)
     else if (status != 200) snprintf(kind, sizeof kind, "http_%ld", status);
     else if (q->stream_error) snprintf(kind, sizeof kind, "stream_error");
     else if (!q->got_done) snprintf(kind, sizeof kind, "stream_incomplete");
+    fkv_load_user *u = &r->users[q->it->client];
+    u->open--;
     if (kind[0]) {
         r->failed[cls]++;
+        u->failed++;
         count_error(r, kind);
     } else {
+        double e2e = (double)(now_ns() - q->t_send) * 1e-9;
         r->ok[cls]++;
+        u->ok++;
         r->tokens[cls] += q->tokens;
-        if (q->tokens) dist_add(&r->ttft[cls], (double)(q->t_first - q->t_send) * 1e-9);
-        dist_add(&r->e2e[cls], (double)(now_ns() - q->t_send) * 1e-9);
+        u->tokens += q->tokens;
+        if (q->tokens) {
+            double ttft = (double)(q->t_first - q->t_send) * 1e-9;
+            dist_add(&r->ttft[cls], ttft);
+            dist_add(&u->ttft, ttft);
+        }
+        dist_add(&r->e2e[cls], e2e);
+        dist_add(&u->e2e, e2e);
         for (size_t i = 0; i < q->itl.n; i++) dist_add(&r->itl[cls], q->itl.v[i]);
     }
 }
@@ -133,6 +147,7 @@ static void request_free(lreq *q)
     if (q->h) curl_easy_cleanup(q->h);
     curl_slist_free_all(q->hdr);
     free(q->body);
+    free(q->owned);
     free(q->itl.v);
     fkv_textbuf_free(&q->buf);
     free(q);
@@ -155,8 +170,10 @@ static lreq *request_new(const fkv_load_config *cfg, const char *model, const fk
     fkv_textbuf_json_str(&b, model, strlen(model));
     fkv_textbuf_puts(&b, ",\"prompt\":[");
     for (uint32_t k = 0; k < it->prompt_tokens; k++) fkv_textbuf_printf(&b, "%s%d", k ? "," : "", toks[k]);
-    fkv_textbuf_printf(&b, "],\"max_tokens\":%u,\"temperature\":0,\"seed\":%zu,\"stream\":true,\"user\":\"client-%u\"}",
-                       it->max_tokens, i, it->client);
+    char user[48];
+    fkv_load_user_name(it, user, sizeof user);
+    fkv_textbuf_printf(&b, "],\"max_tokens\":%u,\"temperature\":0,\"seed\":%zu,\"stream\":true,\"user\":\"%s\"}",
+                       it->max_tokens, i, user);
     free(toks);
     if (b.oom) {
         fkv_textbuf_free(&b);
@@ -186,6 +203,43 @@ static lreq *request_new(const fkv_load_config *cfg, const char *model, const fk
     curl_easy_setopt(q->h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(q->h, CURLOPT_TIMEOUT_MS, (long)(cfg->timeout_s * 1000));
     return q;
+}
+
+typedef struct sender {
+    const fkv_load_config *cfg;
+    const char *model;
+    CURLM *m;
+    fkv_load_result *out;
+    lreq **open_list;
+    size_t *open;
+} sender;
+
+/* Sends request idx (it); owned, when not NULL, is it and goes with the
+ * request.  0, or -1 when the client could not send it (counted). */
+static int send_item(sender *x, const fkv_load_item *it, fkv_load_item *owned, size_t idx)
+{
+    fkv_load_result *out = x->out;
+    fkv_load_user *u = &out->users[it->client];
+    out->sent[it->cls]++;
+    u->sent++;
+    int room = *x->open < x->cfg->max_inflight;
+    lreq *q = room ? request_new(x->cfg, x->model, it, idx, out) : NULL;
+    if (!q) {
+        free(owned);
+        out->failed[it->cls]++;
+        u->failed++;
+        count_error(out, room ? "client_oom" : "client_limit");
+        return -1;
+    }
+    q->owned = owned;
+    q->t_send = now_ns();
+    q->next = *x->open_list;
+    if (*x->open_list) (*x->open_list)->prev = q;
+    *x->open_list = q;
+    curl_multi_add_handle(x->m, q->h);
+    (*x->open)++;
+    if (++u->open > u->max_open) u->max_open = u->open;
+    return 0;
 }
 
 /* GET url+path into b; the HTTP status, or -1. */
@@ -262,31 +316,53 @@ fkv_status fkv_load_run(const fkv_load_config *cfg, const fkv_load_workload *w, 
             return FKV_EIO;
         }
     }
-    CURLM *m = curl_multi_init();
-    if (!m) return FKV_ENOMEM;
-    size_t next = 0, open = 0;
+    uint32_t n_users = 0;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->items[i].client >= n_users) n_users = w->items[i].client + 1;
+    for (uint32_t k = 0; k < w->n_closed; k++)
+        if (w->closed[k].client >= n_users) n_users = w->closed[k].client + 1;
+    out->users = calloc(n_users ? n_users : 1, sizeof *out->users);
+    if (!out->users) return FKV_ENOMEM;
+    out->n_users = n_users;
+    for (size_t i = 0; i < w->n; i++)
+        out->users[w->items[i].client].present = 1, out->users[w->items[i].client].role = w->items[i].role;
+    for (uint32_t k = 0; k < w->n_closed; k++)
+        out->users[w->closed[k].client].present = 1, out->users[w->closed[k].client].role = w->closed[k].role;
+    uint8_t *stopped = calloc(w->n_closed + 1, 1);
+    CURLM *m = stopped ? curl_multi_init() : NULL;
+    if (!m) {
+        free(stopped);
+        return FKV_ENOMEM;
+    }
+    size_t next = 0, closed_sent = 0;
     lreq *open_list = NULL;
+    size_t open = 0;
+    sender ctx = {cfg, model, m, out, &open_list, &open};
     int64_t t0 = now_ns();
     int64_t last_arrival = w->n ? t0 + (int64_t)(w->items[w->n - 1].arrival_s * 1e9) : t0;
+    int64_t closed_until = t0 + (int64_t)(w->closed_until_s * 1e9);
+    if (w->n_closed && closed_until > last_arrival) last_arrival = closed_until;
     int64_t give_up = last_arrival + (int64_t)(cfg->timeout_s * 1e9) + 1000000000;
-    while ((next < w->n || open) && now_ns() < give_up) {
+    for (;;) {
         int64_t t = now_ns();
+        int closed_live = w->n_closed && t < closed_until;
+        if (!((next < w->n || open || closed_live) && t < give_up)) break;
+        /* the due arrivals, then every closed-loop user with nothing open */
         while (next < w->n && t0 + (int64_t)(w->items[next].arrival_s * 1e9) <= t) {
-            const fkv_load_item *it = &w->items[next];
-            out->sent[it->cls]++;
-            lreq *q = open < cfg->max_inflight ? request_new(cfg, model, it, next, out) : NULL;
-            if (!q) {
-                out->failed[it->cls]++;
-                count_error(out, open < cfg->max_inflight ? "client_oom" : "client_limit");
-            } else {
-                q->t_send = now_ns();
-                q->next = open_list;
-                if (open_list) open_list->prev = q;
-                open_list = q;
-                curl_multi_add_handle(m, q->h);
-                open++;
-            }
+            send_item(&ctx, &w->items[next], NULL, next);
             next++;
+        }
+        for (uint32_t k = 0; k < w->n_closed && closed_live; k++) {
+            const fkv_load_item *c = &w->closed[k];
+            if (out->users[c->client].open || stopped[k]) continue;
+            fkv_load_item *owned = malloc(sizeof *owned);
+            if (owned) {
+                *owned = *c;
+                owned->arrival_s = (double)(t - t0) * 1e-9;
+            }
+            /* a prompt of its own; a user whose request the client itself
+             * could not send stops, rather than failing in a busy loop */
+            if (send_item(&ctx, owned ? owned : c, owned, w->n + closed_sent++)) stopped[k] = 1;
         }
         int running = 0;
         curl_multi_perform(m, &running);
@@ -305,12 +381,15 @@ fkv_status fkv_load_run(const fkv_load_config *cfg, const fkv_load_workload *w, 
             request_free(q);
             open--;
         }
-        /* sleep in poll until data or the next arrival, at most 50 ms */
+        /* sleep in poll until data or the next arrival, at most 50 ms; a
+         * closed-loop user whose request just ended is served next round */
         int64_t wait_ms = 50;
         if (next < w->n) {
             int64_t until = (t0 + (int64_t)(w->items[next].arrival_s * 1e9) - now_ns()) / 1000000;
             if (until < wait_ms) wait_ms = until < 0 ? 0 : until;
         }
+        for (uint32_t k = 0; k < w->n_closed && closed_live; k++)
+            if (!out->users[w->closed[k].client].open && !stopped[k]) wait_ms = 0;
         curl_multi_poll(m, NULL, 0, (int)wait_ms, NULL);
     }
     out->wall_s = (double)(now_ns() - t0) * 1e-9;
@@ -319,11 +398,14 @@ fkv_status fkv_load_run(const fkv_load_config *cfg, const fkv_load_workload *w, 
         lreq *q = open_list;
         open_list = q->next;
         out->failed[q->it->cls]++;
+        out->users[q->it->client].failed++;
+        out->users[q->it->client].open--;
         count_error(out, "unfinished");
         curl_multi_remove_handle(m, q->h);
         request_free(q);
     }
     curl_multi_cleanup(m);
+    free(stopped);
     read_miss_rates(cfg, out);
     return FKV_OK;
 }

@@ -1,6 +1,8 @@
-/* `fairkv load`: an open-loop load generator (libcurl multi interface) that
- * streams completions from a server and measures, per request class,
- * time to first token, inter-token and end-to-end latency. */
+/* `fairkv load`: a load generator (libcurl multi interface) that streams
+ * completions from a server and measures, per request class and per user,
+ * time to first token, inter-token and end-to-end latency.  Requests with
+ * arrival times are sent open loop; a workload's closed-loop users each
+ * send their next request when the previous one ends. */
 #ifndef FKV_SERVER_LOAD_H
 #define FKV_SERVER_LOAD_H
 
@@ -25,6 +27,16 @@ typedef struct fkv_load_dist {
     size_t n, cap;
 } fkv_load_dist;
 
+/* One user's requests (the "user" field). */
+typedef struct fkv_load_user {
+    int present;           /* the workload has requests of this user */
+    int role;              /* fkv_load_role */
+    size_t sent, ok, failed;
+    uint64_t tokens;       /* streamed token events of successful requests */
+    fkv_load_dist ttft, e2e;
+    uint32_t open, max_open; /* requests open now, and at most at once */
+} fkv_load_user;
+
 typedef struct fkv_load_result {
     size_t sent[FKV_N_CLASSES], ok[FKV_N_CLASSES], failed[FKV_N_CLASSES];
     fkv_load_dist ttft[FKV_N_CLASSES], itl[FKV_N_CLASSES], e2e[FKV_N_CLASSES];
@@ -34,6 +46,8 @@ typedef struct fkv_load_result {
     int n_err_kinds;
     double wall_s;   /* first arrival to last answer */
     double miss_rate[FKV_N_CLASSES]; /* the server's kv_cache_miss_rate at the end; -1 if absent */
+    fkv_load_user *users;  /* [n_users], indexed by client number */
+    uint32_t n_users;
 } fkv_load_result;
 
 fkv_status fkv_load_run(const fkv_load_config *cfg, const fkv_load_workload *w, fkv_load_result *out, char *err,

@@ -43,6 +43,7 @@ static fkv_status grow(fkv_load_workload *w, size_t *cap)
     size_t nc = *cap ? *cap * 2 : 256;
     fkv_load_item *p = realloc(w->items, nc * sizeof *p);
     if (!p) return FKV_ENOMEM;
+    memset(p + *cap, 0, (nc - *cap) * sizeof *p); /* role 0: a plain client */
     w->items = p;
     *cap = nc;
     return FKV_OK;
@@ -235,6 +236,10 @@ fkv_status fkv_load_workload_plain(const char *path, uint32_t clients, fkv_load_
 
 fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char *path, char *err, size_t errlen)
 {
+    if (w->n_closed) {
+        snprintf(err, errlen, "%s: the plain CSV holds arrival times only; back-to-back users have none", path);
+        return FKV_EINVAL;
+    }
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -251,9 +256,70 @@ fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char 
     return FKV_OK;
 }
 
+void fkv_load_tenants_default(fkv_load_tenants *t)
+{
+    *t = (fkv_load_tenants){.heavy = 2,
+                            .light = 4,
+                            .heavy_prompt = 2000,
+                            .heavy_out = 32,
+                            .light_prompt = 40,
+                            .light_out = 16,
+                            .light_rate = 0.5,
+                            .duration = 60,
+                            .only = FKV_LOAD_ONLY_ALL};
+}
+
+fkv_status fkv_load_workload_tenants(uint64_t seed, const fkv_load_tenants *t, fkv_load_workload *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!t || !t->heavy_prompt || !t->heavy_out || !t->light_prompt || !t->light_out || !(t->duration >= 0) ||
+        (t->light && !(t->light_rate > 0)) || t->heavy > 4096 || t->light > 4096 || t->only > FKV_LOAD_ONLY_HEAVY)
+        return FKV_EINVAL;
+    if (t->only != FKV_LOAD_ONLY_HEAVY && t->light) {
+        /* one stream at the light users' total rate, each arrival given to a
+         * user uniformly: the same as a Poisson process per user */
+        uint64_t s = seed;
+        size_t cap = 0;
+        double rate = t->light_rate * t->light;
+        for (double at = gap(&s, rate); at < t->duration; at += gap(&s, rate)) {
+            if (grow(out, &cap) != FKV_OK) {
+                fkv_load_workload_free(out);
+                return FKV_ENOMEM;
+            }
+            fkv_load_item *it = &out->items[out->n++];
+            set_lengths(it, t->light_prompt, t->light_out);
+            it->arrival_s = at;
+            it->client = t->heavy + (uint32_t)(next_u64(&s) % t->light);
+            it->role = FKV_LOAD_LIGHT;
+        }
+    }
+    if (t->only != FKV_LOAD_ONLY_LIGHT && t->heavy) {
+        out->closed = calloc(t->heavy, sizeof *out->closed);
+        if (!out->closed) {
+            fkv_load_workload_free(out);
+            return FKV_ENOMEM;
+        }
+        for (uint32_t k = 0; k < t->heavy; k++) {
+            set_lengths(&out->closed[k], t->heavy_prompt, t->heavy_out);
+            out->closed[k].client = k;
+            out->closed[k].role = FKV_LOAD_HEAVY;
+        }
+        out->n_closed = t->heavy;
+        out->closed_until_s = t->duration;
+    }
+    return FKV_OK;
+}
+
+void fkv_load_user_name(const fkv_load_item *it, char *buf, size_t len)
+{
+    const char *kind = it->role == FKV_LOAD_LIGHT ? "light" : it->role == FKV_LOAD_HEAVY ? "heavy" : "client";
+    snprintf(buf, len, "%s-%u", kind, it->client);
+}
+
 void fkv_load_workload_free(fkv_load_workload *w)
 {
     free(w->items);
+    free(w->closed);
     memset(w, 0, sizeof *w);
 }
 

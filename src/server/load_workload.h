@@ -1,6 +1,8 @@
 /* Request streams for `fairkv load`: open-loop Poisson arrivals with the
  * seed's class mix (60% short < 128 tokens, 30% medium 128-512, 10% long
- * > 512) or with request lengths read from a trace.
+ * > 512), request lengths read from a trace, or tenants: heavy users that
+ * send long prompts back to back (closed loop) beside light users whose
+ * short prompts arrive as a Poisson process.
  * Same seed, same stream. */
 #ifndef FKV_SERVER_LOAD_WORKLOAD_H
 #define FKV_SERVER_LOAD_WORKLOAD_H
@@ -16,12 +18,45 @@ typedef struct fkv_load_item {
     uint32_t max_tokens;    /* >= 1 */
     uint32_t client;        /* client index: the request's "user" is "client-<k>" */
     int cls;                /* fkv_class of prompt + max_tokens (thresholds 128 / 512) */
+    int role;               /* fkv_load_role: names the "user" */
 } fkv_load_item;
+
+/* Who sends a request, which names its "user" field (the server's tenant):
+ * "client-<k>", "light-<k>" or "heavy-<k>". */
+typedef enum fkv_load_role { FKV_LOAD_CLIENT = 0, FKV_LOAD_LIGHT = 1, FKV_LOAD_HEAVY = 2 } fkv_load_role;
 
 typedef struct fkv_load_workload {
     fkv_load_item *items; /* [n], in arrival order */
     size_t n;
+    /* Closed-loop users: closed[k] is user k's request, sent again as soon
+     * as the previous one ends (its arrival_s unused), from the start
+     * until closed_until_s.  Each has at most one request open. */
+    fkv_load_item *closed; /* [n_closed] */
+    uint32_t n_closed;
+    double closed_until_s;
 } fkv_load_workload;
+
+/* The "user" field of a request: "client-<k>", "light-<k>" or "heavy-<k>". */
+void fkv_load_user_name(const fkv_load_item *it, char *buf, size_t len);
+
+/* The `tenants` workload.  Users 0..heavy-1 are heavy, heavy..heavy+light-1
+ * light; a light user's requests are the same whatever `only` says, so a
+ * run of the light users alone is the isolated baseline of the full run. */
+typedef enum fkv_load_only { FKV_LOAD_ONLY_ALL = 0, FKV_LOAD_ONLY_LIGHT, FKV_LOAD_ONLY_HEAVY } fkv_load_only;
+typedef struct fkv_load_tenants {
+    uint32_t heavy, light;              /* users of each kind */
+    uint32_t heavy_prompt, heavy_out;   /* a heavy request's prompt and max_tokens */
+    uint32_t light_prompt, light_out;   /* a light request's */
+    double light_rate;                  /* Poisson arrivals per light user per second */
+    double duration;                    /* seconds of arrivals (and of heavy sending) */
+    fkv_load_only only;
+} fkv_load_tenants;
+
+/* 2 heavy users sending 2,000-token prompts with 32 tokens out; 4 light
+ * users sending 40-token prompts with 16 out at 0.5 per second each; 60 s. */
+void fkv_load_tenants_default(fkv_load_tenants *t);
+/* FKV_EINVAL when a count, a length, the rate or the duration is out of range. */
+fkv_status fkv_load_workload_tenants(uint64_t seed, const fkv_load_tenants *t, fkv_load_workload *out);
 
 /* The class of a request of `total` = prompt + max_tokens tokens, as the
  * cache's default config classes it. */
