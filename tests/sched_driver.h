@@ -120,6 +120,7 @@ typedef struct sd_cell {
     uint32_t reclaim;    /* index in sd_reclaims */
     int step_share;      /* tenant_step_share 0.5 */
     int vtc_mem;         /* vtc_mem_weight 1000 */
+    int drr;             /* step_share FKV_STEP_DRR */
 } sd_cell;
 
 static void sd_cell_decode(uint32_t w, sd_cell *c)
@@ -149,6 +150,7 @@ static void sd_cell_decode(uint32_t w, sd_cell *c)
     c->reclaim = w % 5, w /= 5;
     c->step_share = (int)(w & 1), w >>= 1;
     c->vtc_mem = (int)(w & 1), w >>= 1;
+    c->drr = (int)(w & 1), w >>= 1;
     if (c->fair) c->victim = FKV_VICTIM_FAIR;
     /* as the engine: a step appends at most quant_hot_tokens per request,
      * so that a chunk an append turns cold holds K/V of earlier steps (a
@@ -162,7 +164,7 @@ static void sd_cell_describe(const sd_cell *c, char *buf, size_t n)
     snprintf(buf, n,
              "cell 0x%08x: %s, quotas %s, %s chunks, prefix cache %s, %s prefill, victim %s, %s, %s batching, "
              "quant %s%s, %u pages, budget %u, max_running %u, preempt %s, miss %s, sparsity %s, retention %s, "
-             "tenants %s, reclaim '%s', step share %s, vtc memory %s",
+             "tenants %s, reclaim '%s', step share %s, vtc memory %s, drr %s",
              (unsigned)c->word, c->policy, c->quotas ? "on" : "off", c->dynamic_chunking ? "dynamic" : "fixed",
              c->prefix_cache ? "on" : "off", c->chunked_prefill ? "chunked" : "whole",
              fkv_victim_name(c->victim),
@@ -172,7 +174,7 @@ static void sd_cell_describe(const sd_cell *c, char *buf, size_t n)
              c->max_batch_tokens, c->max_running, c->on_preempt == FKV_PREEMPT_KEEP ? "keep" : "free",
              c->miss == FKV_MISS_RECOMPUTE ? "recompute" : "reload", c->sparsity ? "streaming" : "dense",
              c->retention ? "2 ms" : "0", c->tenants ? "1-3" : "off", sd_reclaims[c->reclaim],
-             c->step_share ? "0.5" : "off", c->vtc_mem ? "1000" : "off");
+             c->step_share ? "0.5" : "off", c->vtc_mem ? "1000" : "off", c->drr ? "on" : "off");
 }
 
 /* ---------------------------------------------------------------- state */
@@ -312,6 +314,7 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     sc.reclaim_sink_tokens = 4;
     sc.reclaim_window_tokens = 16;
     sc.tenant_step_share = k->step_share ? 0.5 : 1;
+    sc.step_share = k->drr ? FKV_STEP_DRR : FKV_STEP_SHARE_OFF;
     sc.vtc_mem_weight = k->vtc_mem ? 1000 : 0;
     rc = fkv_sched_create(&sc, st->c, &st->s);
     if (rc) snprintf(st->msg, sizeof st->msg, "fkv_sched_create: %s", fkv_strerror(rc));

@@ -373,7 +373,7 @@ static void reclaim_ladder(void)
  * fair_max_victim times, and no request of tenant 2 may be a victim
  * (preempted, or reclaimed from) in a step that began with tenant 1 over
  * its share. */
-static void starvation(const char *reclaim, uint32_t max_victim)
+static void starvation(const char *reclaim, uint32_t max_victim, fkv_step_share share)
 {
     int64_t now = 0;
     fkv_cache *cache = tenant_cache(&now, 160, 64, 64);
@@ -381,6 +381,7 @@ static void starvation(const char *reclaim, uint32_t max_victim)
     fkv_sched_config_default(&sc);
     sc.victim = FKV_VICTIM_FAIR;
     sc.fair_max_victim = max_victim;
+    sc.step_share = share;
     REQUIRE(fkv_sched_parse_reclaim(reclaim, sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
@@ -431,9 +432,9 @@ static void starvation(const char *reclaim, uint32_t max_victim)
         preempted += q[i].preemptions;
         if (q[i].fair_picks > most) most = q[i].fair_picks;
     }
-    printf("starvation, reclaim '%s', fair_max_victim %u: %zu requests in %zu steps, %llu preemptions, %llu fair "
+    printf("starvation, step share %s, reclaim '%s', fair_max_victim %u: %zu requests in %zu steps, %llu preemptions, %llu fair "
            "choices (at most %u a request), %zu light victims\n",
-           reclaim, max_victim, n, steps, (unsigned long long)preempted, (unsigned long long)picks, most, light_victims);
+           fkv_step_share_name(share), reclaim, max_victim, n, steps, (unsigned long long)preempted, (unsigned long long)picks, most, light_victims);
     CHECKF(violations == 0, "reclaim '%s': %zu victims of tenant 2 while tenant 1 was over its share (%zu in all)",
            reclaim, violations, light_victims);
     /* the pressure path ran and the bound was reached, so it was tested */
@@ -671,9 +672,11 @@ int main(void)
     offload_reload();
     reclaim_ladder();
     self_reclaim();
-    starvation("", 2);
-    starvation("quantize8,evict", 2);
-    starvation("", 1);
+    starvation("", 2, FKV_STEP_SHARE_OFF);
+    starvation("quantize8,evict", 2, FKV_STEP_SHARE_OFF);
+    starvation("", 1, FKV_STEP_SHARE_OFF);
+    starvation("", 2, FKV_STEP_DRR);
+    starvation("quantize8,evict", 2, FKV_STEP_DRR);
     step_share();
     vtc_memory(0, 0);
     vtc_memory(1, 1);

@@ -3,6 +3,7 @@
 #include "util/array.h"
 #include "util/rng.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,23 @@ struct fkv_sched {
     } *over;
     size_t cap_over;
     const fkv_req *fair_choice; /* the last victim chosen by the fair rule, until preempted */
+    /* step share by DRR (sched.h): one entry per tenant seen, kept across
+     * steps for the deficits */
+    struct drr_tenant {
+        uint64_t tenant;
+        double weight, deficit;
+        uint64_t demand;     /* prefill tokens its requests need, this step */
+        uint32_t alloc;      /* allotted this step */
+        uint32_t extra;      /* passed on to it from tenants before it this step */
+        uint32_t used;       /* new prefill tokens computed this step */
+        uint32_t recomputed; /* restored tokens recomputed this step */
+    } *drr;
+    size_t n_drr, cap_drr;
+    size_t drr_first;      /* the entry that starts this step's rounds */
+    int drr_on;            /* the share applies to the step being formed */
+    int drr_limit;         /* serving within allotments (not the leftover pass) */
+    fkv_req **pick;        /* requests to visit in a pass of the share */
+    size_t cap_pick;
     char err[256];
 };
 
@@ -68,7 +86,19 @@ void fkv_sched_config_default(fkv_sched_config *c)
     c->vtc_mem_weight = 0;
     c->tenant_step_share = 1;
     c->no_admit_after_preempt = 0;
+    c->step_share = FKV_STEP_SHARE_OFF;
 }
+
+static const char *const step_share_names[] = {"off", "drr"};
+
+int fkv_step_share_parse(const char *name)
+{
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(name, step_share_names[i])) return i;
+    return -1;
+}
+
+const char *fkv_step_share_name(fkv_step_share v) { return (unsigned)v < 2 ? step_share_names[v] : "?"; }
 
 static const char *const victim_names[] = {"last-started", "fewest-output", "fair"};
 
@@ -129,7 +159,8 @@ fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_s
     if (!cfg->max_batch_tokens || !cfg->max_running || !cfg->n_clients || !cfg->block_tokens)
         return FKV_EINVAL;
     if ((unsigned)cfg->victim > FKV_VICTIM_FAIR || cfg->n_reclaim > FKV_N_RECLAIM ||
-        !(cfg->tenant_step_share > 0 && cfg->tenant_step_share <= 1) || !(cfg->vtc_mem_weight >= 0))
+        !(cfg->tenant_step_share > 0 && cfg->tenant_step_share <= 1) || !(cfg->vtc_mem_weight >= 0) ||
+        (unsigned)cfg->step_share > FKV_STEP_DRR)
         return FKV_EINVAL;
     for (uint32_t i = 0; i < cfg->n_reclaim; i++)
         if ((unsigned)cfg->reclaim[i] >= FKV_N_RECLAIM || cfg->reclaim[i] == FKV_RECLAIM_PREEMPT) return FKV_EINVAL;
@@ -171,6 +202,8 @@ void fkv_sched_destroy(fkv_sched *s)
     free(s->restored);
     free(s->use);
     free(s->over);
+    free(s->drr);
+    free(s->pick);
     free(s);
 }
 
@@ -180,6 +213,17 @@ uint64_t fkv_sched_preemptions(const fkv_sched *s) { return s->preemptions; }
 uint64_t fkv_sched_rejections(const fkv_sched *s) { return s->rejections; }
 uint64_t fkv_sched_finished(const fkv_sched *s) { return s->done + s->rejections; }
 uint64_t fkv_sched_live_tokens(const fkv_sched *s) { return s->live_tokens; }
+
+fkv_status fkv_sched_drr_info(const fkv_sched *s, uint64_t tenant, double *deficit, uint32_t *allotted)
+{
+    for (size_t i = 0; i < s->n_drr; i++)
+        if (s->drr[i].tenant == tenant) {
+            *deficit = s->drr[i].deficit;
+            *allotted = s->drr[i].alloc;
+            return FKV_OK;
+        }
+    return FKV_ENOENT;
+}
 
 /* token ids are a pure function of (block or request, position): fkv_mix64 */
 int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens)
@@ -574,9 +618,30 @@ static uint32_t *tenant_used(fkv_sched *s, uint64_t tenant)
     return &s->use[s->n_use++].used;
 }
 
+/* The step share's entry of a tenant, created when first seen; NULL on
+ * allocation failure.  Pointers die with the next creation. */
+static struct drr_tenant *drr_entry(fkv_sched *s, uint64_t tenant)
+{
+    for (size_t i = 0; i < s->n_drr; i++)
+        if (s->drr[i].tenant == tenant) return &s->drr[i];
+    if (fkv_grow(&s->drr, &s->cap_drr, s->n_drr + 1, sizeof *s->drr)) return NULL;
+    double w = 1;
+    fkv_tenant_info ti;
+    if (s->cache && fkv_cache_tenant_info(s->cache, tenant, &ti) == FKV_OK) w = ti.weight;
+    s->drr[s->n_drr] = (struct drr_tenant){.tenant = tenant, .weight = w};
+    return &s->drr[s->n_drr++];
+}
+
+static uint32_t prefill_left(const fkv_req *r);
+
 /* Prefill tokens r's tenant may still take in this step. */
 static uint32_t tenant_left(fkv_sched *s, const fkv_req *r)
 {
+    if (s->drr_limit) {
+        if (!prefill_left(r)) return UINT32_MAX; /* decodes are not limited */
+        const struct drr_tenant *e = drr_entry(s, r->tenant);
+        return e && e->alloc + e->extra > e->used ? e->alloc + e->extra - e->used : 0;
+    }
     if (s->tenant_cap == UINT32_MAX) return UINT32_MAX;
     const uint32_t *u = tenant_used(s, r->tenant);
     return !u ? 0 : *u < s->tenant_cap ? s->tenant_cap - *u : 0;
@@ -588,7 +653,7 @@ static void tenant_share_start(fkv_sched *s)
 {
     s->n_use = 0;
     s->tenant_cap = UINT32_MAX;
-    if (s->cfg.tenant_step_share >= 1 || !s->cfg.chunked_prefill) return;
+    if (s->cfg.tenant_step_share >= 1 || !s->cfg.chunked_prefill || s->drr_on) return;
     const fkv_req *first = NULL;
     int two = 0;
     for (size_t i = 0; i < s->n_wait + s->n_run && !two; i++) {
@@ -607,7 +672,7 @@ static void tenant_share_start(fkv_sched *s)
 static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int admitting, fkv_status *st)
 {
     uint32_t restored = 0, missing = 0, n = 0, ctx = r->computed;
-    int rc = SERVED, prefill = 0;
+    int rc = SERVED, prefill = 0, decoding = !prefill_left(r);
     size_t range0 = b->n_ranges;
     *st = FKV_OK;
     if (s->cache && r->seq && r->computed) {
@@ -668,6 +733,12 @@ static int serve(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *budget, int a
     }
 out:
     if (*st) return GONE;
+    if (s->drr_on && (n || restored)) {
+        /* what the step share charges the tenant (sched.h) */
+        struct drr_tenant *e = drr_entry(s, r->tenant);
+        if (e && prefill && !decoding) e->used += n;
+        if (e && s->cfg.miss == FKV_MISS_RECOMPUTE) e->recomputed += restored;
+    }
     if (n || restored) {
         int counts = s->cfg.miss == FKV_MISS_RECOMPUTE;
         if ((*st = add_item(b, r, ctx, restored, n, prefill, range0)) != FKV_OK) return GONE;
@@ -778,6 +849,259 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r, fkv_batch *b)
     return FKV_OK;
 }
 
+enum { ADMIT_NEXT, ADMIT_STOP };
+
+/* Admits s->wait[wi] and gives it its share of the step.  ADMIT_STOP when
+ * admission should stop in this step (no memory); *st on an error. */
+static int admit_one(fkv_sched *s, size_t wi, fkv_batch *b, uint32_t *budget, fkv_status *st)
+{
+    fkv_req *r = s->wait[wi];
+    if ((*st = open_seq(s, r, b)) != FKV_OK) return ADMIT_STOP;
+    if (fkv_grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) {
+        *st = FKV_ENOMEM;
+        return ADMIT_STOP;
+    }
+    wait_remove(s, wi);
+    s->run[s->n_run++] = r;
+    r->state = FKV_REQ_RUNNING;
+    r->served = 0;
+    uint64_t prev_order = r->admit_order;
+    r->admit_order = ++s->admit_counter;
+    if (r->seq) fkv_seq_pin(r->seq);
+    int rc = serve(s, r, b, budget, 1, st);
+    if (*st) return ADMIT_STOP;
+    if (rc == NOROOM) {
+        /* back to where it was; it keeps its sequence (unpinned) */
+        s->n_run--;
+        r->state = FKV_REQ_WAITING;
+        if (r->seq) fkv_seq_unpin(r->seq);
+        r->admit_order = prev_order;
+        if (s->n_run == 0 && b->n == 0) {
+            /* nothing else holds pinned memory: it can never fit */
+            release_seq(s, r);
+            r->state = FKV_REQ_REJECTED;
+            s->client_live[r->client]--;
+            s->rejections++;
+            return ADMIT_NEXT;
+        }
+        if (s->cfg.on_preempt == FKV_PREEMPT_FREE) {
+            r->target = known_tokens(r);
+            release_seq(s, r);
+            r->computed = 0;
+        }
+        memmove(s->wait + wi + 1, s->wait + wi, (s->n_wait - wi) * sizeof *s->wait);
+        s->wait[wi] = r;
+        s->n_wait++;
+        r->state = FKV_REQ_WAITING;
+        return ADMIT_STOP;
+    }
+    if (rc == GONE && r->state == FKV_REQ_REJECTED) return ADMIT_NEXT;
+    if (rc == STALLED) return ADMIT_STOP; /* admitted with its restores; no memory for more */
+    return ADMIT_NEXT;
+}
+
+/* Prefill work a request has left: none once it decodes (one token a
+ * step after its first output: computed + 1 == target), else its target
+ * minus what it has. */
+static uint32_t prefill_left(const fkv_req *r)
+{
+    if (r->computed >= r->target || (r->generated && r->computed + 1 == r->target)) return 0;
+    return r->target - r->computed;
+}
+
+/* The running requests that pass `want`, as they are now: a pass then
+ * visits each one still running and not yet served, whatever preemptions
+ * did to the running set's order meanwhile.  -1 on allocation failure. */
+static long pick_running(fkv_sched *s, int (*want)(const fkv_sched *, const fkv_req *, uint64_t), uint64_t tenant)
+{
+    if (fkv_grow(&s->pick, &s->cap_pick, s->n_run + 1, sizeof *s->pick)) return -1;
+    long n = 0;
+    for (size_t i = 0; i < s->n_run; i++)
+        if (want(s, s->run[i], tenant)) s->pick[n++] = s->run[i];
+    return n;
+}
+
+static int is_decoding(const fkv_sched *s, const fkv_req *r, uint64_t t)
+{
+    (void)s, (void)t;
+    return !prefill_left(r);
+}
+static int is_tenant_prefill(const fkv_sched *s, const fkv_req *r, uint64_t t)
+{
+    (void)s;
+    return !r->served && r->tenant == t && prefill_left(r) > 0;
+}
+static int is_unserved(const fkv_sched *s, const fkv_req *r, uint64_t t)
+{
+    (void)s, (void)t;
+    return !r->served;
+}
+
+/* Serves the picked requests still running and unserved; with `limited`,
+ * only while their tenant has allotment left. */
+static fkv_status serve_picked(fkv_sched *s, long n, fkv_batch *b, uint32_t *budget, int limited)
+{
+    fkv_status st = FKV_OK;
+    for (long i = 0; i < n; i++) {
+        fkv_req *r = s->pick[i];
+        if (r->state != FKV_REQ_RUNNING || r->served) continue;
+        if (limited && !tenant_left(s, r)) continue;
+        serve(s, r, b, budget, 0, &st);
+        if (st) return st;
+    }
+    return FKV_OK;
+}
+
+/* The allotments of this step (sched.h): deficit rounds over the tenants
+ * with prefill work, each bounded by its demand. */
+static fkv_status drr_plan(fkv_sched *s, uint32_t budget)
+{
+    for (size_t i = 0; i < s->n_drr; i++) s->drr[i].demand = 0;
+    for (size_t i = 0; i < s->n_run + s->n_wait; i++) {
+        const fkv_req *r = i < s->n_run ? s->run[i] : s->wait[i - s->n_run];
+        if (i < s->n_run && (r->served || !prefill_left(r))) continue;
+        struct drr_tenant *e = drr_entry(s, r->tenant);
+        if (!e) return FKV_ENOMEM;
+        /* a waiting request's prefix hits are not known before its match:
+         * its demand is an upper bound, and what it leaves is passed on */
+        e->demand += i < s->n_run || prefill_left(r) ? prefill_left(r) : 1;
+    }
+    size_t n = s->n_drr;
+    for (size_t i = 0; i < n; i++)
+        if (!s->drr[i].demand) s->drr[i].deficit = 0; /* no work: no credit, no debt */
+    uint32_t left = budget;
+    /* each round shares what is left by weight; floors and met demands
+     * leave a remainder for the next round (a bounded number of rounds:
+     * the leftover pass takes what they leave) */
+    for (int round = 0; left && round < 64; round++) {
+        double w = 0;
+        for (size_t i = 0; i < n; i++)
+            if (s->drr[i].demand > s->drr[i].alloc) w += s->drr[i].weight;
+        if (w <= 0) break;
+        double q = (double)left / w;
+        for (size_t k = 0; k < n && left; k++) {
+            struct drr_tenant *e = &s->drr[(s->drr_first + k) % n];
+            if (e->demand <= e->alloc) continue;
+            e->deficit += e->weight * q;
+            double want = floor(e->deficit);
+            uint64_t x = want > 0 ? (uint64_t)want : 0;
+            if (x > e->demand - e->alloc) x = e->demand - e->alloc;
+            if (x > left) x = left;
+            e->alloc += (uint32_t)x;
+            e->deficit -= (double)x;
+            left -= (uint32_t)x;
+            if (e->alloc >= e->demand) e->deficit = 0; /* met: nothing carried */
+        }
+    }
+    return FKV_OK;
+}
+
+/* The step under the share: decoders (and their restores) first, then each
+ * tenant's prefills and admissions within its allotment, then a leftover
+ * pass over what is still unserved. */
+static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *stop_admit)
+{
+    fkv_status st;
+    for (size_t i = 0; i < s->n_drr; i++) s->drr[i].alloc = s->drr[i].extra = s->drr[i].used = s->drr[i].recomputed = 0;
+    /* the plan counts a token for each decode; restores may take more */
+    uint32_t decodes = 0;
+    for (size_t i = 0; i < s->n_run; i++) decodes += !prefill_left(s->run[i]);
+    if ((st = drr_plan(s, *budget > decodes ? *budget - decodes : 0)) != FKV_OK) return st;
+    /* The oldest running request is served first, as in the plain order
+     * (within its tenant's allotment when it prefills): no later one can
+     * take its memory, so it always progresses and every request ends. */
+    long n = 0;
+    if (s->n_run) {
+        /* whatever its tenant's debt, the oldest request gets at least its
+         * tenant's weighted part of the step (and a token) */
+        const fkv_req *o = s->run[0];
+        struct drr_tenant *e = prefill_left(o) ? drr_entry(s, o->tenant) : NULL;
+        if (e) {
+            double w = 0;
+            for (size_t i = 0; i < s->n_drr; i++)
+                if (s->drr[i].demand) w += s->drr[i].weight;
+            uint32_t plan = *budget > decodes ? *budget - decodes : 0;
+            uint32_t floor_share = w > 0 ? (uint32_t)(plan * e->weight / w) : plan;
+            if (floor_share < 1) floor_share = 1;
+            if (e->alloc < floor_share) e->extra = floor_share - e->alloc;
+        }
+        if (fkv_grow(&s->pick, &s->cap_pick, 1, sizeof *s->pick)) return FKV_ENOMEM;
+        s->pick[0] = s->run[0];
+        s->drr_limit = 1;
+        st = serve_picked(s, 1, b, budget, 0);
+        s->drr_limit = 0;
+        if (st != FKV_OK) return st;
+    }
+    if ((n = pick_running(s, is_decoding, 0)) < 0) return FKV_ENOMEM;
+    if ((st = serve_picked(s, n, b, budget, 0)) != FKV_OK) return st;
+    size_t nt = s->n_drr, first = s->drr_first;
+    /* what a tenant leaves of its allotment goes to those after it in
+     * this step's order, by weight (work conservation without serving a
+     * request twice in a step) */
+    uint32_t pool = 0;
+    s->drr_limit = 1;
+    for (size_t k = 0; k < nt; k++) {
+        struct drr_tenant *e = &s->drr[(first + k) % nt];
+        uint64_t t = e->tenant;
+        if (pool) {
+            double w = 0;
+            for (size_t j = k; j < nt; j++) {
+                const struct drr_tenant *f = &s->drr[(first + j) % nt];
+                if (f->demand > f->alloc) w += f->weight;
+            }
+            uint64_t room = e->demand > (uint64_t)e->alloc + e->extra ? e->demand - e->alloc - e->extra : 0;
+            uint64_t x = room && w > 0 ? (uint64_t)ceil(pool * e->weight / w) : 0;
+            if (x > room) x = room;
+            if (x > pool) x = pool;
+            e->extra += (uint32_t)x;
+            pool -= (uint32_t)x;
+        }
+        if (!e->alloc && !e->extra) continue;
+        if ((n = pick_running(s, is_tenant_prefill, t)) < 0) return FKV_ENOMEM;
+        if ((st = serve_picked(s, n, b, budget, 1)) != FKV_OK) return st;
+        while (!*stop_admit && *budget && s->n_run < s->cfg.max_running &&
+               !(s->cfg.no_admit_after_preempt && b->preempted && b->n)) {
+            size_t wi = 0;
+            while (wi < s->n_wait && s->wait[wi]->tenant != t) wi++;
+            if (wi == s->n_wait || !tenant_left(s, s->wait[wi])) break;
+            int next = admit_one(s, wi, b, budget, &st);
+            if (st) return st;
+            if (next == ADMIT_STOP) *stop_admit = 1;
+        }
+        e = &s->drr[(first + k) % nt]; /* admissions may have moved the table */
+        if (e->alloc + e->extra > e->used) pool += e->alloc + e->extra - e->used;
+    }
+    s->drr_limit = 0;
+    s->drr_first = nt ? (first + 1) % nt : 0;
+    if ((n = pick_running(s, is_unserved, 0)) < 0) return FKV_ENOMEM;
+    return serve_picked(s, n, b, budget, 0);
+}
+
+/* After the step: each tenant pays what it computed (sched.h); one with
+ * no prefill work left keeps no credit. */
+static void drr_settle(fkv_sched *s)
+{
+    for (size_t i = 0; i < s->n_drr; i++) {
+        struct drr_tenant *e = &s->drr[i];
+        /* an allotment left unused is not credited (the tenant could not
+         * use it: prefix hits, memory, max_running); tokens beyond it,
+         * taken from others' leftovers, and recomputed ones are charged;
+         * the debt is bounded by one step's budget */
+        double over = e->used > e->alloc ? (double)(e->used - e->alloc) : 0;
+        e->deficit -= over + (double)e->recomputed;
+        if (e->deficit < -(double)s->cfg.max_batch_tokens) e->deficit = -(double)s->cfg.max_batch_tokens;
+        e->demand = 0; /* from here: work left after the step */
+    }
+    for (size_t i = 0; i < s->n_run + s->n_wait; i++) {
+        const fkv_req *r = i < s->n_run ? s->run[i] : s->wait[i - s->n_run];
+        if (i < s->n_run && !prefill_left(r)) continue;
+        for (size_t k = 0; k < s->n_drr; k++)
+            if (s->drr[k].tenant == r->tenant) s->drr[k].demand = 1;
+    }
+    for (size_t i = 0; i < s->n_drr; i++)
+        if (!s->drr[i].demand && s->drr[i].deficit > 0) s->drr[i].deficit = 0;
+}
+
 fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
 {
     fkv_status st = FKV_OK;
@@ -794,21 +1118,28 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     uint32_t budget = s->cfg.max_batch_tokens;
     s->step_ns = now;
     s->fair_choice = NULL;
+    s->drr_on = s->cfg.step_share == FKV_STEP_DRR && s->cfg.chunked_prefill && s->cfg.mode == FKV_SCHED_CONTINUOUS;
+    s->drr_limit = 0;
     tenant_share_start(s);
     /* running requests stay pinned from admission to the end (or their
      * preemption): every step reads their whole context, and no cache call
      * happens between steps, so unpinning them in between would only churn
      * the policy's structures */
     for (size_t i = 0; i < s->n_run; i++) s->run[i]->served = 0;
-    /* running requests, oldest first; preemption removes from the tail side */
-    for (size_t i = 0; i < s->n_run;) {
-        fkv_req *r = s->run[i];
-        size_t before = s->n_run;
-        int rc = serve(s, r, b, &budget, 0, &st);
-        if (st) return st;
-        if (rc == SERVED || rc == STALLED) i++;
-        else if (s->n_run == before) i++; /* defensive: r stayed */
-        /* else r left the running set: the same index now holds the next one */
+    int stop_admit = 0; /* the step share's admission found no memory */
+    if (s->drr_on) {
+        if ((st = drr_serve(s, b, &budget, &stop_admit)) != FKV_OK) return st;
+    } else {
+        /* running requests, oldest first; preemption removes from the tail side */
+        for (size_t i = 0; i < s->n_run;) {
+            fkv_req *r = s->run[i];
+            size_t before = s->n_run;
+            int rc = serve(s, r, b, &budget, 0, &st);
+            if (st) return st;
+            if (rc == SERVED || rc == STALLED) i++;
+            else if (s->n_run == before) i++; /* defensive: r stayed */
+            /* else r left the running set: the same index now holds the next one */
+        }
     }
     /* vLLM admits nothing in a step that preempted (sched.h); a step with
      * no item would only stall */
@@ -827,50 +1158,15 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     }
     /* a dynamic batch takes up to max_running requests at once, whatever the
      * step's budget: their prefills continue over the next steps */
-    while (may_admit && s->n_wait && s->n_run < s->cfg.max_running &&
+    while (may_admit && !stop_admit && s->n_wait && s->n_run < s->cfg.max_running &&
            (budget > 0 || s->cfg.mode == FKV_SCHED_DYNAMIC)) {
         size_t wi = pick_waiting(s);
         if (wi == s->n_wait) break; /* every waiting tenant used its step share */
-        fkv_req *r = s->wait[wi];
-        if ((st = open_seq(s, r, b)) != FKV_OK) return st;
-        if (fkv_grow(&s->run, &s->cap_run, s->n_run + 1, sizeof *s->run)) return FKV_ENOMEM;
-        wait_remove(s, wi);
-        s->run[s->n_run++] = r;
-        r->state = FKV_REQ_RUNNING;
-        r->served = 0;
-        uint64_t prev_order = r->admit_order;
-        r->admit_order = ++s->admit_counter;
-        if (r->seq) fkv_seq_pin(r->seq);
-        int rc = serve(s, r, b, &budget, 1, &st);
+        int next = admit_one(s, wi, b, &budget, &st);
         if (st) return st;
-        if (rc == NOROOM) {
-            /* back to where it was; it keeps its sequence (unpinned) */
-            s->n_run--;
-            r->state = FKV_REQ_WAITING;
-            if (r->seq) fkv_seq_unpin(r->seq);
-            r->admit_order = prev_order;
-            if (s->n_run == 0 && b->n == 0) {
-                /* nothing else holds pinned memory: it can never fit */
-                release_seq(s, r);
-                r->state = FKV_REQ_REJECTED;
-                s->client_live[r->client]--;
-                s->rejections++;
-                continue;
-            }
-            if (s->cfg.on_preempt == FKV_PREEMPT_FREE) {
-                r->target = known_tokens(r);
-                release_seq(s, r);
-                r->computed = 0;
-            }
-            memmove(s->wait + wi + 1, s->wait + wi, (s->n_wait - wi) * sizeof *s->wait);
-            s->wait[wi] = r;
-            s->n_wait++;
-            r->state = FKV_REQ_WAITING;
-            break;
-        }
-        if (rc == GONE && r->state == FKV_REQ_REJECTED) continue;
-        if (rc == STALLED) break; /* admitted with its restores; no memory for more */
+        if (next == ADMIT_STOP) break;
     }
+    if (s->drr_on) drr_settle(s);
     /* over the budget only as one item restoring one chunk larger than it */
     int alone = b->n == 1 && b->items[0].n_new == 0 && b->items[0].n_ranges == 1;
     if (b->tokens > s->cfg.max_batch_tokens && !alone)

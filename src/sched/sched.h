@@ -106,6 +106,33 @@
  * tenant has used its share.  Applied with chunked prefill only (a whole
  * prompt cannot be bounded).
  *
+ * Step share by weighted deficit round robin (step_share FKV_STEP_DRR,
+ * continuous mode with chunked prefill; otherwise it has no effect).
+ * Plan: the step's budget less a token per decoding request is divided
+ * among the tenants with prefill work (running requests below their
+ * target, waiting requests) in rounds: each round a tenant's deficit grows
+ * by its weight x (budget left / the active tenants' total weight) and it
+ * is allotted floor(deficit) tokens, at most its demand (the prefill its
+ * requests still need; for a waiting request an upper bound, since its
+ * prefix hits are known only at its match), which leave its deficit; a
+ * tenant whose demand is met leaves the rounds with a deficit of 0.  The
+ * rounds start one tenant later every step.
+ * Serve: the oldest running request first, as in the plain order (so no
+ * later one takes its memory and every request ends), within its tenant's
+ * allotment but never less than its tenant's weighted part of the step
+ * and a token; then the decoding requests and their restores; then, in the
+ * rounds' order, each tenant's running prefills (in admission order) and
+ * waiting requests (in queue order) within its allotment, plus what the
+ * tenants before it left unused, shared by weight among those after.  A
+ * budget still left goes to whatever is unserved, as without the share.
+ * Settle: a tenant is charged the tokens it took beyond its allotment and
+ * the tokens it recomputed in restores; an allotment left unused is not
+ * credited (prefix hits, memory or max_running stopped it); the debt is
+ * bounded by one step's budget, and a tenant with no prefill work left
+ * keeps no credit.  A tenant alone gets the whole budget.  Weights are the
+ * cache's tenant weights (fkv_cache_set_tenant_weight) as they were when
+ * the scheduler first saw the tenant; 1 without a cache.
+ *
  * VTC (admission FKV_ADMIT_VTC): a client's counter grows by vtc_in_weight
  * per prefilled prompt token and vtc_out_weight per output token, and, with
  * vtc_mem_weight > 0 (Justitia's memory-centric cost: KV memory x time), at
@@ -143,6 +170,7 @@ typedef enum fkv_victim_rule {
 } fkv_victim_rule;
 typedef enum fkv_preempt_mode { FKV_PREEMPT_KEEP = 0, FKV_PREEMPT_FREE = 1 } fkv_preempt_mode;
 typedef enum fkv_miss_mode { FKV_MISS_RECOMPUTE = 0, FKV_MISS_RELOAD = 1 } fkv_miss_mode;
+typedef enum fkv_step_share { FKV_STEP_SHARE_OFF = 0, FKV_STEP_DRR = 1 } fkv_step_share;
 
 struct fkv_req; /* below */
 
@@ -168,6 +196,7 @@ typedef struct fkv_sched_config {
     double vtc_mem_weight;     /* 0: counter units per token-second of KV held */
     double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
     int no_admit_after_preempt; /* 0; 1: a step that preempted admits nothing (vLLM) */
+    fkv_step_share step_share; /* OFF: running requests first, then admission; DRR: above */
     /* NULL, or called by open_seq right after the prefix match of a request's
      * new sequence, for K/V the caller holds outside the cache (an engine
      * importing chunks fetched from a remote tier): it may append tokens
@@ -191,6 +220,9 @@ typedef struct fkv_sched_config {
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);
+/* "off" / "drr" <-> step_share; -1 if unknown. */
+int fkv_step_share_parse(const char *name);
+const char *fkv_step_share_name(fkv_step_share v);
 /* "quantize8,quantize4,drop,evict" -> c->reclaim / n_reclaim ("" or "none"
  * = empty); -1 with why[] naming the bad entry. */
 int fkv_sched_parse_reclaim(const char *list, fkv_reclaim_action *out, uint32_t *n, char *why, size_t whylen);
@@ -303,6 +335,10 @@ uint64_t fkv_sched_finished(const fkv_sched *s);
 /* Sum of sequence lengths of running and waiting requests that hold a
  * sequence (tokens of live KV), maintained incrementally. */
 uint64_t fkv_sched_live_tokens(const fkv_sched *s);
+/* The step share's state of a tenant after the last step: its deficit and
+ * the prefill tokens allotted to it in that step.  FKV_ENOENT for a tenant
+ * the share has not seen. */
+fkv_status fkv_sched_drr_info(const fkv_sched *s, uint64_t tenant, double *deficit, uint32_t *allotted);
 const char *fkv_sched_last_error(const fkv_sched *s);
 
 void fkv_batch_free(fkv_batch *b);

@@ -95,6 +95,8 @@ void fkv_bench_usage(FILE *f)
             "  --remote-latency-ms L    one round trip per request that reads it (0.5)\n"
             "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"
             "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"
+            "  --step-share off|drr     drr: the step's prefill budget shared by tenants, weighted deficit\n"
+            "                           round robin after decodes (replaces --tenant-step-share)\n"
             "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n");
     /* two literals: one would pass the 4095 characters C compilers must take */
     fprintf(f,
@@ -431,6 +433,11 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         if (num(v, &o->sim.sched.tenant_step_share) ||
             !(o->sim.sched.tenant_step_share > 0 && o->sim.sched.tenant_step_share <= 1))
             return bad_why(a, v, "a fraction in (0, 1]");
+    } else if (!strcmp(a, "--step-share")) {
+        TAKE();
+        int m = fkv_step_share_parse(v);
+        if (m < 0) return bad_why(a, v, "off or drr");
+        o->sim.sched.step_share = (fkv_step_share)m;
     } else if (!strcmp(a, "--private-prefix")) {
         o->sim.sched.publish_shared = 0;
     } else if (!strcmp(a, "--schemes")) {
