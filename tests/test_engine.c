@@ -281,6 +281,12 @@ static void test_pressure(int ref)
     printf("%s, 288 tokens, fewest-output victims, VTC: %llu preemptions, %llu recomputed tokens\n", lab,
            (unsigned long long)o->st.preemptions, (unsigned long long)o->st.recomputed_tokens);
     preempted += o->st.preemptions;
+    /* the step share: decodes first, then prefills by tenant; another
+     * order of items in a step, same tokens */
+    c.step_share = FKV_STEP_DRR;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "step share drr"), "%s: step share drr", lab);
+    c.step_share = FKV_STEP_SHARE_OFF;
     /* dynamic (windowed) batching: a batch is admitted whole and runs to its end */
     c.sched_mode = FKV_SCHED_DYNAMIC;
     c.max_running = 3;

@@ -357,6 +357,12 @@ static void test_ctx_synthetic(void)
     CHECK(fkv__engine_opts_parse(o2, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
           strstr(err, "ctx=0"));
     CHECK(fkv__engine_opts_parse(o3, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL);
+    /* the step share */
+    const char *o5[] = {"step_share=drr", NULL}, *o6[] = {"step_share=fair", NULL};
+    CHECK(fkv__engine_opts_parse(o5, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.step_share == FKV_STEP_DRR);
+    CHECK(fkv__engine_opts_parse(o6, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "step_share=fair"));
     char mopt[300], copt[32] = "ctx=64";
     snprintf(mopt, sizeof mopt, "model=%s", op);
     const char *o4[] = {mopt, copt, NULL};

@@ -61,6 +61,7 @@ static void option_errors(void)
         {"--vtc-mem -2", "--vtc-mem: '-2'"},
         {"--tenant-step-share 0", "--tenant-step-share: '0'"},
         {"--tenant-step-share 1.2", "--tenant-step-share: '1.2'"},
+        {"--step-share fair", "--step-share: 'fair'"},
         {"--tenants", "--tenants: '(missing)'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -76,7 +77,7 @@ static void option_errors(void)
     char msg[512];
     CHECK(parse(&o,
                 "--tenants 3 --tenant-weights 1,2,0.5 --tenant-assign heavy:0.6 --quotas tenant --victim fair "
-                "--reclaim quantize8,evict --vtc-mem 0.25 --tenant-step-share 0.5 --private-prefix",
+                "--reclaim quantize8,evict --vtc-mem 0.25 --tenant-step-share 0.5 --private-prefix --step-share drr",
                 msg, sizeof msg) == 1);
     CHECK(o.sim.n_tenants == 3 && o.n_weights == 3 && o.sim.tenant_weight[1] == 2 && o.sim.tenant_weight[2] == 0.5);
     CHECK(o.tenant_assign == FKV_ASSIGN_HEAVY && o.heavy_frac == 0.6);
@@ -84,6 +85,7 @@ static void option_errors(void)
     CHECK(o.sim.sched.n_reclaim == 2 && o.sim.sched.reclaim[0] == FKV_RECLAIM_QUANTIZE8 &&
           o.sim.sched.reclaim[1] == FKV_RECLAIM_EVICT);
     CHECK(o.sim.sched.vtc_mem_weight == 0.25 && o.sim.sched.tenant_step_share == 0.5 && !o.sim.sched.publish_shared);
+    CHECK(o.sim.sched.step_share == FKV_STEP_DRR);
     /* a count of weights that is not the count of tenants: at prepare */
     fkv_bench_opts_default(&o);
     CHECK(parse(&o, "--tenants 2 --tenant-weights 1,2,3 --requests 20 --quiet", msg, sizeof msg) == 1);

@@ -64,6 +64,8 @@ static void usage(FILE *f)
             "  --max-batch-tokens N engine: new + recomputed tokens per step (default 256)\n"
             "  --max-running N      engine: running requests at most (default 16)\n"
             "  --admission fcfs|vtc engine: admission order; vtc shares service among 'user' ids\n"
+            "  --step-share off|drr engine: drr shares each step's prefill budget among 'user' ids by\n"
+            "                       weighted deficit round robin after decodes (default off)\n"
             "  --step-log FILE      engine: write one line per step (tokens, requests, attention work,\n"
             "                       wall ns) for `fairkv bench --calibrate-log FILE`\n"
             "  --backend NAME       token generator (default: engine with --model, else fake; known:");
@@ -102,7 +104,8 @@ static const struct {
               {"--reclaim", "reclaim"},       {"--host-bytes", "host_bytes"},
               {"--ctx", "ctx"},               {"--host-kv", "host_kv"},
               {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
-              {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"}};
+              {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
+              {"--step-share", "step_share"}};
 #define N_EFLAGS (sizeof eflags / sizeof eflags[0])
 
 static int is_engine_flag(const char *a)

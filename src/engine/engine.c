@@ -118,6 +118,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.mode = cfg->sched_mode;
     sc.admission = cfg->admission;
     sc.victim = cfg->victim;
+    sc.step_share = cfg->step_share;
     memcpy(sc.reclaim, cfg->reclaim, sizeof sc.reclaim);
     sc.n_reclaim = cfg->n_reclaim;
     sc.reclaim_sink_tokens = cfg->chunk_tokens; /* streaming keeps chunk 0 ... */

@@ -65,6 +65,7 @@ typedef struct fkv_engine_config {
     fkv_sched_mode sched_mode; /* continuous */
     fkv_admit admission;       /* FCFS; VTC shares service among request.client ids */
     fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
+    fkv_step_share step_share; /* off; drr: tenants share each step's prefill budget (sched.h) */
     fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* fair reclaim before preemption (sched.h); none */
     uint32_t n_reclaim;
     uint64_t host_bytes;       /* 0: the cache's host tier for offloaded chunks (fkv_config.host_capacity_bytes) */

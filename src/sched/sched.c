@@ -56,6 +56,7 @@ struct fkv_sched {
     size_t drr_first;      /* the entry that starts this step's rounds */
     int drr_on;            /* the share applies to the step being formed */
     int drr_limit;         /* serving within allotments (not the leftover pass) */
+    int admit_no_victim;   /* admissions of the share's pass take no victim */
     fkv_req **pick;        /* requests to visit in a pass of the share */
     size_t cap_pick;
     char err[256];
@@ -368,6 +369,7 @@ static fkv_req *pick_victim(fkv_sched *s, fkv_victim_rule rule, const fkv_req *e
 {
     fkv_req *best = NULL;
     *fair = 0;
+    if (s->admit_no_victim) return NULL;
     if (rule == FKV_VICTIM_FAIR && s->cache) {
         size_t n_over = 0;
         double best_over = 0;
@@ -1035,11 +1037,21 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
     if ((n = pick_running(s, is_decoding, 0)) < 0) return FKV_ENOMEM;
     if ((st = serve_picked(s, n, b, budget, 0)) != FKV_OK) return st;
     size_t nt = s->n_drr, first = s->drr_first;
+    s->drr_limit = 1;
+    /* every tenant's running prefills, then every tenant's admissions:
+     * admissions take no victim (as in the plain order, where everything
+     * running has been served when admission starts) */
+    for (size_t k = 0; k < nt; k++) {
+        const struct drr_tenant *e = &s->drr[(first + k) % nt];
+        if (!e->alloc && !e->extra) continue;
+        if ((n = pick_running(s, is_tenant_prefill, e->tenant)) < 0) return FKV_ENOMEM;
+        if ((st = serve_picked(s, n, b, budget, 1)) != FKV_OK) return st;
+    }
     /* what a tenant leaves of its allotment goes to those after it in
      * this step's order, by weight (work conservation without serving a
      * request twice in a step) */
     uint32_t pool = 0;
-    s->drr_limit = 1;
+    s->admit_no_victim = 1;
     for (size_t k = 0; k < nt; k++) {
         struct drr_tenant *e = &s->drr[(first + k) % nt];
         uint64_t t = e->tenant;
@@ -1056,21 +1068,22 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
             e->extra += (uint32_t)x;
             pool -= (uint32_t)x;
         }
-        if (!e->alloc && !e->extra) continue;
-        if ((n = pick_running(s, is_tenant_prefill, t)) < 0) return FKV_ENOMEM;
-        if ((st = serve_picked(s, n, b, budget, 1)) != FKV_OK) return st;
         while (!*stop_admit && *budget && s->n_run < s->cfg.max_running &&
                !(s->cfg.no_admit_after_preempt && b->preempted && b->n)) {
             size_t wi = 0;
             while (wi < s->n_wait && s->wait[wi]->tenant != t) wi++;
             if (wi == s->n_wait || !tenant_left(s, s->wait[wi])) break;
             int next = admit_one(s, wi, b, budget, &st);
-            if (st) return st;
+            if (st) {
+                s->admit_no_victim = 0;
+                return st;
+            }
             if (next == ADMIT_STOP) *stop_admit = 1;
         }
         e = &s->drr[(first + k) % nt]; /* admissions may have moved the table */
         if (e->alloc + e->extra > e->used) pool += e->alloc + e->extra - e->used;
     }
+    s->admit_no_victim = 0;
     s->drr_limit = 0;
     s->drr_first = nt ? (first + 1) % nt : 0;
     if ((n = pick_running(s, is_unserved, 0)) < 0) return FKV_ENOMEM;

@@ -117,6 +117,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             if (!strcmp(v, "fcfs")) cfg->admission = FKV_ADMIT_FCFS;
             else if (!strcmp(v, "vtc")) cfg->admission = FKV_ADMIT_VTC;
             else bad = 1;
+        } else if (KEY("step_share")) {
+            int r = fkv_step_share_parse(v);
+            if (r < 0) bad = 1;
+            else cfg->step_share = (fkv_step_share)r;
         } else if (KEY("max_waiting")) {
             bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
         } else if (KEY("ignore_eos")) {
