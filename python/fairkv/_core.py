@@ -744,7 +744,8 @@ class Sequence:
         """Pages again for the evicted chunks in [start, end): returns the
         restored tokens' slots (to recompute their K/V into)."""
         p = self._p()
-        slots = np.empty((max(_u32(end, "end") - _u32(start, "start"), 0), 2), dtype=np.uint32)
+        start, end = _u32(start, "start"), _u32(end, "end")
+        slots = np.empty((max(end - start, 0), 2), dtype=np.uint32)
         n = ffi.new("uint32_t *")
         st = lib.fkv_seq_restore(p, start, end, ffi.from_buffer("fkv_slot[]", slots) if slots.size else ffi.NULL, n)
         if st:
