@@ -350,7 +350,7 @@ class Cache:
         st = lib.fkv_seq_create(self._p(), p, out)
         if st:
             _raise(st, "fairkv.Cache.sequence")
-        return Sequence(self, out[0])
+        return Sequence(self, out[0], p.n_block_ids)
 
     def _params(self, tenant: int, salt: int, request_id: Optional[int], client_id: int, weight: float,
                 expected_tokens: int, block_ids: Optional[Iterable[int]], shared_prefix_tokens: int) -> Any:
@@ -598,9 +598,10 @@ class Sequence:
     closed, calls raise ``fairkv.Error`` (ESTATE).
     """
 
-    def __init__(self, cache: Cache, ptr: Any):
+    def __init__(self, cache: Cache, ptr: Any, n_blocks: int = 0):
         self._cache = cache
         self._ptr = ptr
+        self._n_blocks = n_blocks
         self._gone = ""
         self.id = int(lib.fkv_seq_id(ptr))
         cache._seqs.add(self)
@@ -639,15 +640,23 @@ class Sequence:
 
     # -- tokens
 
-    def match(self, tokens: Any = None, max_tokens: Optional[int] = None) -> int:
+    def _hash_n(self, n_tokens: Optional[int], max_tokens: Optional[int]) -> Tuple[int, int]:
+        if not self._n_blocks:
+            raise _einval(f"fairkv.Sequence {self.id}: match without tokens needs block_ids (hash-id mode)")
+        n = self._n_blocks * self._cache.config["block_tokens"] if n_tokens is None else _u32(n_tokens, "n_tokens")
+        return n, n if max_tokens is None else _u32(max_tokens, "max_tokens")
+
+    def match(self, tokens: Any = None, max_tokens: Optional[int] = None, *, n_tokens: Optional[int] = None) -> int:
         """Attaches the cached prefix of `tokens` (or, in hash-id mode, of
-        the sequence's block ids when tokens is None); returns the tokens
-        now present.  max_tokens defaults to len(tokens) - 1 (one token is
-        left to compute)."""
+        the sequence's block ids when tokens is None: a prompt of n_tokens,
+        by default every block's tokens); returns the tokens now present.
+        max_tokens defaults to len(tokens) - 1 (one token is left to
+        compute), in hash-id mode to n_tokens."""
         p = self._p()
         m = ffi.new("uint32_t *")
         if tokens is None:
-            st = lib.fkv_seq_match(p, ffi.NULL, 0, 0xFFFFFFFF if max_tokens is None else _u32(max_tokens, "max_tokens"), m)
+            n, mx = self._hash_n(n_tokens, max_tokens)
+            st = lib.fkv_seq_match(p, ffi.NULL, n, mx, m)
         else:
             arr = _tokens_arg(tokens, "fairkv.Sequence.match")
             mx = max(arr.size - 1, 0) if max_tokens is None else _u32(max_tokens, "max_tokens")
@@ -656,14 +665,16 @@ class Sequence:
             _raise(st, "fairkv.Sequence.match")
         return int(m[0])
 
-    def match_tiers(self, tokens: Any = None, max_tokens: Optional[int] = None) -> Dict[str, int]:
+    def match_tiers(self, tokens: Any = None, max_tokens: Optional[int] = None, *,
+                    n_tokens: Optional[int] = None) -> Dict[str, int]:
         """match across the device and the host tier (fkv_seq_match_tiers):
         {"device_tokens", "host_tokens", "host_bytes"}.  Host-resident
         chunks are attached offloaded: ``promote()`` copies them back."""
         p = self._p()
         mi = ffi.new("fkv_match_info *")
         if tokens is None:
-            st = lib.fkv_seq_match_tiers(p, ffi.NULL, 0, 0xFFFFFFFF if max_tokens is None else _u32(max_tokens, "max_tokens"), mi)
+            n, mx = self._hash_n(n_tokens, max_tokens)
+            st = lib.fkv_seq_match_tiers(p, ffi.NULL, n, mx, mi)
         else:
             arr = _tokens_arg(tokens, "fairkv.Sequence.match_tiers")
             mx = max(arr.size - 1, 0) if max_tokens is None else _u32(max_tokens, "max_tokens")

@@ -1,0 +1,129 @@
+"""fairkv.vllm.OffloadingManager with a small loop in the engine's part
+(no vLLM is installed here): requests' blocks are stored with their K/V,
+pushed down to the host tier by later requests, found again, loaded back
+with their K/V intact."""
+import numpy as np
+import pytest
+
+import fairkv
+from fairkv.vllm import OffloadingManager
+
+B = 4  # tokens per block
+D = 8
+
+
+def block_kv(h):
+    """The K/V an engine would hold for block h: a function of h alone."""
+    rng = np.random.default_rng(h if isinstance(h, int) else list(h))
+    return rng.standard_normal((B, 1, D)).astype(np.float32)
+
+
+def engine_store(m, hashes):
+    out = m.prepare_store(hashes)
+    assert out is not None
+    k, _ = m.cache.kv(0)
+    for h, page in zip(out.store_spec.block_hashes, out.store_spec.pages):
+        k[page] = block_kv(h)  # the worker's copy into the store
+    m.complete_store(out.block_hashes_to_store)
+    return out
+
+
+def engine_load(m, hashes):
+    spec = m.prepare_load(hashes)
+    k, _ = m.cache.kv(0)
+    for h, page in zip(spec.block_hashes, spec.pages):
+        assert np.array_equal(k[page], block_kv(h)), f"block {h}: K/V changed in the store"
+    m.complete_load(hashes)
+
+
+def make(host=True):
+    kw = dict(n_layers=1, n_kv_heads=1, head_dim=D, dtype="f32", capacity_pages=8, policy="lru")
+    if host:
+        kw["host_capacity_bytes"] = 64 * B * D * 4 * 2
+    return OffloadingManager(B, **kw)
+
+
+def test_engine_loop_over_host_tier():
+    m = make()
+    reqs = [[1000 * r + i for i in range(4)] for r in range(6)]  # 6 requests of 4 blocks; 8 pages
+    for r in reqs:
+        assert m.lookup(r) == 0
+        engine_store(m, r)
+        assert m.lookup(r) == 4
+    # 24 blocks were stored in 8 pages: the rest went down to the host tier,
+    # and every one is still found and loads with its K/V
+    page_bytes = m.cache.info()["page_bytes"]
+    assert m.cache.tenant_info(0)["host_bytes"] >= 16 * page_bytes
+    for r in reqs:
+        assert m.lookup(r) == 4
+        engine_load(m, r)
+    # the early requests' blocks came back from the host tier, K/V intact
+    assert m.stats["loaded_blocks"] == 24 and m.stats["promoted_blocks"] >= 16
+    assert m.stats["promoted_bytes"] >= 16 * page_bytes
+    # a prefix hit ends at the first block not stored
+    assert m.lookup(reqs[0][:2] + [999999] + reqs[0][3:]) == 2
+    ev = list(m.take_events())
+    assert sum(len(e.block_hashes) for e in ev if not e.removed) == 24
+    assert all(e.medium == "fairkv" and e.block_size == B for e in ev)
+    assert list(m.take_events()) == []
+    m.close()
+
+
+def test_without_host_tier_blocks_are_evicted_and_reported():
+    m = make(host=False)
+    reqs = [[1000 * r + i for i in range(4)] for r in range(4)]
+    evicted = []
+    for r in reqs:
+        out = engine_store(m, r)
+        evicted += out.block_hashes_evicted
+    # 16 blocks into 8 pages: 8 evicted, and those are exactly the ones lookup misses
+    assert len(evicted) == 8
+    assert all(m.lookup([h]) == 0 for h in evicted)
+    kept = [h for r in reqs for h in r if h not in evicted]
+    assert all(m.lookup([h]) == 1 for h in kept)
+    assert any(e.removed and e.block_hashes for e in m.take_events())
+    m.close()
+
+
+def test_pins_protect_loading_and_storing_blocks():
+    m = make(host=False)
+    a = [1, 2, 3, 4]
+    engine_store(m, a)
+    spec = m.prepare_load(a)  # pinned while the worker reads
+    pending = m.prepare_store([10, 11, 12, 13])
+    assert pending is not None
+    assert m.lookup([10]) == 0  # not loadable before complete_store
+    # the store is full of pinned blocks: nothing more fits
+    assert m.prepare_store([20]) is None
+    k, _ = m.cache.kv(0)
+    for h, p in zip(spec.block_hashes, spec.pages):
+        assert np.array_equal(k[p], block_kv(h))
+    m.complete_load(a)
+    m.complete_store([10, 11, 12, 13], success=False)  # a failed store leaves nothing
+    assert m.lookup([10]) == 0
+    assert m.prepare_store([20]) is not None
+    with pytest.raises(fairkv.Error):
+        m.complete_load(a)  # not being loaded any more
+    with pytest.raises(fairkv.Error):
+        m.prepare_load([424242])  # never stored
+    m.close()
+
+
+def test_touch_changes_the_lru_victim():
+    m = make(host=False)
+    engine_store(m, [1, 2, 3, 4])
+    engine_store(m, [5, 6, 7, 8])
+    m.touch([1, 2, 3, 4])  # now the older blocks are the recent ones
+    out = engine_store(m, [9, 10, 11, 12])
+    assert sorted(out.block_hashes_evicted) == [5, 6, 7, 8]
+    assert m.lookup([1, 2, 3, 4]) == 4
+    m.close()
+
+
+def test_bytes_hashes():
+    m = make()
+    hs = [b"\x01" * 32, b"\x02" * 32]
+    engine_store(m, hs)
+    assert m.lookup(hs) == 2
+    engine_load(m, hs)
+    m.close()
