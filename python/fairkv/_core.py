@@ -205,6 +205,8 @@ MatchInfo = Tuple[int, int, int]
 
 
 def _tokens_arg(tokens: Any, what: str) -> Any:
+    if type(tokens) is np.ndarray and tokens.dtype == np.int32 and tokens.ndim == 1 and tokens.flags.c_contiguous:
+        return tokens
     arr = np.ascontiguousarray(tokens, dtype=np.int32)
     if arr.ndim != 1:
         raise _einval(f"{what}: tokens must be one-dimensional, got shape {arr.shape}")
@@ -602,6 +604,7 @@ class Sequence:
         self._cache = cache
         self._ptr = ptr
         self._n_blocks = n_blocks
+        self._out = ffi.new("uint32_t *")
         self._gone = ""
         self.id = int(lib.fkv_seq_id(ptr))
         cache._seqs.add(self)
@@ -683,24 +686,30 @@ class Sequence:
             _raise(st, "fairkv.Sequence.match_tiers")
         return {"device_tokens": mi.device_tokens, "host_tokens": mi.host_tokens, "host_bytes": mi.host_bytes}
 
-    def append(self, tokens: Any) -> np.ndarray:
+    def append(self, tokens: Any, *, slots: bool = True) -> Optional[np.ndarray]:
         """Appends tokens (a sequence of ids, or a count when the prefix cache
         is off or in hash-id mode) and returns where each one's K/V goes: a
         uint32 array [n, 2] of (page, slot), to index ``Cache.kv()``'s
-        arrays with.  Raises fairkv.Error (EFULL) when nothing is evictable;
-        then nothing was appended."""
+        arrays with (slots=False: returns None, a little cheaper, for
+        phantom storage).  Raises fairkv.Error (EFULL) when nothing is
+        evictable; then nothing was appended."""
         p = self._p()
         if isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
             n = _u32(tokens, "fairkv.Sequence.append: n")
-            slots = np.empty((n, 2), dtype=np.uint32)
-            st = lib.fkv_seq_append(p, ffi.NULL, n, ffi.from_buffer("fkv_slot[]", slots))
+            tok = ffi.NULL
         else:
             arr = _tokens_arg(tokens, "fairkv.Sequence.append")
-            slots = np.empty((arr.size, 2), dtype=np.uint32)
-            st = lib.fkv_seq_append(p, ffi.from_buffer("int32_t[]", arr), arr.size, ffi.from_buffer("fkv_slot[]", slots))
+            n = arr.size
+            tok = ffi.from_buffer("int32_t[]", arr)
+        if slots:
+            out = np.empty((n, 2), dtype=np.uint32)
+            st = lib.fkv_seq_append(p, tok, n, ffi.from_buffer("fkv_slot[]", out))
+        else:
+            out = None
+            st = lib.fkv_seq_append(p, tok, n, ffi.NULL)
         if st:
             _raise(st, "fairkv.Sequence.append")
-        return slots
+        return out
 
     def fork(self, *, tenant: Optional[int] = None, salt: int = 0, request_id: Optional[int] = None,
              client_id: int = 0, weight: float = 1.0, expected_tokens: int = 0) -> "Sequence":
@@ -717,11 +726,11 @@ class Sequence:
     def touch(self) -> int:
         """One engine step reads the sequence: counts hits and misses,
         heats its chunks.  Returns the tokens that must be recomputed."""
-        m = ffi.new("uint32_t *")
+        m = self._out
         st = lib.fkv_seq_touch(self._p(), m)
         if st:
             _raise(st, "fairkv.Sequence.touch")
-        return int(m[0])
+        return m[0]
 
     def pin(self) -> _Pin:
         """Pins the sequence's chunks (never evicted while pinned; pins
