@@ -21,19 +21,35 @@ the library's host tier (the second level) instead of dropping them.
 (fkv_seq_promote) and pins them until ``complete_load``.  A worker copies
 K/V between the engine and ``Cache.kv()``'s arrays at the spec's pages.
 
-Not covered: the Redis tier (the remote tier's client is the fairkv
-command's code, src/remote, not part of libfairkv).  Block hashes that are
-not 64-bit integers are reduced to 64 bits with BLAKE2b.
+With ``redis_url`` (or ``redis=`` a client), a Redis tier sits below
+both: every stored block's K/V (all layers) is also written to Redis when
+its store completes (write-through), ``lookup`` counts blocks found only
+there, and ``prepare_load`` reads them back into pages, checking the value's
+header (format, geometry, block key) and length before a byte reaches the
+cache.  This tier is the package's own, over Debian's python3-redis: the
+fairkv command's remote tier (src/remote) is not part of libfairkv, and its
+key and value format is not shared with it.
+
+Block hashes that are not 64-bit integers are reduced to 64 bits with
+BLAKE2b.
 """
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional
+
+import numpy as np
 
 from ._core import Cache, Error, Sequence
 
 MEDIUM = "fairkv"
+# a Redis value: magic, version, then n_layers, n_kv_heads, head_dim,
+# block tokens, dtype (0 f32, 1 f16) and the block's 64-bit key; then each
+# layer's K page and V page, raw
+_MAGIC = b"FKVBLK"
+_HEADER = struct.Struct("<6sHIIIIIQ")
 
 
 @dataclass
@@ -80,7 +96,9 @@ class OffloadingManager:
     ``cache=`` a Cache made that way.
     """
 
-    def __init__(self, block_size: int = 16, *, cache: Optional[Cache] = None, tenant: int = 0, **config: Any):
+    def __init__(self, block_size: int = 16, *, cache: Optional[Cache] = None, tenant: int = 0,
+                 redis_url: Optional[str] = None, redis: Any = None, redis_prefix: str = "fairkv:block:",
+                 **config: Any):
         if cache is None:
             cfg = dict(storage="cpu", page_tokens=block_size, chunk_tokens=block_size, block_tokens=block_size,
                        prefix_cache=True)
@@ -99,8 +117,21 @@ class OffloadingManager:
         self._loading: Dict[Any, List[Sequence]] = {}
         self._stored: Dict[Any, None] = {}  # completed blocks, in store order
         self._events: List[OffloadingEvent] = []
-        #: blocks loaded, and those of them copied back from the host tier
-        self.stats = {"loaded_blocks": 0, "promoted_blocks": 0, "promoted_bytes": 0}
+        #: blocks loaded, those of them copied back from the host tier, and
+        #: from Redis; Redis writes that failed (the block stays in fairkv)
+        self.stats = {"loaded_blocks": 0, "promoted_blocks": 0, "promoted_bytes": 0, "remote_loaded_blocks": 0,
+                      "remote_stored_blocks": 0, "remote_store_errors": 0}
+        self._redis = redis
+        if redis_url is not None and redis is None:
+            try:
+                import redis as redis_mod  # Debian: python3-redis
+            except ImportError as e:
+                raise Error(8, "fairkv.vllm.OffloadingManager: redis_url needs the redis module "
+                               "(Debian: python3-redis)") from e
+            self._redis = redis_mod.Redis.from_url(redis_url, socket_timeout=5)
+        self._redis_prefix = redis_prefix
+        self._redis_url = redis_url or "redis"
+        self._cfg = c
 
     # -- helpers
 
@@ -124,13 +155,67 @@ class OffloadingManager:
         s.free()
         return True
 
+    # -- the Redis tier
+
+    def _rkey(self, h: Any) -> str:
+        return f"{self._redis_prefix}{self.tenant}:{_key(h):016x}"
+
+    def _header(self, h: Any) -> bytes:
+        c = self._cfg
+        return _HEADER.pack(_MAGIC, 1, c["n_layers"], c["n_kv_heads"], c["head_dim"], self.block_size,
+                            0 if c["dtype"] == "f32" else 1, _key(h))
+
+    def _remote_has(self, h: Any) -> bool:
+        if self._redis is None:
+            return False
+        try:
+            return bool(self._redis.exists(self._rkey(h)))
+        except Exception as e:  # an unreachable tier is a miss, not a failed lookup
+            self._remote_error = str(e)
+            return False
+
+    def _remote_put(self, h: Any, page: int) -> None:
+        parts = [self._header(h)]
+        for layer in range(self._cfg["n_layers"]):
+            k, v = self.cache.kv(layer)
+            parts += [k[page].tobytes(), v[page].tobytes()]
+        try:
+            self._redis.set(self._rkey(h), b"".join(parts))
+            self.stats["remote_stored_blocks"] += 1
+        except Exception:
+            self.stats["remote_store_errors"] += 1  # still stored in fairkv
+
+    def _remote_get(self, h: Any, page: int) -> None:
+        key = self._rkey(h)
+        try:
+            val = self._redis.get(key)
+        except Exception as e:
+            raise Error(6, f"fairkv.vllm.prepare_load: block {h!r}: reading {key} from {self._redis_url}: {e}") from e
+        if val is None:
+            raise Error(4, f"fairkv.vllm.prepare_load: block {h!r}: {key} is gone from {self._redis_url}")
+        c = self._cfg
+        page_bytes = self.cache.kv(0)[0][0].nbytes
+        want = _HEADER.size + 2 * c["n_layers"] * page_bytes
+        head = self._header(h)
+        if len(val) != want or val[:_HEADER.size] != head:
+            got = "its header differs (format, geometry or block key)" if len(val) == want else \
+                f"{len(val)} bytes where {want} were expected"
+            raise Error(7, f"fairkv.vllm.prepare_load: block {h!r}: the value of {key} read back from "
+                           f"{self._redis_url} is not this cache's block: {got}")
+        off = _HEADER.size
+        for layer in range(c["n_layers"]):
+            k, v = self.cache.kv(layer)
+            for arr in (k, v):
+                arr[page] = np.frombuffer(val, dtype=arr.dtype, count=arr[page].size, offset=off).reshape(arr[page].shape)
+                off += page_bytes
+
     # -- the six calls
 
     def lookup(self, block_hashes: Iterable[Any]) -> int:
         """The number of leading blocks that are stored (either tier)."""
         n = 0
         for h in block_hashes:
-            if h in self._storing or not self._present(h):
+            if h in self._storing or not (self._present(h) or self._remote_has(h)):
                 break
             n += 1
         return n
@@ -143,6 +228,15 @@ class OffloadingManager:
         try:
             for h in hashes:
                 s = self._where(h)
+                if s is None and self._redis is not None and h not in self._storing:
+                    s = self._seq(h)  # from Redis into a new page
+                    got.append(s)
+                    s.pin()
+                    page = int(s.append(self.block_size)[0, 0])
+                    self._remote_get(h, page)
+                    self.stats["remote_loaded_blocks"] += 1
+                    self.stats["loaded_blocks"] += 1
+                    continue
                 if s is None:
                     raise Error(4, f"fairkv.vllm.prepare_load: block {h!r} is not stored")
                 got.append(s)
@@ -153,6 +247,10 @@ class OffloadingManager:
                 self.stats["promoted_bytes"] += nbytes
         except Exception:
             for s in got:
+                if s.freed:
+                    continue
+                if s.chunks() and s.chunks()[0]["owner"] == s.id:
+                    s.drop(0, self.block_size)  # a block half read from Redis is not kept
                 s.free()
             raise
         pages = []
@@ -205,7 +303,7 @@ class OffloadingManager:
             self._storing[h] = s
         evicted: List[Any] = []
         if self.cache.counters()["evicted_pages"] != before:
-            evicted = [h for h in self._stored if not self._present(h)]
+            evicted = [h for h in self._stored if not self._present(h) and not self._remote_has(h)]
             for h in evicted:
                 del self._stored[h]
             if evicted:
@@ -220,6 +318,8 @@ class OffloadingManager:
             s = self._storing.pop(h, None)
             if s is None:
                 continue
+            if success and self._redis is not None:
+                self._remote_put(h, s.chunks()[0]["pages"][0])
             s.unpin()
             if success:
                 self._stored[h] = None

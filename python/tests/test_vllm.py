@@ -127,3 +127,113 @@ def test_bytes_hashes():
     assert m.lookup(hs) == 2
     engine_load(m, hs)
     m.close()
+
+
+# ---------------------------------------------------------------- the Redis tier
+
+@pytest.fixture
+def redis_url(tmp_path):
+    import shutil
+    import socket
+    import subprocess
+    import time
+    redis = pytest.importorskip("redis", reason="no redis module (Debian: python3-redis)")
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("no redis-server (Debian: redis-server)")
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(200):
+            try:
+                redis.Redis.from_url(url).ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.02)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_engine_loop_over_redis_tier(redis_url):
+    m = OffloadingManager(B, n_layers=2, n_kv_heads=1, head_dim=D, dtype="f32", capacity_pages=8, policy="lru",
+                          redis_url=redis_url)
+    reqs = [[1000 * r + i for i in range(4)] for r in range(6)]
+    for r in reqs:
+        engine_store(m, r)
+    assert m.stats["remote_stored_blocks"] == 24
+    # 24 blocks, 8 pages, no host tier: 16 live in Redis alone, and none is
+    # reported evicted (the store still has them)
+    for r in reqs:
+        assert m.lookup(r) == 4
+        engine_load(m, r)
+    assert m.stats["remote_loaded_blocks"] >= 16
+    assert not any(e.removed for e in m.take_events())
+    # every layer's K/V went to Redis and came back: layer 1's V holds what
+    # the engine wrote there
+    for r in reqs:
+        out = m.prepare_store([h + 500 for h in r])
+        _, v1 = m.cache.kv(1)
+        for h, page in zip(out.store_spec.block_hashes, out.store_spec.pages):
+            v1[page] = block_kv(h) + 1
+        m.complete_store(out.block_hashes_to_store)
+    spec = m.prepare_load([h + 500 for h in reqs[0]])
+    _, v1 = m.cache.kv(1)
+    for h, page in zip(spec.block_hashes, spec.pages):
+        assert np.array_equal(v1[page], block_kv(h) + 1)
+    m.complete_load(spec.block_hashes)
+    assert m.stats["remote_loaded_blocks"] >= 20
+    m.close()
+
+
+def test_redis_values_are_checked(redis_url):
+    import redis
+    r = redis.Redis.from_url(redis_url)
+    m = OffloadingManager(B, n_layers=1, n_kv_heads=1, head_dim=D, dtype="f32", capacity_pages=4, policy="lru",
+                          redis_url=redis_url)
+    engine_store(m, [1, 2, 3, 4])
+    engine_store(m, [5, 6, 7, 8])  # blocks 1..4 now in Redis alone
+    assert m.lookup([1, 2, 3, 4]) == 4
+    keys = sorted(r.keys("fairkv:block:*"))
+    assert len(keys) == 8
+    key1 = m._rkey(1)
+    good = r.get(key1)
+    r.set(key1, good[:-4])  # truncated
+    with pytest.raises(fairkv.Error) as ei:
+        m.prepare_load([1])
+    assert ei.value.status_name == "EPARSE" and "bytes" in str(ei.value) and key1 in str(ei.value)
+    r.set(key1, good.replace(b"FKVBLK", b"XXXXXX", 1))  # same size, wrong header
+    with pytest.raises(fairkv.Error) as ei:
+        m.prepare_load([1])
+    assert "header" in str(ei.value)
+    r.set(key1, r.get(m._rkey(2)))  # another block's value under this key
+    with pytest.raises(fairkv.Error) as ei:
+        m.prepare_load([1])
+    assert "header" in str(ei.value)
+    # nothing half-loaded stayed behind: the bad block is still not in the cache's pages
+    r.delete(key1)
+    assert m.lookup([1]) == 0
+    r.set(key1, good)
+    engine_load(m, [1])
+    m.close()
+
+
+def test_redis_down_is_a_clear_error(redis_url):
+    m = OffloadingManager(B, n_layers=1, n_kv_heads=1, head_dim=D, dtype="f32", capacity_pages=4, policy="lru",
+                          redis_url=redis_url)
+    engine_store(m, [1, 2, 3, 4])
+    engine_store(m, [5, 6, 7, 8])
+    import redis
+    redis.Redis.from_url(redis_url).shutdown(nosave=True)
+    assert m.lookup([1]) == 0  # an unreachable tier is a miss
+    assert m.lookup([5, 6, 7, 8]) == 4  # the pages still hold these
+    engine_store(m, [9])  # the write-through fails, the store does not
+    assert m.stats["remote_store_errors"] == 1
+    with pytest.raises(fairkv.Error):
+        m._remote_get(1, 0)
+    m.close()
