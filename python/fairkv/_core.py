@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence as SeqT, Tuple, Union
 
@@ -184,21 +185,25 @@ class _Handle:
     """The library's cache pointer and who still needs it: the Cache object
     (one reference until close) and each live numpy K/V view."""
 
-    __slots__ = ("ptr", "refs", "keep")
+    __slots__ = ("ptr", "refs", "keep", "lock")
 
     def __init__(self, ptr: Any, keep: List[Any]):
         self.ptr = ptr
         self.refs = 1
         self.keep = keep  # strings and the clock the config points at
+        self.lock = threading.Lock()  # a view may die in any thread
 
     def acquire(self) -> None:
-        self.refs += 1
+        with self.lock:
+            self.refs += 1
 
     def release(self) -> None:
-        self.refs -= 1
-        if self.refs == 0 and self.ptr is not None:
+        with self.lock:
+            self.refs -= 1
+            if self.refs != 0 or self.ptr is None:
+                return
             ptr, self.ptr = self.ptr, None
-            lib.fkv_cache_destroy(ptr)
+        lib.fkv_cache_destroy(ptr)
 
 
 MatchInfo = Tuple[int, int, int]
@@ -524,6 +529,9 @@ class Cache:
         scale defaults to 1/sqrt(head_dim).  The sequences are pinned
         during the call."""
         seqs = list(seqs)
+        for s in seqs:
+            if not isinstance(s, Sequence) or s._cache is not self:
+                raise _einval(f"fairkv.Cache.attention_decode: {s!r} is not a sequence of this cache")
         qa = self._queries(q, len(seqs), "fairkv.Cache.attention_decode")
         kvs, keep = self._kv_args(_u32(layer, "layer"))
         out = np.empty_like(qa)
@@ -553,6 +561,8 @@ class Cache:
                           scale: Optional[float] = None) -> np.ndarray:
         """Causal prefill attention (fkv_attn_prefill) of one sequence:
         query i sits at position q_pos0 + i.  q: [n_q, n_heads, head_dim]."""
+        if not isinstance(seq, Sequence) or seq._cache is not self:
+            raise _einval(f"fairkv.Cache.attention_prefill: {seq!r} is not a sequence of this cache")
         qa = np.ascontiguousarray(q, dtype=np.float32)
         qa = self._queries(qa, qa.shape[0] if qa.ndim == 3 else -1, "fairkv.Cache.attention_prefill")
         kvs, keep = self._kv_args(_u32(layer, "layer"))

@@ -258,3 +258,32 @@ def test_lifetime_gc_of_unclosed_objects():
         s.touch()
         k[0, 0, 0, 0] = 1.0
         del s, k, _v
+
+
+def test_threads_share_a_cache():
+    """cffi releases the GIL in every call: four threads append, touch and
+    free on one cache (the library's lock), views die in any thread."""
+    import threading
+    c = small(capacity_pages=4096, storage="cpu", dtype="f32", prefix_cache=False)
+    errors = []
+
+    def work(t):
+        try:
+            for i in range(200):
+                s = c.sequence(request_id=1 + t * 1000 + i)
+                s.append(12)
+                k, _ = c.kv(0)
+                del k
+                s.touch()
+                s.free()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    th = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    assert not errors
+    assert sum(c.counters()["hit_tokens"].values()) == 4 * 200 * 12
+    c.close()

@@ -126,6 +126,15 @@ def test_attention_bad_queries_raise():
             c.attention_decode(0, [s], np.zeros((2, 2, 8), np.float32))  # two queries, one sequence
         with pytest.raises(fairkv.Error):
             c.attention_decode(5, [s], np.zeros((1, 2, 8), np.float32))  # no layer 5
+        with fairkv.Cache(n_layers=1, n_kv_heads=2, head_dim=8, dtype="f32", storage="cpu",
+                          capacity_pages=16) as other:
+            t = other.sequence()
+            t.append(4)
+            with pytest.raises(fairkv.Error) as ei:  # its pages are another cache's
+                c.attention_decode(0, [s, t], np.zeros((2, 2, 8), np.float32))
+            assert "not a sequence of this cache" in str(ei.value)
+            with pytest.raises(fairkv.Error):
+                c.attention_prefill(0, t, np.zeros((1, 2, 8), np.float32))
     with fairkv.Cache(n_layers=1, n_kv_heads=1, head_dim=8, capacity_pages=16) as c:
         s = c.sequence()
         s.append(4)
