@@ -53,6 +53,32 @@ def py_round(toks, want_slots):
     return append_ns / (SEQS * SEQ_PAGES), touch_ns / (4 * SEQS)
 
 
+def raw_round(toks):
+    """The same calls through cffi's lib directly, pointers made untimed:
+    the floor of any cffi binding (the wrapper's checks excluded)."""
+    from fairkv._native import ffi, lib
+    cache = fairkv.Cache(capacity_pages=65536, page_tokens=PT)
+    seqs = []
+    append_ns = 0
+    for i in range(SEQS):
+        s = cache.sequence(request_id=i + 1)
+        seqs.append(s)
+        ptrs = [ffi.from_buffer("int32_t[]", p) for p in toks[i]]
+        sp = s._ptr
+        t0 = time.perf_counter_ns()
+        for p in ptrs:
+            lib.fkv_seq_append(sp, p, PT, ffi.NULL)
+        append_ns += time.perf_counter_ns() - t0
+    ptrs = [s._ptr for s in seqs]
+    t0 = time.perf_counter_ns()
+    for _ in range(4):
+        for sp in ptrs:
+            lib.fkv_seq_touch(sp, ffi.NULL)
+    touch_ns = time.perf_counter_ns() - t0
+    cache.close()
+    return append_ns / (SEQS * SEQ_PAGES), touch_ns / (4 * SEQS)
+
+
 def c_round(exe):
     out = subprocess.run([exe, "micro", "cache", "--json", "--only", "ops", "--rounds", "1"], check=True,
                          capture_output=True, text=True).stdout
@@ -70,19 +96,22 @@ def main():
     if exe is None:
         sys.exit("no fairkv command found (set FAIRKV_BIN)")
     toks = [tokens(i) for i in range(SEQS)]
-    py, pyn, c = [], [], []
+    py, pyn, raw, c = [], [], [], []
     for _ in range(a.rounds):
         c.append(c_round(exe))
         py.append(py_round(toks, True))
         pyn.append(py_round(toks, False))
+        raw.append(raw_round(toks))
     med = lambda xs, k: statistics.median(x[k] for x in xs)
     res = {"rounds": a.rounds, "python_append_ns": med(py, 0), "python_append_noslots_ns": med(pyn, 0),
-           "c_append_ns": med(c, 0), "python_touch_ns": med(py + pyn, 1), "c_touch_ns": med(c, 1)}
+           "python_append_rawcffi_ns": med(raw, 0), "c_append_ns": med(c, 0),
+           "python_touch_ns": med(py + pyn, 1), "python_touch_rawcffi_ns": med(raw, 1), "c_touch_ns": med(c, 1)}
     if a.json:
         print(json.dumps(res))
         return
     print(f"per call, medians of {a.rounds} alternated rounds:")
-    for op, key in (("append", "append"), ("append, slots=False", "append_noslots"), ("touch", "touch")):
+    for op, key in (("append", "append"), ("append, slots=False", "append_noslots"),
+                    ("append, raw cffi", "append_rawcffi"), ("touch", "touch"), ("touch, raw cffi", "touch_rawcffi")):
         p, cc = res[f"python_{key}_ns"], res[f"c_{op.split(',')[0]}_ns"]
         print(f"  {op:20s}  python {p:7.0f} ns   C {cc:6.0f} ns   python - C {p - cc:7.0f} ns   ratio {p / cc:5.1f}")
 

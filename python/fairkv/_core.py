@@ -209,6 +209,11 @@ class _Handle:
 MatchInfo = Tuple[int, int, int]
 
 
+_I32 = np.dtype(np.int32)
+_T_I32 = ffi.typeof("int32_t[]")
+_T_SLOT = ffi.typeof("fkv_slot[]")
+
+
 def _tokens_arg(tokens: Any, what: str) -> Any:
     if type(tokens) is np.ndarray and tokens.dtype == np.int32 and tokens.ndim == 1 and tokens.flags.c_contiguous:
         return tokens
@@ -703,17 +708,22 @@ class Sequence:
         arrays with (slots=False: returns None, a little cheaper, for
         phantom storage).  Raises fairkv.Error (EFULL) when nothing is
         evictable; then nothing was appended."""
-        p = self._p()
-        if isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
+        p = self._ptr
+        if p is None:
+            p = self._p()  # raises
+        if type(tokens) is np.ndarray and tokens.dtype is _I32 and tokens.ndim == 1 and tokens.flags.c_contiguous:
+            n = tokens.shape[0]  # the common case, checked cheaply
+            tok = ffi.from_buffer(_T_I32, tokens)
+        elif isinstance(tokens, (int, np.integer)) and not isinstance(tokens, bool):
             n = _u32(tokens, "fairkv.Sequence.append: n")
             tok = ffi.NULL
         else:
             arr = _tokens_arg(tokens, "fairkv.Sequence.append")
             n = arr.size
-            tok = ffi.from_buffer("int32_t[]", arr)
+            tok = ffi.from_buffer(_T_I32, arr)
         if slots:
             out = np.empty((n, 2), dtype=np.uint32)
-            st = lib.fkv_seq_append(p, tok, n, ffi.from_buffer("fkv_slot[]", out))
+            st = lib.fkv_seq_append(p, tok, n, ffi.from_buffer(_T_SLOT, out))
         else:
             out = None
             st = lib.fkv_seq_append(p, tok, n, ffi.NULL)
@@ -737,7 +747,8 @@ class Sequence:
         """One engine step reads the sequence: counts hits and misses,
         heats its chunks.  Returns the tokens that must be recomputed."""
         m = self._out
-        st = lib.fkv_seq_touch(self._p(), m)
+        p = self._ptr
+        st = lib.fkv_seq_touch(p if p is not None else self._p(), m)
         if st:
             _raise(st, "fairkv.Sequence.touch")
         return m[0]
