@@ -217,7 +217,12 @@ _T_SLOT = ffi.typeof("fkv_slot[]")
 def _tokens_arg(tokens: Any, what: str) -> Any:
     if type(tokens) is np.ndarray and tokens.dtype == np.int32 and tokens.ndim == 1 and tokens.flags.c_contiguous:
         return tokens
-    arr = np.ascontiguousarray(tokens, dtype=np.int32)
+    arr = np.asarray(tokens)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise _einval(f"{what}: token ids must be integers, got {arr.dtype} values")
+    if arr.size and arr.dtype != _I32 and (int(arr.min()) < -(2**31) or int(arr.max()) >= 2**31):
+        raise _einval(f"{what}: a token id is outside int32 ({int(arr.min())}..{int(arr.max())})")
+    arr = np.ascontiguousarray(arr, dtype=np.int32)
     if arr.ndim != 1:
         raise _einval(f"{what}: tokens must be one-dimensional, got shape {arr.shape}")
     if arr.size >= 2**32:
@@ -392,6 +397,8 @@ class Cache:
 
     def set_tenant_weight(self, tenant: int, weight: float) -> None:
         """A tenant's weight in the max-min shares ((0, 1e9], default 1)."""
+        if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)):
+            raise _einval(f"fairkv.Cache.set_tenant_weight: weight must be a number, got {weight!r}")
         st = lib.fkv_cache_set_tenant_weight(self._p(), _u64(tenant, "tenant"), float(weight))
         if st:
             _raise(st)

@@ -160,6 +160,8 @@ def test_tenants_and_weights():
     with pytest.raises(fairkv.Error) as ei:
         c.set_tenant_weight(1, -1.0)
     assert ei.value.status_name == "EINVAL"
+    with pytest.raises(fairkv.Error):
+        c.set_tenant_weight(1, "heavy")
     with pytest.raises(fairkv.Error) as ei:
         c.tenant_info(77)
     assert ei.value.status_name == "ENOENT"
@@ -177,6 +179,17 @@ def test_bad_arguments_raise():
     s = c.sequence()
     with pytest.raises(fairkv.Error):
         s.append([[1, 2]])
+    with pytest.raises(fairkv.Error) as ei:  # would wrap around in int32
+        s.append([1, 2**40])
+    assert "int32" in str(ei.value)
+    with pytest.raises(fairkv.Error):
+        s.append(np.array([-(2**31) - 1]))
+    with pytest.raises(fairkv.Error) as ei:
+        s.append([1.5, 2.0])
+    assert "integers" in str(ei.value)
+    with pytest.raises(fairkv.Error):
+        s.append([2**70])
+    assert len(s) == 0  # nothing appended by a refused call
     with pytest.raises(fairkv.Error):
         c.sequence(tenant=-1)
     with pytest.raises(fairkv.Error) as ei:
