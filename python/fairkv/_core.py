@@ -478,7 +478,10 @@ class Cache:
         memory (storage="cpu" only): shape [n_pages, page_tokens,
         n_kv_heads, head_dim], dtype float32 or float16.  Write token i's K
         at ``K[slots[i, 0], slots[i, 1]]`` with the slots ``append``
-        returned.  No copy: the kernels read what is written here."""
+        returned.  No copy: the kernels read what is written here.  The
+        arrays live as long as the cache (and past close() while a view
+        does).  Pages of chunks stored quantized (quant_mode, reclaim) hold
+        int8/int4 codes in fairkv_quant.h's layout, not values of dtype."""
         p = self._p()
         layer = _u32(layer, "layer")
         got = self._views.get(layer)
