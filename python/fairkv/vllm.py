@@ -25,8 +25,8 @@ With ``redis_url`` (or ``redis=`` a client), a Redis tier sits below
 both: every stored block's K/V (all layers) is also written to Redis when
 its store completes (write-through), ``lookup`` counts blocks found only
 there, and ``prepare_load`` reads them back into pages, checking the value's
-header (format, geometry, block key) and length before a byte reaches the
-cache.  This tier is the package's own, over Debian's python3-redis: the
+header (format, geometry, block key), length and digest before a byte
+reaches the cache.  This tier is the package's own, over Debian's python3-redis: the
 fairkv command's remote tier (src/remote) is not part of libfairkv, and its
 key and value format is not shared with it.
 
@@ -46,10 +46,15 @@ from ._core import Cache, Error, Sequence
 
 MEDIUM = "fairkv"
 # a Redis value: magic, version, then n_layers, n_kv_heads, head_dim,
-# block tokens, dtype (0 f32, 1 f16) and the block's 64-bit key; then each
-# layer's K page and V page, raw
+# block tokens, dtype (0 f32, 1 f16) and the block's 64-bit key; a BLAKE2b
+# digest (16 bytes) of the rest; then each layer's K page and V page, raw
 _MAGIC = b"FKVBLK"
 _HEADER = struct.Struct("<6sHIIIIIQ")
+_DIGEST = 16
+
+
+def _digest(payload: Any) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_DIGEST).digest()
 
 
 @dataclass
@@ -175,12 +180,13 @@ class OffloadingManager:
             return False
 
     def _remote_put(self, h: Any, page: int) -> None:
-        parts = [self._header(h)]
+        parts = []
         for layer in range(self._cfg["n_layers"]):
             k, v = self.cache.kv(layer)
             parts += [k[page].tobytes(), v[page].tobytes()]
+        payload = b"".join(parts)
         try:
-            self._redis.set(self._rkey(h), b"".join(parts))
+            self._redis.set(self._rkey(h), self._header(h) + _digest(payload) + payload)
             self.stats["remote_stored_blocks"] += 1
         except Exception:
             self.stats["remote_store_errors"] += 1  # still stored in fairkv
@@ -195,14 +201,18 @@ class OffloadingManager:
             raise Error(4, f"fairkv.vllm.prepare_load: block {h!r}: {key} is gone from {self._redis_url}")
         c = self._cfg
         page_bytes = self.cache.kv(0)[0][0].nbytes
-        want = _HEADER.size + 2 * c["n_layers"] * page_bytes
+        want = _HEADER.size + _DIGEST + 2 * c["n_layers"] * page_bytes
         head = self._header(h)
+        off = _HEADER.size + _DIGEST
+        got = None
         if len(val) != want or val[:_HEADER.size] != head:
             got = "its header differs (format, geometry or block key)" if len(val) == want else \
                 f"{len(val)} bytes where {want} were expected"
+        elif _digest(memoryview(val)[off:]) != val[_HEADER.size:off]:
+            got = "its K/V bytes do not match the digest stored with them"
+        if got is not None:
             raise Error(7, f"fairkv.vllm.prepare_load: block {h!r}: the value of {key} read back from "
                            f"{self._redis_url} is not this cache's block: {got}")
-        off = _HEADER.size
         for layer in range(c["n_layers"]):
             k, v = self.cache.kv(layer)
             for arr in (k, v):

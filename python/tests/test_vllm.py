@@ -215,6 +215,16 @@ def test_redis_values_are_checked(redis_url):
     with pytest.raises(fairkv.Error) as ei:
         m.prepare_load([1])
     assert "header" in str(ei.value)
+    # any single byte changed anywhere, or a value cut anywhere, is refused
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        bad = bytearray(good)
+        i = int(rng.integers(len(bad)))
+        bad[i] ^= 1 << int(rng.integers(8))
+        r.set(key1, bytes(bad) if rng.random() < 0.8 else good[:int(rng.integers(len(good)))])
+        with pytest.raises(fairkv.Error) as ei:
+            m.prepare_load([1])
+        assert ei.value.status_name == "EPARSE", str(ei.value)
     # nothing half-loaded stayed behind: the bad block is still not in the cache's pages
     r.delete(key1)
     assert m.lookup([1]) == 0
