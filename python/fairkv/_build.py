@@ -109,6 +109,7 @@ const char *fkv_class_name(fkv_class c);
 const char *fkv_reclaim_name(fkv_reclaim_action a);
 int64_t fkv_virtual_clock_now(void *ctx);
 void fkv_config_default(fkv_config *cfg);
+fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen);
 uint64_t fkv_config_token_bytes(const fkv_config *cfg);
 const char *const *fkv_policy_names(void);
 

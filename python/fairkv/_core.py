@@ -264,16 +264,28 @@ class Cache:
     ``quant_mode="under_pressure"``).  A bad value raises ``fairkv.Error``
     naming the field.  ``virtual_clock=True`` replaces the monotonic clock by
     ``Cache.clock_ns``, which the caller sets (simulations, tests).
+    ``from_env=True`` reads the FAIRKV_<FIELD> environment variables first
+    (fkv_config_from_env), the keywords then override them.
 
     Use it as a context manager, or call ``close()``: both free the
     library's memory at once.
     """
 
-    def __init__(self, *, virtual_clock: bool = False, **config: Any):
+    def __init__(self, *, virtual_clock: bool = False, from_env: bool = False, **config: Any):
         self._h: Optional[_Handle] = None
         cfg = ffi.new("fkv_config *")
         lib.fkv_config_default(cfg)
         keep: List[Any] = []
+        if from_env:  # FAIRKV_<FIELD> variables first (docs/OPERATIONS.md), keywords over them
+            err = ffi.new("char[512]")
+            st = lib.fkv_config_from_env(cfg, err, 512)
+            if st:
+                raise Error(st, ffi.string(err).decode("utf-8", "replace"))
+            for name, (kind, _arg) in _FIELDS.items():
+                if kind == "str" and getattr(cfg, name) != ffi.NULL:  # a private copy: the environment may change
+                    buf = ffi.new("char[]", ffi.string(getattr(cfg, name)))
+                    keep.append(buf)
+                    setattr(cfg, name, buf)
         for name, value in config.items():
             _set_field(cfg, name, value, keep)
         self._clock = None

@@ -300,3 +300,18 @@ def test_threads_share_a_cache():
     assert not errors
     assert sum(c.counters()["hit_tokens"].values()) == 4 * 200 * 12
     c.close()
+
+
+def test_from_env(monkeypatch):
+    monkeypatch.setenv("FAIRKV_PAGE_TOKENS", "8")
+    monkeypatch.setenv("FAIRKV_POLICY", "lru")
+    with fairkv.Cache(from_env=True, capacity_pages=16, chunk_tokens=8) as c:
+        assert c.config["page_tokens"] == 8 and c.config["policy"] == "lru"
+    with fairkv.Cache(from_env=True, capacity_pages=16, page_tokens=4) as c:  # keywords win
+        assert c.config["page_tokens"] == 4
+    with fairkv.Cache(capacity_pages=16) as c:  # not read unless asked
+        assert c.config["page_tokens"] == 16
+    monkeypatch.setenv("FAIRKV_PAGE_TOKENS", "eight")
+    with pytest.raises(fairkv.Error) as ei:
+        fairkv.Cache(from_env=True)
+    assert "FAIRKV_PAGE_TOKENS" in str(ei.value)
