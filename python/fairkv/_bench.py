@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import subprocess
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from ._core import Error
 from ._native import ffi, lib

@@ -15,7 +15,7 @@ import json
 import math
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence as SeqT, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence as SeqT, Tuple
 
 import numpy as np
 

@@ -229,7 +229,7 @@ def test_lifetime_close_before_sequence_raises():
             call()
         assert ei.value.status_name == "ESTATE" and "closed" in str(ei.value)
     s.free()   # nothing to free any more: no crash, no double free
-    del s
+    s = None   # and its collection after close frees nothing either
     c.close()  # idempotent
 
 
