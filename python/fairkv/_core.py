@@ -21,7 +21,7 @@ import numpy as np
 
 from ._native import ffi, lib
 
-__all__ = ["Error", "Cache", "Sequence", "MatchInfo", "config_defaults", "policy_names"]
+__all__ = ["Error", "Cache", "Sequence", "config_defaults", "policy_names"]
 
 _STATUS_NAMES = {
     lib.FKV_OK: "OK",
@@ -204,9 +204,6 @@ class _Handle:
                 return
             ptr, self.ptr = self.ptr, None
         lib.fkv_cache_destroy(ptr)
-
-
-MatchInfo = Tuple[int, int, int]
 
 
 _I32 = np.dtype(np.int32)
