@@ -523,6 +523,13 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         uint64_t total = 0, pt = sc->page_tokens;
         for (size_t i = 0; i < w->n; i++) total += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output + pt) / pt * pt;
         oracle_cfg.capacity_tokens = total + 2 * pt;
+        /* it evicts nothing, so no tier below the device (a host tier
+         * sized from its whole-trace device would ask for terabytes) */
+        oracle_cfg.host_x = 0;
+        oracle_cfg.host_capacity_bytes = 0;
+        oracle_cfg.host_demote = 0;
+        oracle_cfg.remote_capacity_bytes = 0;
+        oracle_cfg.tier_admission = FKV_TIER_ADMIT_OFF;
         cfg = &oracle_cfg;
     }
     fkv_req *reqs = malloc(w->n * sizeof *reqs);
