@@ -12,6 +12,7 @@
 #include "core/admit.h"
 #include "core/internal.h"
 #include "fairkv.h"
+#include "server/backend_engine_opts.h"
 
 #define PT 4
 #define CHUNK 8
@@ -270,6 +271,27 @@ static void test_config(void)
     unsetenv("FAIRKV_TIER_ADMISSION");
 }
 
+/* The served engine's option: parsed, and refused with no tier below the
+ * device to admit to. */
+static void test_serve_option(void)
+{
+    fkv_engine_config cfg;
+    fkv_engine_backend_opts bo;
+    char model[64], err[256] = "";
+    const char *alone[] = {"model=m.gguf", "tier_admission=seen", NULL};
+    CHECK(fkv__engine_opts_parse(alone, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "no tier below the device"));
+    const char *host[] = {"model=m.gguf", "tier_admission=tinylfu", "host_kv=1MiB", NULL};
+    CHECK(fkv__engine_opts_parse(host, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.tier_admission == FKV_TIER_ADMIT_TINYLFU && cfg.host_demote);
+    const char *remote[] = {"model=m.gguf", "tier_admission=seen", "remote=redis://127.0.0.1:1", NULL};
+    CHECK(fkv__engine_opts_parse(remote, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.tier_admission == FKV_TIER_ADMIT_SEEN);
+    const char *bad[] = {"model=m.gguf", "tier_admission=often", "host_kv=1MiB", NULL};
+    CHECK(fkv__engine_opts_parse(bad, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "tier_admission=often"));
+}
+
 int main(void)
 {
     test_filter_counts();
@@ -278,5 +300,6 @@ int main(void)
     test_tinylfu_keeps_frequent();
     test_closure();
     test_config();
+    test_serve_option();
     return check_done();
 }

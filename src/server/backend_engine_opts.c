@@ -143,5 +143,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             return FKV_EINVAL;
         }
     }
+    if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->host_demote && !bo->remote) {
+        snprintf(err, errlen, "engine backend: tier_admission=%s: no tier below the device to admit to (give host_kv "
+                 "or remote)", fkv_tier_admission_name(cfg->tier_admission));
+        return FKV_EINVAL;
+    }
     return FKV_OK;
 }
