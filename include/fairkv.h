@@ -131,6 +131,14 @@ typedef enum fkv_quota_mode {
     FKV_QUOTA_TENANT = 2   /* per tenant: weighted max-min over demand; within a tenant per request */
 } fkv_quota_mode;
 
+/* Admission below the device (fkv_config.tier_admission). */
+typedef enum fkv_tier_admission {
+    FKV_TIER_ADMIT_OFF = 0,     /* every idle chunk the device evicts goes down */
+    FKV_TIER_ADMIT_TINYLFU = 1, /* TinyLFU: when the tier is full, a chunk goes down only if it was
+                                 * seen at least as often as the chunk it would push out */
+    FKV_TIER_ADMIT_SEEN = 2     /* a chunk goes down only once seen tier_admission_threshold times */
+} fkv_tier_admission;
+
 typedef struct fkv_config {
     /* model geometry: bytes per token = 2 * n_layers * n_kv_heads * head_dim * sizeof(dtype) */
     uint32_t n_layers;   /* 32 */
@@ -183,6 +191,25 @@ typedef struct fkv_config {
      * without this field. */
     int host_demote;
 
+    /* admission below the device (src/core/admit.h).  FKV_TIER_ADMIT_OFF (the
+     * default): every idle chunk the device evicts goes down, as without
+     * these fields.  Otherwise every full page a request computes or
+     * matches is a sighting of its page key (the chained prefix key, seeded
+     * by the tenant's namespace, so tenants never share counts), counted
+     * by a TinyLFU sketch over about tier_admission_window sightings, and
+     * an idle chunk the device evicts goes down to the host tier only when
+     * its last page's count passes the test: FKV_TIER_ADMIT_SEEN, at least
+     * tier_admission_threshold; FKV_TIER_ADMIT_TINYLFU, when the host is
+     * full, at least the count of the host chunk it would push out (ties
+     * go down: equal counts leave the host's order as it was).  Either
+     * way a chunk that starts past 0 must extend a chunk still held, on
+     * the device or in the host tier (prefix closure; with SEEN that one
+     * must pass too).  Refused chunks are dropped and counted in
+     * fairkv_tier_refused_total. */
+    int tier_admission;                /* fkv_tier_admission */
+    uint32_t tier_admission_threshold; /* 2: sightings needed, 1..15 */
+    uint64_t tier_admission_window;    /* 0: 10 x (device pages + host pages) */
+
     /* prefix cache */
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
     uint32_t block_tokens;   /* 512: tokens per block id in hash-id mode */
@@ -206,6 +233,11 @@ FKV_API uint64_t fkv_config_token_bytes(const fkv_config *cfg);
 
 /* Names of the registered eviction policies, NULL-terminated.  Pure. */
 FKV_API const char *const *fkv_policy_names(void);
+
+/* Pure.  "off", "tinylfu" or "seen" -> *out; -1 on any other name (out untouched).
+ * The name of a mode, or "?" */
+FKV_API int fkv_tier_admission_parse(const char *name, int *out);
+FKV_API const char *fkv_tier_admission_name(int mode);
 
 /* ---------------------------------------------------------------- cache */
 
@@ -505,6 +537,11 @@ typedef struct fkv_counters {
     uint64_t cow_copies;
     uint32_t pages_used;
     uint32_t pages_free;
+    /* below the device: idle chunks demoted to the host tier and their
+     * bytes (the PCIe writes), and those the admission filter refused */
+    uint64_t host_demoted_chunks;
+    uint64_t host_demoted_bytes;
+    uint64_t host_refused_chunks;
 } fkv_counters;
 FKV_API fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
 

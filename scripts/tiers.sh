@@ -16,7 +16,9 @@
 # device, device + host and total columns bound every row of the setting
 # (its host and remote columns alone bound nothing).  Not part of CI (chat:
 # seconds; Mooncake: a few minutes).  SCHEMES=... and WORKLOADS="chat
-# mooncake" and HOSTS="0 1 4 16" choose what runs.
+# mooncake" and HOSTS="0 1 4 16" choose what runs; ADMISSION=seen or
+# tinylfu puts the admission filter below the device (--tier-admission;
+# default off, the tables as they were).
 set -euo pipefail
 B=${1:-build}
 F="$B/fairkv"
@@ -27,6 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 SCHEMES=${SCHEMES:-lru,fairkv,belady,oracle-memory}
 WORKLOADS=${WORKLOADS:-chat mooncake}
 HOSTS=${HOSTS:-0 1 4 16}
+ADMISSION=${ADMISSION:-off}
 REMOTE="--remote-gb 1000"
 
 rows() { # workload label, host x, remote label, then bench options
@@ -34,6 +37,8 @@ rows() { # workload label, host x, remote label, then bench options
     shift 3
     local host=()
     [ "$hx" != 0 ] && host=(--host-x "$hx" --host-demote)
+    # the filter needs a tier below the device
+    [ "$ADMISSION" != off ] && { [ "$hx" != 0 ] || [ "$rl" != none ]; } && host+=(--tier-admission "$ADMISSION")
     "$F" bench --quiet --format json --load 0.9 --schemes "$SCHEMES" --min-bound "${host[@]}" "$@" >"$tmp/r.json"
     python3 - "$tmp/r.json" "$wl" "$hx" "$rl" <<'EOF'
 import json, sys

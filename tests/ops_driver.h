@@ -85,10 +85,11 @@ static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal"
  * salts, and reclaim of running requests' chunks (ops_step case 9). */
 #define OPS_VARIANTS 432
 /* Then, numbered from OPS_VARIANTS on, the host tier: 6 policies x quotas
- * (request, tenant) x dynamic chunking x quantization (off, always), with
- * demotion on and a host of 16 pages, matches across tiers and promotion
- * (tests/test_ops_host.c). */
-#define OPS_HOST_VARIANTS 48
+ * (request, tenant) x dynamic chunking x quantization (off, always) x
+ * admission below the device (off, tinylfu, seen: a window of 64 sightings,
+ * so the sketch halves often), with demotion on and a host of 16 pages,
+ * matches across tiers and promotion (tests/test_ops_host.c). */
+#define OPS_HOST_VARIANTS 144
 
 /* Config variant k: policies x quotas x dynamic chunking x retention. */
 static fkv_status ops_open(ops_state *st, uint32_t k)
@@ -115,6 +116,8 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
         cfg.quotas = (h / 6) % 2 ? FKV_QUOTA_TENANT : FKV_QUOTA_REQUEST;
         cfg.dynamic_chunking = (h / 12) % 2;
         cfg.quant_mode = (fkv_quant_mode)((h / 24) % 2);
+        cfg.tier_admission = (int)(h / 48); /* off, tinylfu, seen */
+        cfg.tier_admission_window = 64;
         cfg.quant_dtype = FKV_INT8;
         cfg.quant_hot_tokens = 8;
         cfg.host_capacity_bytes = 16 * 4 * 2 * 2 * sizeof(float); /* 16 pages of K+V */

@@ -9,7 +9,10 @@
  *    remote hits) with the text of an instance without the tier; another
  *    user, or another cache_salt, gets none of them;
  *  - a value corrupted in Redis (SETRANGE) is refused (corrupt counter)
- *    and the prompt computed: the text is still right. */
+ *    and the prompt computed: the text is still right;
+ *  - --tier-admission seen: a prompt served once writes nothing to Redis
+ *    (its pages counted in fairkv_remote_refused_total), served twice its
+ *    pages are written and another instance finds them. */
 #include "redis_fixture.h"
 #include "serve_proc.h"
 
@@ -193,6 +196,39 @@ int main(void)
     CHECKF(qpages >= 5 && held >= 1 && held <= 3, "quota: %lld keys held of %ld pages written", held, qpages);
     sp_end(&s3);
     rfx_stop(&rq);
+
+    /* admission (--tier-admission seen): A served once is looked up and
+     * computed, one sighting of each page: nothing is written, the pages
+     * are counted as refused; served again (a second sighting) its pages
+     * go to Redis, and another instance finds them */
+    rfx_server ra = {0};
+    REQUIRE(rfx_start(&ra, false));
+    char aurl[64];
+    snprintf(aurl, sizeof aurl, "redis://127.0.0.1:%d", ra.port);
+    sp_proc s4 = {0}, s5 = {0};
+    const char *aargs[] = {"--model", model, "--remote", aurl, "--remote-timeout-ms", "2000", "--tier-admission",
+                           "seen", NULL};
+    REQUIRE(sp_start(&s4, aargs) == 0);
+    REQUIRE(sp_start(&s5, aargs) == 0);
+    sp_complete(s4.port, A, NULL, NULL, MAXTOK, &a);
+    CHECK(a.status == 200 && !strcmp(a.text, refA.text));
+    long apages = (a.prompt + MAXTOK - 1) / 16;
+    CHECKF(metric_above(s4.port, "fairkv_remote_refused_total", apages - 1) == apages, "refused %g of %ld",
+           sp_metric(s4.port, "fairkv_remote_refused_total"), apages);
+    CHECKF(stable_keys(ra.port) == 0, "written after one sighting: %lld", stable_keys(ra.port));
+    CHECK(sp_metric(s4.port, "fairkv_remote_puts_total") == 0);
+    sp_complete(s4.port, A, NULL, NULL, MAXTOK, &a);
+    CHECK(a.status == 200 && !strcmp(a.text, refA.text));
+    CHECKF(wait_keys(ra.port, apages), "want %ld keys after the second sighting", apages);
+    CHECK(sp_metric(s4.port, "fairkv_remote_refused_total") == apages);
+    sp_complete(s5.port, A, NULL, NULL, MAXTOK, &a);
+    CHECKF(a.cached >= 64 && !strcmp(a.text, refA.text), "admitted pages: cached %ld", a.cached);
+    CHECK(metric_above(s5.port, "fairkv_remote_hits_total", 3) >= 4);
+    /* the library's own counter of host demotions refused is there too */
+    CHECK(sp_metric(s4.port, "fairkv_tier_refused_total{tier=\"device\"}") == 0);
+    sp_end(&s4);
+    sp_end(&s5);
+    rfx_stop(&ra);
 
     sp_end(&ref);
     rfx_stop(&rs);

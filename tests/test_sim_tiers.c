@@ -288,6 +288,55 @@ static void cost_table(void)
     }
 }
 
+static unsigned long long after(const char *s, const char *key)
+{
+    const char *p = strstr(s, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : ~0ull;
+}
+
+/* oracle-memory evicts nothing: with a host tier asked for, it runs with
+ * none (no "tiers" in its JSON; before, its host was sized from its
+ * whole-trace device) while lru's row beside it has its tiers. */
+static void oracle_without_host(void)
+{
+    char *s = bench_out("--workload chat --requests 200 --load 0.9 --schemes lru,oracle-memory --quiet --format json "
+                        "--host-x 16 --host-demote");
+    const char *o = strstr(s, "\"name\":\"oracle-memory\"");
+    REQUIRE(o != NULL);
+    CHECK(strstr(o, "\"tiers\"") == NULL);
+    CHECK(strstr(s, "\"tiers\"") != NULL && strstr(s, "\"tiers\"") < o);
+    free(s);
+}
+
+/* The admission filter: off is the run without the option, byte for byte;
+ * "seen" refuses chunks and writes fewer bytes to both tiers; asked for
+ * with no tier below the device it is refused. */
+static void admission_writes(void)
+{
+    const char *base = "--workload chat --requests 600 --load 0.9 --schemes lru --quiet --format json --host-x 4 "
+                       "--host-demote --remote-gb 50";
+    char a[512];
+    char *plain = bench_out(base);
+    snprintf(a, sizeof a, "%s --tier-admission off", base);
+    char *off = bench_out(a);
+    snprintf(a, sizeof a, "%s --tier-admission seen", base);
+    char *seen = bench_out(a);
+    CHECK(strcmp(plain, off) == 0);
+    const char *ro = strstr(off, "\"written_bytes\":{\"host\":"), *rs = strstr(seen, "\"written_bytes\":{\"host\":");
+    REQUIRE(ro && rs);
+    unsigned long long oh = after(ro, "{\"host\":"), sh = after(rs, "{\"host\":");
+    unsigned long long o_remote = after(ro, ",\"remote\":"), s_remote = after(rs, ",\"remote\":");
+    CHECKF(oh > 0 && sh < oh, "host bytes off %llu seen %llu", oh, sh);
+    CHECKF(o_remote > 0 && s_remote < o_remote, "remote bytes off %llu seen %llu", o_remote, s_remote);
+    CHECK(after(off, "\"refused_chunks\":{\"host\":") == 0);
+    unsigned long long refused = after(seen, "\"refused_chunks\":{\"host\":");
+    CHECKF(refused > 0 && refused != ~0ull, "refused %llu", refused);
+    free(plain);
+    free(off);
+    free(seen);
+    CHECK(bench_cli("--workload chat --requests 50 --quiet --schemes lru --tier-admission tinylfu", "/dev/null") != 0);
+}
+
 int main(void)
 {
     store_lru();
@@ -297,5 +346,7 @@ int main(void)
     untiered_unchanged();
     tiers_sum();
     cost_table();
+    oracle_without_host();
+    admission_writes();
     return check_done();
 }

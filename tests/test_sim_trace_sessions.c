@@ -109,6 +109,43 @@ static void mooncake_memory(void)
     CHECK(!memcmp(tenant_of[0], tenant_of[1], sizeof tenant_of[0]));
 }
 
+/* The session rule past a common system prompt: every request but one
+ * begins with block 5 (6 of 7: more than half), and all that share it
+ * begin 5, 9 (also 6 of 7); the next position is the first not common.
+ * Sessions: the first id past the common head (40, 41, 42), the one
+ * request that does not start with 5 by its own first id (77), and the
+ * request no longer than the common head by its last id (9).  Under the
+ * old rule (first id) the six requests were one session. */
+static void common_first_block(void)
+{
+    fkv_workload w;
+    char err[256] = "";
+    const char *m = "{\"timestamp\": 0, \"input_length\": 2000, \"output_length\": 5, \"hash_ids\": [5, 9, 40, 1]}\n"
+                    "{\"timestamp\": 1, \"input_length\": 2000, \"output_length\": 5, \"hash_ids\": [5, 9, 41, 2]}\n"
+                    "{\"timestamp\": 2, \"input_length\": 2000, \"output_length\": 5, \"hash_ids\": [5, 9, 40, 3]}\n"
+                    "{\"timestamp\": 3, \"input_length\": 2000, \"output_length\": 5, \"hash_ids\": [5, 9, 42, 4]}\n"
+                    "{\"timestamp\": 4, \"input_length\": 2000, \"output_length\": 5, \"hash_ids\": [77, 9, 40, 5]}\n"
+                    "{\"timestamp\": 5, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [5, 9]}\n"
+                    "{\"timestamp\": 6, \"input_length\": 1600, \"output_length\": 5, \"hash_ids\": [5, 9, 41]}\n";
+    REQUIRE(fkv_trace_parse(m, strlen(m), "c.jsonl", FKV_TRACE_AUTO, 0, 4, &w, err, sizeof err) == FKV_OK);
+    REQUIRE(w.session && w.session_key && w.n == 7);
+    CHECKF(w.n_sessions == 5, "%zu sessions", w.n_sessions);
+    static const uint64_t key[7] = {40, 41, 40, 42, 77, 9, 41};
+    for (size_t i = 0; i < w.n; i++)
+        CHECKF(w.session_key[w.session[i]] == key[i], "request %zu: key %llu", i,
+               (unsigned long long)w.session_key[w.session[i]]);
+    CHECK(w.session[0] == w.session[2] && w.session[1] == w.session[6] && w.session[0] != w.session[1]);
+    fkv_workload_free(&w);
+    /* half exactly is not most: 2 of 4 share block 5, so the first id rules */
+    const char *h = "{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [5, 1]}\n"
+                    "{\"timestamp\": 1, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [5, 2]}\n"
+                    "{\"timestamp\": 2, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [6, 3]}\n"
+                    "{\"timestamp\": 3, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [7, 4]}\n";
+    REQUIRE(fkv_trace_parse(h, strlen(h), "h.jsonl", FKV_TRACE_AUTO, 0, 4, &w, err, sizeof err) == FKV_OK);
+    CHECK(w.n_sessions == 3 && w.session[0] == w.session[1] && w.session_key[w.session[0]] == 5);
+    fkv_workload_free(&w);
+}
+
 static void plain_and_missing(void)
 {
     fkv_workload w;
@@ -255,6 +292,7 @@ static void mooncake_real(const char *path)
 int main(void)
 {
     mooncake_memory();
+    common_first_block();
     plain_and_missing();
     refusals();
     const char *dir = getenv("FKV_DATA_DIR");

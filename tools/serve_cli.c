@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "  --host-bytes BYTES   engine: host tier for offloaded chunks (default 0: none)\n"
             "  --host-kv BYTES      engine: host tier that idle evicted chunks are demoted to and found\n"
             "                       again in by later prompts (default 0: none)\n"
+            "  --tier-admission off|tinylfu|seen  engine: below the device only what a TinyLFU filter\n"
+            "                       has seen often enough: host demotions (tinylfu: as often as the chunk it\n"
+            "                       would push out; seen: twice) and Redis write-back (twice) (default off)\n"
             "  --remote redis://HOST:PORT[,HOST:PORT...]  engine: remote KV tier in Redis, shared by\n"
             "                       every instance of the same model (default: none)\n"
             "  --remote-cluster     engine: the --remote nodes are seeds of a Redis Cluster\n"
@@ -105,7 +108,7 @@ static const struct {
               {"--ctx", "ctx"},               {"--host-kv", "host_kv"},
               {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
               {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
-              {"--step-share", "step_share"}};
+              {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"}};
 #define N_EFLAGS (sizeof eflags / sizeof eflags[0])
 
 static int is_engine_flag(const char *a)

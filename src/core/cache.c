@@ -58,12 +58,31 @@ void fkv_config_default(fkv_config *cfg)
     cfg->quant_dtype = FKV_INT8;
     cfg->quant_hot_tokens = 128;
     cfg->quant_pressure = 0.9;
+    cfg->tier_admission = FKV_TIER_ADMIT_OFF;
+    cfg->tier_admission_threshold = 2;
+    cfg->tier_admission_window = 0;
     cfg->prefix_cache = 1;
     cfg->block_tokens = 512;
     cfg->class_short_max = 128;
     cfg->class_medium_max = 512;
     cfg->device_label = "cpu0";
     cfg->thread_safe = 1;
+}
+
+int fkv_tier_admission_parse(const char *name, int *out)
+{
+    if (!name || !out) return -1;
+    if (!strcmp(name, "off")) *out = FKV_TIER_ADMIT_OFF;
+    else if (!strcmp(name, "tinylfu")) *out = FKV_TIER_ADMIT_TINYLFU;
+    else if (!strcmp(name, "seen")) *out = FKV_TIER_ADMIT_SEEN;
+    else return -1;
+    return 0;
+}
+
+const char *fkv_tier_admission_name(int mode)
+{
+    return mode == FKV_TIER_ADMIT_OFF ? "off" : mode == FKV_TIER_ADMIT_TINYLFU ? "tinylfu"
+           : mode == FKV_TIER_ADMIT_SEEN ? "seen" : "?";
 }
 
 uint64_t fkv_config_token_bytes(const fkv_config *cfg)
@@ -73,7 +92,7 @@ uint64_t fkv_config_token_bytes(const fkv_config *cfg)
 }
 
 /* One options table for the environment: FAIRKV_<NAME>. */
-enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE, OPT_QUOTA };
+enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE, OPT_QUOTA, OPT_ADMIT };
 static const struct opt {
     const char *env;
     enum opt_type type;
@@ -105,6 +124,9 @@ static const struct opt {
     {"FAIRKV_PREFIX_CACHE", OPT_BOOL, offsetof(fkv_config, prefix_cache)},
     {"FAIRKV_HOST_CAPACITY_BYTES", OPT_U64, offsetof(fkv_config, host_capacity_bytes)},
     {"FAIRKV_HOST_DEMOTE", OPT_BOOL, offsetof(fkv_config, host_demote)},
+    {"FAIRKV_TIER_ADMISSION", OPT_ADMIT, offsetof(fkv_config, tier_admission)},
+    {"FAIRKV_TIER_ADMISSION_THRESHOLD", OPT_U32, offsetof(fkv_config, tier_admission_threshold)},
+    {"FAIRKV_TIER_ADMISSION_WINDOW", OPT_U64, offsetof(fkv_config, tier_admission_window)},
     {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_config, block_tokens)},
     {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_config, class_short_max)},
     {"FAIRKV_CLASS_MEDIUM_MAX", OPT_U32, offsetof(fkv_config, class_medium_max)},
@@ -149,6 +171,10 @@ fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
             else if (!strcmp(s, "request") || !strcmp(s, "1")) *(int *)f = FKV_QUOTA_REQUEST;
             else if (!strcmp(s, "tenant") || !strcmp(s, "2")) *(int *)f = FKV_QUOTA_TENANT;
             else errno = EINVAL;
+            end = (char *)s + strlen(s);
+            break;
+        case OPT_ADMIT:
+            if (fkv_tier_admission_parse(s, (int *)f)) errno = EINVAL;
             end = (char *)s + strlen(s);
             break;
         case OPT_QMODE:
@@ -223,6 +249,15 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
     if (cfg->host_demote && (!cfg->host_capacity_bytes || !cfg->prefix_cache))
         return BAD("host_demote=%d: needs host_capacity_bytes > 0 and prefix_cache (demoted chunks are found "
                    "by prefix matching)", cfg->host_demote);
+    if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && cfg->tier_admission != FKV_TIER_ADMIT_TINYLFU &&
+        cfg->tier_admission != FKV_TIER_ADMIT_SEEN)
+        return BAD("tier_admission=%d: must be off (0), tinylfu (1) or seen (2)", cfg->tier_admission);
+    if (cfg->tier_admission != FKV_TIER_ADMIT_OFF &&
+        (cfg->tier_admission_threshold < 1 || cfg->tier_admission_threshold > 15))
+        return BAD("tier_admission_threshold=%u: must be 1 to 15 (4-bit counters)", cfg->tier_admission_threshold);
+    if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->prefix_cache)
+        return BAD("tier_admission=%s: needs prefix_cache (sightings are page keys)",
+                   fkv_tier_admission_name(cfg->tier_admission));
     if (cfg->block_tokens == 0 || cfg->block_tokens % cfg->page_tokens)
         return BAD("block_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->block_tokens,
                    cfg->page_tokens);
@@ -292,6 +327,14 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     st = fkv__pool_init(c);
     if (!st) st = fkv__prefix_init(c);
     if (!st) st = fkv__tenants_init(c);
+    if (!st && cfg->tier_admission != FKV_TIER_ADMIT_OFF) {
+        /* the window: ten sightings per page the tiers hold, Caffeine's
+         * sample size (ten times the maximum size) for TinyLFU */
+        uint64_t w = cfg->tier_admission_window;
+        if (!w) w = 10 * ((uint64_t)c->n_pages + cfg->host_capacity_bytes / c->page_bytes);
+        c->admit = fkv__admit_new(w, cfg->tier_admission_threshold);
+        if (!c->admit) st = FKV_ENOMEM;
+    }
     if (!st) {
         c->shared_inst = fkv__policy_inst_new(c->ops, &c->pparams);
         if (!c->shared_inst) st = FKV_ENOMEM;
@@ -328,6 +371,7 @@ void fkv_cache_destroy(fkv_cache *c)
     while (c->n_idle_seqs) fkv__seq_release(c->idle_seqs[--c->n_idle_seqs]);
     fkv__policy_inst_free(c->shared_inst);
     fkv__tenants_fini(c);
+    fkv__admit_free(c->admit);
     fkv__heap_free(&c->ttl_heap);
     free(c->owners);
     fkv__prefix_fini(c);
@@ -398,6 +442,9 @@ fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out)
     out->cow_copies = (uint64_t)c->stats.fairkv_cow_copies_total[0];
     out->pages_used = c->n_pages - c->n_free;
     out->pages_free = c->n_free;
+    out->host_demoted_chunks = (uint64_t)c->stats.fairkv_tier_demotions_total[0];
+    out->host_demoted_bytes = (uint64_t)c->stats.fairkv_tier_demoted_bytes_total[0];
+    out->host_refused_chunks = (uint64_t)c->stats.fairkv_tier_refused_total[0];
     FKV__UNLOCK(c);
     return FKV_OK;
 }

@@ -350,6 +350,41 @@ int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 
 /* ---------------------------------------------------------------- demotion */
 
+/* A chunk's sightings: its last page's key (0 when it has none). */
+static uint32_t seen(const fkv_cache *c, const fkv__chunk *ch)
+{
+    uint32_t lp = fkv__lpages(c, ch);
+    return lp && ch->phash[lp - 1] ? fkv__admit_estimate(c->admit, ch->phash[lp - 1]) : 0;
+}
+
+/* The admission filter's test for an idle chunk leaving the device (whole,
+ * its pages indexed), needing `need` host bytes (fairkv.h,
+ * tier_admission).  Prefix closure first: the chunk it extends stays
+ * findable above or beside it: held by a sequence, in the host tier, or
+ * idle on the device (with SEEN, passing the same count, so it will
+ * follow).  A chunk that starts past 0 and extends nothing any more (its
+ * prefix left the cache) is refused: it could be matched only after its
+ * prefix is computed again. */
+int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need)
+{
+    /* an extension of it went down already: its prefix follows, or that
+     * one could not be matched */
+    for (const fkv__chunk *k = ch->tkids; k; k = k->tsib_next)
+        if (k->demoted) return 1;
+    uint32_t n = seen(c, ch), t = c->cfg.tier_admission_threshold;
+    int by_count = c->cfg.tier_admission == FKV_TIER_ADMIT_SEEN;
+    if (by_count && n < t) return 0;
+    const fkv__chunk *p = ch->tparent;
+    if (!p) {
+        if (ch->v.start) return 0;
+    } else if (!p->m.refs && !p->demoted && !(p->v.resident && (!by_count || seen(c, p) >= t))) {
+        return 0;
+    }
+    if (by_count || c->host_used + need <= c->cfg.host_capacity_bytes) return 1;
+    const fkv__chunk *v = host_victim(c, ch->tenant, need);
+    return !v || n >= seen(c, v);
+}
+
 /* Called by fkv__chunk_release before the pages go, for a chunk no
  * sequence holds: copies its K/V (every layer, K then V, page by page) and
  * scales to the host and leaves its index entries in place.  0 when it
@@ -367,6 +402,10 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     fkv__pentry *e = fkv__prefix_find(c, ch->phash[0]);
     if (!e || e->chunk != ch) return 0;
     uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
+    if (c->admit && !fkv__host_admits(c, ch, need)) {
+        c->stats.fairkv_tier_refused_total[0]++;
+        return 0;
+    }
     if (!fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
     if (c->k && !(buf = fkv__host_copy_out(c, ch))) return 0;
@@ -384,6 +423,7 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     fkv__host_charge(c, ch, +1);
     list_push(c, ch);
     c->stats.fairkv_tier_demotions_total[0]++;
+    c->stats.fairkv_tier_demoted_bytes_total[0] += (double)need;
     return 1;
 }
 

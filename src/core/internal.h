@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/admit.h"
 #include "core/chunk.h"
 #include "util/heap.h"
 #include "fairkv.h"
@@ -171,6 +172,7 @@ struct fkv_cache {
     fkv__chunk *host_head, *host_tail;  /* demoted, unheld chunks, least recently used first (host.c) */
     uint32_t host_n;                    /* chunks on that list */
     uint64_t host_stamp;                /* pushes so far: the next chunk's hstamp */
+    fkv__admit *admit;                  /* tier_admission's filter (admit.h); NULL when off */
 
     /* prefix index */
     fkv__pentry *ptab;  /* [(pbmask + 1) * FKV__PBUCKET], in buckets of one cache line */
@@ -306,6 +308,7 @@ int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need);
 uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch);
 void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np);
 int fkv__host_demote(fkv_cache *c, fkv__chunk *ch); /* 1 if the released chunk now waits in the host tier */
+int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need); /* tier_admission's test (admit.h) */
 void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
 void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let go of an offloaded chunk */
 double fkv__host_share(fkv_cache *c, const fkv__tenant *t); /* its weighted max-min share of the host, bytes */

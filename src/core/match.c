@@ -235,6 +235,8 @@ static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t 
     }
     s->len = i * pt;
     s->chain_hash = i ? keys[i - 1] : 0;
+    if (c->admit) /* a matched page is a sighting of its key; what follows is counted when computed */
+        for (uint32_t j = 0; j < i; j++) fkv__admit_record(c->admit, keys[j]);
     c->stats.fairkv_prefix_hits_tokens_total[0] += s->len;
     s->tenant->prefix_hits += s->len;
     mi->device_tokens = s->len - mi->host_tokens;

@@ -430,6 +430,8 @@ fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slo
     }
     if (added) fkv__chunk_add_pages(c, t, added);
     fkv__prefix_insert_batch(c, c->ins, n_ins);
+    if (c->admit) /* a computed page is a sighting of its key */
+        for (uint32_t j = 0; j < n_ins; j++) fkv__admit_record(c->admit, c->ins[j].key);
     goto release;
 unused: /* out of host memory half way: give back the pages not used */
     while (fresh < c->scratch + p.pages) fkv__page_unref(c, *fresh++);

@@ -66,7 +66,10 @@
     X(fairkv_tier_demotions_total, COUNTER, KTIER, "Idle chunks moved from the memory tier to the one below") \
     X(fairkv_tier_promotions_total, COUNTER, KTIER, "Chunks copied from the memory tier back to the device") \
     X(fairkv_tier_promoted_bytes_total, COUNTER, KTIER, "Bytes copied from the memory tier back to the device") \
-    X(fairkv_tier_evictions_total, COUNTER, KTIER, "Chunks that left the cache from the memory tier")
+    X(fairkv_tier_evictions_total, COUNTER, KTIER, "Chunks that left the cache from the memory tier") \
+    X(fairkv_tier_refused_total, COUNTER, KTIER,                                                 \
+      "Idle chunks the admission filter kept from moving from the memory tier to the one below") \
+    X(fairkv_tier_demoted_bytes_total, COUNTER, KTIER, "Bytes written from the memory tier to the one below")
 
 enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 3,
        FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 7, FKV__L_KTIER = 2 };

@@ -51,6 +51,16 @@
  *    sparsity mode dropped on) and past the hits it was given are put()
  *    (the client copies them into its queue and never blocks; a full
  *    queue drops, counted).
+ *  - Admission (tier_admission, not off): the write-back passes the
+ *    filter of src/core/admit.h, its own instance keyed by the chunks'
+ *    Redis hashes (first 8 bytes).  Each request is one sighting of each
+ *    page: the prompt's looked-up pages at the lookup, the others (the
+ *    last prompt page, the output's) at write-back; a page is written
+ *    only once seen twice (the cache's threshold; Redis has no victim to
+ *    weigh it against, so "tinylfu" tests the count too), and the first
+ *    refused page ends the write (prefix closure).  Refusals:
+ *    fairkv_remote_refused_total.  Window: ten sightings per page the
+ *    local tiers hold (device + host), as the cache's own.
  *  - The lookup runs for every prompt, even one the local cache holds: the
  *    cache belongs to the step thread, and the connection thread cannot
  *    ask it.  Pages the local match already covers are fetched and not
@@ -68,6 +78,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/admit.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "engine/steplog.h"
@@ -91,6 +102,7 @@ typedef struct ereq {
     size_t n_pend;
     char ns[FKV_REMOTE_NAME_MAX + 1]; /* the remote tier's namespace of its tenant and salt */
     uint32_t remote_hit;   /* prompt tokens the lookup found (whole pages from 0) */
+    uint32_t looked_up;    /* prompt pages the lookup counted as sightings (admission) */
 } ereq;
 
 typedef struct eng {
@@ -127,6 +139,12 @@ typedef struct eng {
     fkv_remote_dtype rdtype;
     uint32_t page_tokens;
     size_t page_bytes;
+    /* the write-back's admission filter (NULL: off); under admit_mu, as
+     * connection threads record and the step thread tests */
+    fkv__admit *admit;
+    uint32_t admit_threshold;
+    pthread_mutex_t admit_mu;
+    uint64_t refused; /* pages the filter kept from Redis (under admit_mu) */
 } eng;
 
 static int64_t now_ns(void)
@@ -489,6 +507,14 @@ static uint32_t remote_keys(const eng *b, const char *ns, const int32_t *tokens,
     return n_pages;
 }
 
+/* A chunk's admission key: its chained hash's first 8 bytes. */
+static uint64_t key64(const fkv_remote_key *k)
+{
+    uint64_t v;
+    memcpy(&v, k->hash, sizeof v);
+    return v;
+}
+
 /* The connection thread's lookup: one batched GET of the prompt's whole
  * pages before its last token (which is always computed), bounded by the
  * client's timeout; keeps the run of hits from page 0 (a chunk's K/V are
@@ -506,6 +532,11 @@ static void *eng_prefetch(void *be, const fkv_gen_request *req)
         char ns[FKV_REMOTE_NAME_MAX + 1];
         remote_ns(req, ns, sizeof ns);
         n_pages = remote_keys(b, ns, req->prompt, n_pages, keys);
+        if (b->admit) {
+            pthread_mutex_lock(&b->admit_mu);
+            for (uint32_t p = 0; p < n_pages; p++) fkv__admit_record(b->admit, key64(&keys[p]));
+            pthread_mutex_unlock(&b->admit_mu);
+        }
         fkv_remote_get(b->remote, keys, n_pages, vals);
         uint32_t h = 0;
         while (h < n_pages && vals[h].data && vals[h].len == b->page_bytes) h++;
@@ -542,6 +573,19 @@ static void cb_export(void *ctx, uint64_t id, const fkv_engine_export *x)
     fkv_remote_key *keys = malloc((size_t)x->n_pages * sizeof *keys);
     if (!keys) return;
     uint32_t n = remote_keys(b, r->ns, x->tokens, x->n_pages, keys);
+    if (b->admit) { /* the pages the lookup did not count are seen now; the first refused one ends the write */
+        pthread_mutex_lock(&b->admit_mu);
+        uint32_t keep = n;
+        for (uint32_t p = 0; p < n; p++) {
+            if (p >= r->looked_up) fkv__admit_record(b->admit, key64(&keys[p]));
+            if (keep == n && p * b->page_tokens >= r->remote_hit && x->ok[p] &&
+                fkv__admit_estimate(b->admit, key64(&keys[p])) < b->admit_threshold)
+                keep = p;
+        }
+        for (uint32_t p = keep; p < n; p++) b->refused += x->ok[p] && p * b->page_tokens >= r->remote_hit;
+        pthread_mutex_unlock(&b->admit_mu);
+        n = keep;
+    }
     for (uint32_t p = 0; p < n; p++)
         if (x->ok[p] && p * b->page_tokens >= r->remote_hit)
             fkv_remote_put(b->remote, &keys[p], x->kv + (size_t)p * b->page_bytes, b->page_bytes);
@@ -631,6 +675,15 @@ static void remote_metrics(eng *b, fkv_textbuf *out)
         (unsigned long long)c.corrupt, (unsigned long long)c.puts, (unsigned long long)c.put_drops,
         (unsigned long long)c.err_connect, (unsigned long long)c.err_timeout, (unsigned long long)c.err_oom,
         (unsigned long long)c.err_other, (unsigned long long)c.bytes_read, (unsigned long long)c.bytes_written);
+    if (b->admit) {
+        pthread_mutex_lock(&b->admit_mu);
+        uint64_t refused = b->refused;
+        pthread_mutex_unlock(&b->admit_mu);
+        fkv_textbuf_printf(out,
+                           "# HELP fairkv_remote_refused_total Pages the admission filter kept from the remote tier\n"
+                           "# TYPE fairkv_remote_refused_total counter\nfairkv_remote_refused_total %llu\n",
+                           (unsigned long long)refused);
+    }
 }
 
 static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen_sink *sink, char *err, size_t errlen)
@@ -671,6 +724,7 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.prefix_hit_out = &r->cached;
     if (b->remote) {
         remote_ns(req, r->ns, sizeof r->ns);
+        r->looked_up = req->n_prompt >= 2 ? (req->n_prompt - 1) / b->page_tokens : 0; /* eng_prefetch's pages */
         const eprefetch *pf = req->prefetched;
         if (pf && pf->tokens <= req->n_prompt) {
             q.import_kv = pf->kv;
@@ -793,6 +847,8 @@ static void eng_free(eng *b)
 {
     fkv_engine_destroy(b->e); /* pending requests end without callbacks */
     fkv_remote_close(b->remote); /* after the engine: its step thread puts */
+    if (b->admit) pthread_mutex_destroy(&b->admit_mu);
+    fkv__admit_free(b->admit);
     while (b->live) {
         ereq *r = b->live;
         b->live = r->next;
@@ -907,6 +963,19 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         } else if (!(b->remote = fkv_remote_open(&rc, e2, sizeof e2))) {
             snprintf(err, errlen, "engine backend: %s", e2);
             st = FKV_EINVAL;
+        } else if (cfg.tier_admission != FKV_TIER_ADMIT_OFF) {
+            fkv_cache_info ci;
+            fkv_config dc;
+            fkv_config_default(&dc);
+            b->admit_threshold = dc.tier_admission_threshold;
+            uint64_t pages = cfg.kv_budget_bytes / b->page_bytes + cfg.host_bytes / b->page_bytes;
+            if (fkv_cache_get_info(fkv_engine_cache(b->e), &ci) == FKV_OK) pages = ci.n_pages + cfg.host_bytes / b->page_bytes;
+            if (!(b->admit = fkv__admit_new(10 * (pages ? pages : 1), b->admit_threshold))) {
+                snprintf(err, errlen, "engine backend: out of memory for the admission filter");
+                st = FKV_ENOMEM;
+            } else {
+                pthread_mutex_init(&b->admit_mu, NULL);
+            }
         }
         if (st != FKV_OK) {
             eng_free(b);

@@ -79,6 +79,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             int64_t x = fkv_parse_bytes(v);
             if (x <= 0) bad = 1;
             else cfg->host_bytes = (uint64_t)x, cfg->host_demote = 1;
+        } else if (KEY("tier_admission")) {
+            /* the filter below the device: the host tier's demotions and
+             * the remote tier's write-back (backend_engine.c) */
+            bad = fkv_tier_admission_parse(v, &cfg->tier_admission) != 0;
         } else if (KEY("remote")) {
             if (!*v) bad = 1;
             bo->remote = v;
@@ -142,6 +146,11 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             snprintf(err, errlen, "engine backend: bad value in '%s'", o);
             return FKV_EINVAL;
         }
+    }
+    if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->host_demote && !bo->remote) {
+        snprintf(err, errlen, "engine backend: tier_admission=%s: no tier below the device to admit to (give host_kv "
+                 "or remote)", fkv_tier_admission_name(cfg->tier_admission));
+        return FKV_EINVAL;
     }
     return FKV_OK;
 }

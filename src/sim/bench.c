@@ -89,6 +89,9 @@ void fkv_bench_usage(FILE *f)
             "  --host-gb G              host tier for offloaded chunks (0: offload frees nothing)\n"
             "  --host-demote            idle chunks the device evicts go down to the host tier (needs --host-gb or --host-x)\n"
             "  --host-x X               host tier of X times the device's KV bytes (instead of --host-gb)\n"
+            "  --tier-admission off|tinylfu|seen   what goes below the device (host demotions, remote\n"
+            "                           write-back): everything (off); with the tier full, chunks seen at least\n"
+            "                           as often as the one they push out (tinylfu); chunks seen twice (seen)\n"
             "  --remote-gb G            remote tier below the host: a shared store of G GB, LRU, per-tenant\n"
             "                           namespaces, written back at request end, read at admission\n"
             "  --remote-gbps B          its network bandwidth, GB/s (12.5: one 100 Gb/s link)\n"
@@ -406,6 +409,9 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 0 || d > 1e6) return bad_why(a, v, "GB of host memory, 0 to 1e6");
         o->sim.host_capacity_bytes = (uint64_t)(d * 1e9);
+    } else if (!strcmp(a, "--tier-admission")) {
+        TAKE();
+        if (fkv_tier_admission_parse(v, &o->sim.tier_admission)) return bad_why(a, v, "one of off, tinylfu, seen");
     } else if (!strcmp(a, "--host-demote")) {
         o->sim.host_demote = 1;
     } else if (!strcmp(a, "--host-x")) {
@@ -497,6 +503,11 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
                 : !strncmp(c->profile.name, "cpu-", 4) ? "measured on the engine (fairkv bench --calibrate)"
                                                        : "embedded (derived from the Vidur CSV)");
     o->sim.profile = &c->profile;
+    if (o->sim.tier_admission != FKV_TIER_ADMIT_OFF && !o->sim.host_demote && !o->sim.remote_capacity_bytes) {
+        snprintf(err, errlen, "--tier-admission %s: no tier below the device to admit to (give --host-demote "
+                 "with --host-x or --host-gb, or --remote-gb)", fkv_tier_admission_name(o->sim.tier_admission));
+        return FKV_EINVAL;
+    }
     if (o->trace) {
         /* a trace is read whole unless --requests was given */
         size_t limit = o->requests_set ? o->requests : 0;

@@ -2,6 +2,8 @@
  * (linear probing, backward-shift deletion) threaded on an LRU list. */
 #include "sim/remote_store.h"
 
+#include "core/admit.h"
+#include "fairkv.h"
 #include "util/rng.h"
 
 #include <stdlib.h>
@@ -23,6 +25,8 @@ struct fkv_remote_store {
     uint64_t *buf;         /* one request's chunk keys or entries, in order */
     uint32_t buf_cap;
     fkv_remote_store_stats stats;
+    fkv__admit *admit; /* NULL: every chunk is written */
+    int admit_mode;    /* fkv_tier_admission */
 };
 
 fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens, uint32_t block_tokens,
@@ -57,6 +61,7 @@ void fkv_remote_store_free(fkv_remote_store *st)
     free(st->e);
     free(st->slot);
     free(st->buf);
+    fkv__admit_free(st->admit);
     free(st);
 }
 
@@ -191,8 +196,30 @@ void fkv_remote_store_put(fkv_remote_store *st, const fkv_req *r, uint32_t len)
     if (!n || buf_reserve(st, n)) return;
     uint64_t h = chain_seed(r);
     for (uint32_t k = 0; k < n; k++) st->buf[k] = h = chain_next(st, r, h, k);
+    if (st->admit) {
+        uint32_t keep = n;
+        for (uint32_t k = 0; k < n; k++) fkv__admit_record(st->admit, st->buf[k]);
+        uint32_t victim = st->n >= st->cap ? fkv__admit_estimate(st->admit, st->e[st->tail].key) : 0;
+        for (uint32_t k = 0; k < n && keep == n; k++) {
+            if (st->slot[probe(st, st->buf[k])]) continue; /* held: touched, not written again */
+            if (st->admit_mode == FKV_TIER_ADMIT_SEEN ? !fkv__admit_ok(st->admit, st->buf[k])
+                                                      : fkv__admit_estimate(st->admit, st->buf[k]) < victim)
+                keep = k;
+        }
+        st->stats.refused += n - keep;
+        n = keep;
+        if (!n) return;
+    }
     for (uint32_t k = n; k-- > 0;) insert(st, st->buf[k]);
     st->stats.puts += n;
+}
+
+int fkv_remote_store_admit(fkv_remote_store *st, int mode, uint64_t window, uint32_t threshold)
+{
+    st->admit_mode = mode;
+    fkv__admit_free(st->admit);
+    st->admit = fkv__admit_new(window, threshold);
+    return st->admit ? 0 : -1;
 }
 
 void fkv_remote_store_stats_get(const fkv_remote_store *st, fkv_remote_store_stats *out)

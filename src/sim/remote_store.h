@@ -28,6 +28,7 @@ typedef struct fkv_remote_store fkv_remote_store;
 
 typedef struct fkv_remote_store_stats {
     uint64_t lookups, hit_chunks, puts, evictions, entries;
+    uint64_t refused; /* chunks the admission filter kept out (fkv_remote_store_admit) */
 } fkv_remote_store_stats;
 
 /* capacity_chunks > 0 chunks of chunk_tokens each; max_keys bounds how many
@@ -45,6 +46,15 @@ uint32_t fkv_remote_store_find(void *st, const fkv_req *r, uint32_t from, uint32
 /* Write-back at request end: every full chunk of r's first `len` tokens
  * (inserted, or moved to the front). */
 void fkv_remote_store_put(fkv_remote_store *st, const fkv_req *r, uint32_t len);
+
+/* Admission at write-back (src/core/admit.h, fairkv.h's tier_admission):
+ * each put is a sighting of every full chunk of the request; a chunk not
+ * held yet is written only when its count passes the test (SEEN: at least
+ * threshold; TINYLFU: with the store full, at least the count of the entry
+ * LRU would push out first), and the chunks before it in the request did
+ * too (prefix closure: the first refused chunk ends the write).  0, or -1
+ * when out of memory. */
+int fkv_remote_store_admit(fkv_remote_store *st, int mode, uint64_t window, uint32_t threshold);
 
 void fkv_remote_store_stats_get(const fkv_remote_store *st, fkv_remote_store_stats *out);
 

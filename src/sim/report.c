@@ -95,6 +95,10 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
         r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
     o->tiered = r->tiered;
     o->remote_fetched_tokens = r->remote_fetched_tokens;
+    o->host_written_bytes = r->host_written_bytes;
+    o->remote_written_bytes = r->remote_written_bytes;
+    o->host_refused_chunks = r->host_refused_chunks;
+    o->remote_refused_chunks = r->remote_refused_chunks;
     if (r->prompt_tokens_all) {
         double all = (double)r->prompt_tokens_all;
         o->tier_hit_rate[FKV_TIER_HOST] = (double)r->matched_host_tokens / all;
@@ -329,6 +333,15 @@ static void tiers_text(FILE *f, const fkv_scheme_summary *s, size_t n)
                 (unsigned long long)x->remote_fetched_tokens);
     }
     fprintf(f, "net tokens: K/V tokens fetched from the remote tier (whole chunks)\n");
+    fprintf(f, "\nwritten below the device (GB) and chunks the admission filter refused\n");
+    fprintf(f, "%-*s %10s %10s %12s %12s\n", w, "scheme", "host GB", "remote GB", "host refused", "remote refused");
+    for (size_t i = 0; i < n; i++) {
+        const fkv_scheme_summary *x = &s[i];
+        fprintf(f, "%-*s %10.2f %10.2f %12llu %12llu\n", w, x->name, (double)x->host_written_bytes / 1e9,
+                (double)x->remote_written_bytes / 1e9, (unsigned long long)x->host_refused_chunks,
+                (unsigned long long)x->remote_refused_chunks);
+    }
+    fprintf(f, "host GB: demoted over PCIe; remote GB: written back over the network\n");
 }
 
 static void min_bound_text(FILE *f, const fkv_report_meta *m)
@@ -489,6 +502,10 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
             fprintf(f, ",\"tiers\":{\"device\":%.6f,\"host\":%.6f,\"remote\":%.6f},\"remote_fetched_tokens\":%llu",
                     x->tier_hit_rate[FKV_TIER_DEVICE], x->tier_hit_rate[FKV_TIER_HOST],
                     x->tier_hit_rate[FKV_TIER_REMOTE], (unsigned long long)x->remote_fetched_tokens);
+        if (x->tiered)
+            fprintf(f, ",\"written_bytes\":{\"host\":%llu,\"remote\":%llu},\"refused_chunks\":{\"host\":%llu,\"remote\":%llu}",
+                    (unsigned long long)x->host_written_bytes, (unsigned long long)x->remote_written_bytes,
+                    (unsigned long long)x->host_refused_chunks, (unsigned long long)x->remote_refused_chunks);
         if (x->slowdown_mean) fprintf(f, ",\"slowdown\":{\"mean\":%.6f,\"p99\":%.6f}", x->slowdown_mean, x->slowdown_p99);
         if (x->n_tenants) json_fairness(f, x);
         if (x->n_tenants) {
@@ -534,6 +551,9 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
                             cn[c], k ? "ttft" : "e2e", t, cn[c], k ? "ttft" : "e2e");
         }
     }
+    if (header && n && s[0].tiered)
+        fprintf(f, ",device_hit_rate,host_hit_rate,remote_hit_rate,host_written_bytes,remote_written_bytes,"
+                   "host_refused_chunks,remote_refused_chunks");
     if (header) fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
@@ -569,6 +589,11 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
                     }
             }
         }
+        if (x->tiered)
+            fprintf(f, ",%.6f,%.6f,%.6f,%llu,%llu,%llu,%llu", x->tier_hit_rate[FKV_TIER_DEVICE],
+                    x->tier_hit_rate[FKV_TIER_HOST], x->tier_hit_rate[FKV_TIER_REMOTE],
+                    (unsigned long long)x->host_written_bytes, (unsigned long long)x->remote_written_bytes,
+                    (unsigned long long)x->host_refused_chunks, (unsigned long long)x->remote_refused_chunks);
         fputc('\n', f);
     }
 }

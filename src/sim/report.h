@@ -36,6 +36,7 @@ typedef struct fkv_scheme_summary {
     int tiered;
     double tier_hit_rate[3];  /* FKV_TIER_DEVICE, _HOST, _REMOTE */
     uint64_t remote_fetched_tokens;
+    uint64_t host_written_bytes, remote_written_bytes, host_refused_chunks, remote_refused_chunks;
     double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
     uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;
     size_t done, rejected;

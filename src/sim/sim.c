@@ -327,6 +327,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quant_hot_tokens = cfg->quant_hot;
     cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
+    cc.tier_admission = cfg->tier_admission;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;
@@ -362,7 +363,12 @@ static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, c
     if (!chunks) return fkv_errf(err, errlen, FKV_EINVAL, "remote tier of %llu bytes holds no %u-token chunk",
                                  (unsigned long long)cfg->remote_capacity_bytes, c);
     *rs = fkv_remote_store_create(chunks, c, cfg->sched.block_tokens, keys);
-    return *rs ? FKV_OK : FKV_ENOMEM;
+    if (!*rs) return FKV_ENOMEM;
+    /* the window: ten sightings per chunk the store holds (Caffeine's
+     * TinyLFU sample size), as the host tier's per page */
+    if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && fkv_remote_store_admit(*rs, cfg->tier_admission, 10 * chunks, 2))
+        return FKV_ENOMEM;
+    return FKV_OK;
 }
 
 void fkv_sim_result_free(fkv_sim_result *r)
@@ -517,6 +523,13 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         uint64_t total = 0, pt = sc->page_tokens;
         for (size_t i = 0; i < w->n; i++) total += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output + pt) / pt * pt;
         oracle_cfg.capacity_tokens = total + 2 * pt;
+        /* it evicts nothing, so no tier below the device (a host tier
+         * sized from its whole-trace device would ask for terabytes) */
+        oracle_cfg.host_x = 0;
+        oracle_cfg.host_capacity_bytes = 0;
+        oracle_cfg.host_demote = 0;
+        oracle_cfg.remote_capacity_bytes = 0;
+        oracle_cfg.tier_admission = FKV_TIER_ADMIT_OFF;
         cfg = &oracle_cfg;
     }
     fkv_req *reqs = malloc(w->n * sizeof *reqs);
@@ -626,6 +639,8 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
             res->prefix_query_tokens = c.prefix_query_tokens;
             res->prefix_hit_tokens = c.prefix_hit_tokens;
             res->evicted_pages = c.evicted_pages;
+            res->host_written_bytes = c.host_demoted_bytes;
+            res->host_refused_chunks = c.host_refused_chunks;
         }
         for (uint32_t t = 0; t <= cfg->n_tenants; t++) {
             fkv_tenant_info ti;
@@ -634,6 +649,13 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
             res->tenants[t].share_pages = ti.share_pages;
             memcpy(res->tenants[t].reclaimed_pages, ti.reclaimed_pages, sizeof ti.reclaimed_pages);
         }
+    }
+    if (rs) {
+        fkv_remote_store_stats rst;
+        fkv_remote_store_stats_get(rs, &rst);
+        uint32_t ct = sc->chunk_tokens ? sc->chunk_tokens : sc->page_tokens;
+        res->remote_written_bytes = rst.puts * ct * fkv_model_token_bytes(cfg->profile->model);
+        res->remote_refused_chunks = rst.refused;
     }
 out:
     fkv_sched_destroy(s);

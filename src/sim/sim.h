@@ -79,6 +79,10 @@ typedef struct fkv_sim_config {
     uint64_t remote_capacity_bytes;
     double remote_bytes_per_s;
     int64_t remote_latency_ns;
+    /* admission below the device (fkv_config.tier_admission): the host
+     * tier's demotions and the remote store's write-back pass the same
+     * kind of TinyLFU filter (src/core/admit.h); FKV_TIER_ADMIT_OFF = all */
+    int tier_admission;
     int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
                                * replace a scheme's GPU defaults (gpu_batch_defaults) */
 } fkv_sim_config;
@@ -113,6 +117,10 @@ typedef struct fkv_sim_result {
     uint64_t matched_host_tokens, matched_remote_tokens;
     int tiered;               /* 1: a host or remote tier was configured (reports print the tiers) */
     uint64_t remote_fetched_tokens; /* tokens that crossed the network (whole chunks) */
+    /* written below the device: bytes demoted to the host tier (PCIe) and
+     * written back to the remote store (network); chunks the admission
+     * filter refused at each */
+    uint64_t host_written_bytes, remote_written_bytes, host_refused_chunks, remote_refused_chunks;
     uint64_t preemptions;
     uint64_t steps;
     uint64_t output_tokens, prompt_tokens; /* of finished requests */

@@ -6,15 +6,23 @@
  * Sessions (what `--tenant-assign session` hashes to tenants): none of the
  * traces names a user, so a session is recovered from what each format
  * does carry, and only where that signal exists:
- *   mooncake  the request's first hash_id, i.e. its first 512-token prompt
- *             block.  Requests that share it share the head of their
- *             prompt (a conversation's earlier turns or a common document),
- *             which is what a session or a user looks like to a KV cache.
- *             In the published synthetic trace no first id dominates (no
- *             global system prompt): 3,993 requests have 2,211 distinct
- *             first ids, the largest covering 24 requests (0.6%); keying on
- *             the first two or three ids splits only 13 or 15 more, so the
- *             first id alone is the rule.
+ *   mooncake  the request's first hash_id that is not shared by most
+ *             requests, i.e. its first 512-token prompt block past a
+ *             common system prompt.  Requests that share it share the head
+ *             of their prompt (a conversation's earlier turns or a common
+ *             document), which is what a session or a user looks like to a
+ *             KV cache.  The rule (mooncake_session_keys): position d is
+ *             common when one id holds it in more than half of all the
+ *             trace's requests; positions 0, 1, ... are common while they
+ *             are, up to the first that is not, D.  A request's key is its
+ *             first id at a position below D that differs from the common
+ *             one, else its id at D, else (a prompt no longer than the
+ *             common head) its last id.  With no common block (D = 0) this
+ *             is the first id.  In the published synthetic trace no first
+ *             id dominates (no global system prompt): 3,993 requests have
+ *             2,211 distinct first ids, the largest covering 24 requests
+ *             (0.6%); keying on the first two or three ids splits only 13
+ *             or 15 more, so D = 0 there.
  *   plain     the client column as written (before the modulo that maps it
  *             to VTC's clients).
  *   azure     no session: the trace has timestamps and sizes only.
@@ -343,6 +351,48 @@ static fkv_trace_format detect(const char *buf, size_t len)
     return FKV_TRACE_AUTO;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define COMMON_MAX 64 /* common leading blocks looked for at most */
+
+/* The Mooncake session rule of the top of this file: skey[orig[i]] of
+ * every request with block ids, past the leading blocks most requests
+ * share. */
+static fkv_status mooncake_session_keys(const fkv_workload *w, uint64_t *skey, const size_t *orig)
+{
+    uint64_t common[COMMON_MAX];
+    uint32_t d = 0;
+    uint64_t *v = malloc(w->n * sizeof *v);
+    if (!v) return FKV_ENOMEM;
+    for (; d < COMMON_MAX; d++) {
+        size_t m = 0;
+        for (size_t i = 0; i < w->n; i++)
+            if (w->reqs[i].n_block_ids > d) v[m++] = w->reqs[i].block_ids[d];
+        qsort(v, m, sizeof *v, cmp_u64);
+        size_t best = 0, run = 0;
+        uint64_t top = 0;
+        for (size_t i = 0; i < m; i++) {
+            run = i && v[i] == v[i - 1] ? run + 1 : 1;
+            if (run > best) best = run, top = v[i];
+        }
+        if (2 * best <= w->n) break;
+        common[d] = top;
+    }
+    free(v);
+    for (size_t i = 0; i < w->n && d; i++) {
+        const fkv_req *r = &w->reqs[i];
+        if (!r->n_block_ids || skey[orig[i]] == NO_KEY) continue;
+        uint32_t j = 0;
+        while (j < d && j < r->n_block_ids && r->block_ids[j] == common[j]) j++;
+        skey[orig[i]] = r->block_ids[j < r->n_block_ids ? j : r->n_block_ids - 1];
+    }
+    return FKV_OK;
+}
+
 /* Numbers the sessions of the sorted requests densely by first arrival.
  * orig[i] is request i's index in the file (skey's order).  Leaves w
  * without sessions when some request has no key. */
@@ -472,7 +522,8 @@ fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_t
         return FKV_ENOMEM;
     }
     for (size_t i = 0; i < w->n; i++) orig[i] = (size_t)w->reqs[i].id - 1;
-    st = build_sessions(w, p.skey, orig);
+    st = fmt == FKV_TRACE_MOONCAKE ? mooncake_session_keys(w, p.skey, orig) : FKV_OK;
+    if (!st) st = build_sessions(w, p.skey, orig);
     free(orig);
     free(p.skey);
     if (st) {

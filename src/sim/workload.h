@@ -28,8 +28,10 @@
  *
  * Sessions of traces (for `--tenant-assign session`; trace.c gives the
  * measurements behind the rule): a Mooncake request's session is its first
- * hash_id (its first 512-token prompt block: requests that share it share
- * their prompt's head); a plain trace's is its client column.  An Azure
+ * hash_id past the leading blocks more than half of the trace's requests
+ * share (a common system prompt; its first 512-token prompt block when
+ * there is none: requests that share it share their prompt's head); a
+ * plain trace's is its client column.  An Azure
  * trace, a plain trace without clients, or a Mooncake trace with a request
  * without hash_ids has none (session NULL).
  */
