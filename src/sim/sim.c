@@ -325,6 +325,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quant_mode = cfg->quant;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot;
+    cc.quant_warm_tokens = cfg->quant_warm;
     cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
     cc.clock.now_ns = fkv_virtual_clock_now;
