@@ -178,6 +178,11 @@ typedef struct fkv_config {
     fkv_dtype quant_dtype;     /* FKV_INT8 or FKV_INT4 */
     uint32_t quant_hot_tokens; /* 128: a sequence's last tokens stay full precision */
     double quant_pressure;     /* 0.9: pool occupancy above which under-pressure mode quantizes */
+    /* precision ladder: 0 (default) off; N > 0: an int8 chunk with more
+     * than quant_hot_tokens + N tokens after it in its sequence (or whose
+     * request ended) turns int4 (re-encoded from its int8 codes, as fair
+     * reclaim does).  Needs quant_dtype int8 and a quant_mode other than off. */
+    uint32_t quant_warm_tokens;
 
     /* host tier: chunks offloaded by fkv_seq_reclaim wait here, in host
      * memory, until fkv_seq_reload copies them back (no recompute) */

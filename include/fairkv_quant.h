@@ -132,6 +132,112 @@ FKV_API float fkv_f16_to_f32(uint16_t h);
  * forces the portable path. */
 FKV_API const char *fkv_simd_path(void);
 
+
+/* ---------------------------------------------------------------- block codecs
+ *
+ * Every precision the project prices, applied to a block of n_tokens tokens
+ * of one layer: K and V as [n_tokens][n_kv_heads][head_dim] fp32.  The round
+ * trip (encode, then decode in place) is what attention over the stored codes
+ * computes, up to fp32 rounding: the accuracy harness (`fairkv model eval`)
+ * and the tests use it.  fkv_kvc_bytes gives the bytes the codes and scales
+ * of a block take.
+ *
+ *  f32       no rounding: the reference
+ *  f16       IEEE binary16, round to nearest even
+ *  fp8       OCP E4M3 (largest finite 448, no infinities, round to nearest
+ *            even, saturating), x = code * scale with one fp32 scale per
+ *            layer for K and one for V: vLLM's per-tensor fp8 cache
+ *            (k_scale / v_scale, docs "Quantized KV Cache")
+ *  fp8-head  E4M3 with one fp32 scale per (layer, kv head) for K and for V:
+ *            vLLM's per-attention-head scheme
+ *            Both fp8 scales are static: amax / 448 of a calibration run
+ *            (fkv_kvc_calib), as vLLM's calibrated scales; values beyond the
+ *            calibrated range saturate.  Error: at most 2^-4 |x| (+ 2^-10
+ *            scale below 2^-6 scale) inside the range.
+ *  int8      the chunk codec above (keys per (head, channel) over groups of
+ *  int4      64 tokens, values per (token, head) over channel groups)
+ *  int4r     keys rotated per head by the normalized Walsh-Hadamard
+ *            transform (fkv_hadamard: orthogonal and its own inverse, so a
+ *            query rotated alike keeps every dot product), then int4 per
+ *            (token, head) over groups of min(head_dim, 32) channels: the
+ *            rotation spreads outlier channels over the whole row, so a
+ *            per-token range no longer pays for them (llama.cpp's rotated
+ *            q4_0 cache, QuaRot).  Values as int4.  head_dim a power of two.
+ *  int2      KIVI's 2-bit: keys per (head, channel) over groups of 32
+ *            tokens, values per (token, head) over groups of 32 channels
+ * The integer codecs are asymmetric with fp16 scale and zero (the bound of
+ * the chunk codec: |x - decoded| <= scale / 2 per element, in the rotated
+ * basis for int4r keys, where the orthogonal rotation keeps the error's
+ * norm) and need finite values within fp16 range.
+ */
+typedef enum fkv_kvc {
+    FKV_KVC_F32 = 0,
+    FKV_KVC_F16,
+    FKV_KVC_FP8,
+    FKV_KVC_FP8_HEAD,
+    FKV_KVC_INT8,
+    FKV_KVC_INT4,
+    FKV_KVC_INT4R,
+    FKV_KVC_INT2,
+    FKV_KVC_COUNT
+} fkv_kvc;
+
+#define FKV_KVC_INT4R_GROUP 32 /* channels per (token, head) scale of int4r keys */
+#define FKV_KVC_INT2_GROUP 32  /* int2: key tokens per channel scale, value channels per token scale */
+
+/* Pure.  "f32", "f16", "fp8", "fp8-head", "int8", "int4", "int4r", "int2";
+ * NULL for a value out of range. */
+FKV_API const char *fkv_kvc_name(fkv_kvc c);
+/* Pure.  The reverse; FKV_EINVAL (naming the choices) for an unknown name. */
+FKV_API fkv_status fkv_kvc_parse(const char *s, fkv_kvc *out);
+
+/* Pure.  Bytes of n_tokens tokens' K and V of one layer in codec c: codes
+ * plus the scales stored with them (per-layer fp8 scales are not counted:
+ * 8 bytes per layer (fp8) or 8 per layer and kv head (fp8-head) for the
+ * whole cache).  0 for a bad codec or zero size. */
+FKV_API uint64_t fkv_kvc_bytes(fkv_kvc c, uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim);
+
+/* The range a calibration run observed: per (layer, kv head), the largest
+ * |K| and |V|.  The fp8 codecs take their scales from it. */
+typedef struct fkv_kvc_calib {
+    uint32_t n_layers, n_kv_heads;
+    float *k_amax, *v_amax; /* [n_layers][n_kv_heads] */
+} fkv_kvc_calib;
+
+FKV_API fkv_status fkv_kvc_calib_init(fkv_kvc_calib *c, uint32_t n_layers, uint32_t n_kv_heads);
+FKV_API void fkv_kvc_calib_free(fkv_kvc_calib *c);
+/* Folds n_tokens tokens of K and V ([n_tokens][n_kv_heads][head_dim]) of
+ * `layer` into the ranges.  FKV_EINVAL for a bad layer or non-finite value. */
+FKV_API fkv_status fkv_kvc_calib_observe(fkv_kvc_calib *c, uint32_t layer, const float *k, const float *v,
+                                         uint32_t n_tokens, uint32_t head_dim);
+/* The fp8 scale of (layer, head) for K (is_v 0) or V: amax / 448 over the
+ * layer's heads (per_head 0) or of the head alone; 1 when amax is 0. */
+FKV_API float fkv_kvc_fp8_scale(const fkv_kvc_calib *c, uint32_t layer, uint32_t head, int is_v, int per_head);
+
+/* Thread-safe.  Encodes K and V of a block in codec c and decodes them back
+ * in place.  cal: needed by fp8 and fp8-head (layer < cal->n_layers,
+ * n_kv_heads == cal->n_kv_heads), ignored otherwise.  FKV_EINVAL (message in
+ * err) for bad arguments, a head_dim the codec cannot take, or values the
+ * codec cannot represent (non-finite; beyond fp16 range for f16 and the
+ * integer codecs); k and v may then be partly rewritten.  FKV_ENOMEM. */
+FKV_API fkv_status fkv_kvc_roundtrip(fkv_kvc c, const fkv_kvc_calib *cal, uint32_t layer, float *k, float *v,
+                                     uint32_t n_tokens, uint32_t n_kv_heads, uint32_t head_dim, char *err,
+                                     size_t errlen);
+
+/* Pure.  In place, x[n] <- H x / sqrt(n) (Walsh-Hadamard, Sylvester order),
+ * n a power of two (else x is left alone and FKV_EINVAL is returned). */
+FKV_API fkv_status fkv_hadamard(float *x, uint32_t n);
+
+/* Pure.  One E4M3 code: round to nearest even, saturating at +-448, NaN to
+ * 0x7f; and its exact value. */
+FKV_API uint8_t fkv_f32_to_e4m3(float x);
+FKV_API float fkv_e4m3_to_f32(uint8_t c);
+
+/* Which path the fp8 conversions use: "avx512" (AVX-512F, detected at run
+ * time) or "scalar"; FAIRKV_SIMD=scalar forces the portable one.  Both give
+ * the same bits. */
+FKV_API const char *fkv_fp8_path(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -138,7 +138,11 @@ int main(void)
     const uint32_t ratios[] = {1, 4, 8}, dims[] = {128, 64, 40};
     int reps = (int)(2 * check_scale() + 0.5);
     if (reps < 1) reps = 1;
-    for (int simd = 0; simd < 2; simd++) {
+    /* scalar, the best path (AVX-512 kernels where the CPU has them), and
+     * AVX2's kernels when they are not the best */
+    int n_paths = fkv__simd_avx512_ops() ? 3 : 2;
+    if (n_paths == 2) printf("AVX-512 kernels: skipped, this CPU has no AVX-512F/BW/VL\n");
+    for (int simd = 0; simd < n_paths; simd++) {
         fkv__simd_force(simd);
         for (int rep = 0; rep < reps; rep++)
             for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++)

@@ -10,6 +10,7 @@
 static int64_t now;
 
 static uint64_t host_bytes; /* host tier of the next cache */
+static uint32_t warm_tokens; /* quant_warm_tokens of the next cache (the ladder) */
 
 static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, fkv_storage_kind storage)
 {
@@ -30,6 +31,7 @@ static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, 
     cfg.quant_hot_tokens = 128;
     cfg.quant_pressure = 0.75;
     cfg.host_capacity_bytes = host_bytes;
+    cfg.quant_warm_tokens = warm_tokens;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &now;
     fkv_cache *c = NULL;
@@ -158,6 +160,43 @@ static void always_mode(fkv_dtype qd, double bound)
     char msg[256];
     CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
     fkv_cache_destroy(c);
+}
+
+/* The precision ladder: 128 hot tokens in fp16, then 128 warm tokens in
+ * int8, older chunks int4 re-encoded from their int8 codes; and a ladder
+ * from int4 is refused. */
+static void ladder_mode(void)
+{
+    warm_tokens = 128;
+    fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, FKV_INT8, 64, FKV_STORAGE_CPU);
+    REQUIRE(c);
+    fkv_seq *s = fx_seq(c, 1);
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = i;
+    for (int k = 0; k < 8; k++) append_real(c, s, tok + k * 64, 64);
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    REQUIRE(n == 8);
+    uint32_t pages = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t end = ch[i]->start + 64; /* 512 tokens: cold up to 256, warm up to 384 */
+        fkv_dtype want = end <= 256 ? FKV_INT4 : end <= 384 ? FKV_INT8 : FKV_F16;
+        CHECKF(ch[i]->dtype == want, "chunk %zu is %s, not %s", i, fkv_dtype_name(ch[i]->dtype), fkv_dtype_name(want));
+        pages += ch[i]->n_pages;
+        if (want != FKV_F16) {
+            double e = chunk_nmse(c, ch[i]);
+            CHECKF(e <= (want == FKV_INT4 ? 3e-2 : 1e-3), "chunk %zu NMSE %g", i, e);
+        }
+    }
+    CHECK(pages == 4 * 1 + 2 * 2 + 2 * 4);
+    char msg[256];
+    CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
+    fkv_seq_free(s);
+    fkv_cache_destroy(c);
+    c = open_cache(FKV_QUANT_ALWAYS, FKV_INT4, 64, FKV_STORAGE_CPU);
+    CHECK(c == NULL && strstr(fkv_last_error(), "quant_warm_tokens"));
+    warm_tokens = 0;
 }
 
 /* A shared prefix chunk is one object: quantized once, for every holder. */
@@ -430,6 +469,7 @@ int main(void)
 {
     always_mode(FKV_INT8, 1e-3);
     always_mode(FKV_INT4, 3e-2);
+    ladder_mode();
     shared_once();
     pressure_mode();
     drops();

@@ -460,7 +460,8 @@ static void test_samples(void)
  * choice equals the unquantized one. */
 /* Teacher-forced comparison of a quantized run q with the unquantized o:
  * mean and worst per-step logits NMSE, greedy agreement. */
-static void compare_quant(const char *label, const run_out *o, const run_out *q)
+static void compare_quant_within(const char *label, const run_out *o, const run_out *q, double b_mean, double b_worst,
+                                 int min_agree_pct)
 {
     uint32_t V = model->hp.n_vocab, agree = 0, steps = 0;
     double num = 0, den = 0, worst = 0;
@@ -485,9 +486,51 @@ static void compare_quant(const char *label, const run_out *o, const run_out *q)
            worst, agree, steps, (unsigned long long)q->st.quant_chunk_reads);
     CHECKF(q->st.quant_chunk_reads > 0, "%s: int8 chunks read: %llu", label,
            (unsigned long long)q->st.quant_chunk_reads);
-    /* bound: docs/ENGINE.md, "Engine" */
-    CHECKF(nmse < 3e-4 && worst < 1e-3, "%s: NMSE %.3g, worst %.3g", label, nmse, worst);
-    CHECKF(agree * 100 >= steps * 95, "%s: agreement %u/%u", label, agree, steps);
+    CHECKF(nmse < b_mean && worst < b_worst, "%s: NMSE %.3g, worst %.3g", label, nmse, worst);
+    CHECKF(agree * 100 >= steps * (uint32_t)min_agree_pct, "%s: agreement %u/%u", label, agree, steps);
+}
+
+/* bound: docs/ENGINE.md, "Engine" */
+static void compare_quant(const char *label, const run_out *o, const run_out *q)
+{
+    compare_quant_within(label, o, q, 3e-4, 1e-3, 95);
+}
+
+/* The ladder cell: 32 hot tokens, 32 warm int8 tokens, int4 beyond, with
+ * fp16 K/V in 8-token pages (the engine's chunks are 32 tokens here: with
+ * larger pages their int8 form fills one page already, int4 would free
+ * none, and the cache keeps them int8), against the same run unquantized and the int8-only run.  Bounds: int8's
+ * above, times 30, the ratio of the int4 and int8 attention bounds of
+ * test_attn (3e-2 / 1e-3). */
+static void test_ladder(void)
+{
+    fkv_engine_config c = base_cfg(0);
+    c.quant_hot_tokens = 32;
+    c.kv_dtype = FKV_F16;
+    c.page_tokens = 8;
+    run_out *o = malloc(sizeof *o), *q = malloc(sizeof *q), *q8 = malloc(sizeof *q8);
+    REQUIRE(o && q && q8);
+    run(&c, (run_opts){1, 0, 1, NULL}, o);
+    c.quant_mode = FKV_QUANT_ALWAYS;
+    c.quant_dtype = FKV_INT8;
+    run(&c, (run_opts){1, 0, 1, want}, q8);
+    c.quant_warm_tokens = 32;
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    /* greedy agreement is not asserted: this random-weight model's logits
+     * are nearly tied, and int4 flips some; the real model's agreement is
+     * what `fairkv model eval` measures */
+    compare_quant_within("ladder: 32 hot, 32 int8, then int4", o, q, 30 * 3e-4, 30 * 1e-3, 0);
+    /* some chunk read int4 where the int8-only run read int8 */
+    int differ = 0;
+    for (int r = 0; r < NREQ && !differ; r++)
+        differ = memcmp(q->lg[r], q8->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof *q->lg[r]) != 0;
+    CHECK(differ);
+    free_out(o);
+    free_out(q);
+    free_out(q8);
+    free(o);
+    free(q);
+    free(q8);
 }
 
 static void test_int8(void)
@@ -628,6 +671,12 @@ static void sweep(void)
         run_cell();
         cells++;
     }
+    /* the precision ladder's cell: the default cell's cache with int8 then int4 */
+    set_cell("flru", 1, 0, 1);
+    snprintf(cell.name, sizeof cell.name, "flru, quotas on, fixed chunks, chunked prefill, precision ladder");
+    printf("--- cell: %s\n", cell.name);
+    test_ladder();
+    cells++;
     printf("sweep: %u cells\n", cells);
     set_cell("flru", 1, 0, 1);
 }

@@ -121,6 +121,13 @@ static void test_gpu_attention(void)
     want = 1e3 * 524288.0 * 2098176 / (312e12 * 0.5);
     got = fkv_profile_attn_ms(&p, 0, 2048, 0);
     CHECKF(fabs(got - want) < 1e-12 * want && fabs(want - 7.0516) < 1e-4, "7B prefill %.9g ms, want %.9g", got, want);
+    /* priced by stored bytes (--price-kv-bytes): fp8's half of fp16 halves
+     * the memory-bound decode; the compute-bound prefill does not move */
+    want = 0.5 * 1e3 * 4096.0 * 524288 / 2.039e12;
+    got = fkv_profile_attn_ms_kv(&p, 4095, 1, 0, 0.5);
+    CHECKF(fabs(got - want) < 1e-12 * want, "7B decode at fp8 %.9g ms, want %.9g", got, want);
+    CHECK(fkv_profile_attn_ms_kv(&p, 4095, 1, 0, 1.0) == fkv_profile_attn_ms(&p, 4095, 1, 0));
+    CHECK(fkv_profile_attn_ms_kv(&p, 0, 2048, 0, 0.5) == fkv_profile_attn_ms(&p, 0, 2048, 0));
     fkv_profile_free(&p);
     REQUIRE(fkv_profile_get("a100-llama2-70b", NULL, &p, err, sizeof err) == FKV_OK);
     want = 1e3 * 4096.0 * 327680 / 4 / 2.039e12;

@@ -4,5 +4,7 @@
 
 int fkv_cli_model(int argc, char **argv);
 int fkv_cli_generate(int argc, char **argv);
+/* `fairkv model eval` (model_eval_cli.c) */
+int fkv_cli_model_eval(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static void usage(FILE *f)
                "       fairkv model info FILE\n"
                "       fairkv model convert --llama2c CKPT --tokenizer TOK --out FILE [--type f32|f16]\n"
                "       fairkv model tokenize --model FILE --text STR [--ids] [--no-bos]\n"
+               "       fairkv model eval --model FILE [--kv SPEC]... (fairkv model eval --help)\n"
                "  init  writes a Llama-architecture GGUF with deterministic random weights and the\n"
                "        byte-level vocabulary (259 tokens: <unk> <s> </s> <0x00>..<0xFF>)\n"
                "        tiny: dim 128, 4 layers, 4 heads (2 KV heads), hidden 512, ~1.0M parameters\n"
@@ -332,6 +333,7 @@ int fkv_cli_model(int argc, char **argv)
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
-    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info, convert, tokenize)\n", argv[1]);
+    if (!strcmp(argv[1], "eval")) return fkv_cli_model_eval(argc - 1, argv + 1);
+    fprintf(stderr, "fairkv model: unknown subcommand '%s' (init, info, convert, tokenize, eval)\n", argv[1]);
     return 2;
 }

@@ -121,6 +121,7 @@ static const struct opt {
     {"FAIRKV_QUANT_DTYPE", OPT_DTYPE, offsetof(fkv_config, quant_dtype)},
     {"FAIRKV_QUANT_HOT_TOKENS", OPT_U32, offsetof(fkv_config, quant_hot_tokens)},
     {"FAIRKV_QUANT_PRESSURE", OPT_DBL, offsetof(fkv_config, quant_pressure)},
+    {"FAIRKV_QUANT_WARM_TOKENS", OPT_U32, offsetof(fkv_config, quant_warm_tokens)},
     {"FAIRKV_PREFIX_CACHE", OPT_BOOL, offsetof(fkv_config, prefix_cache)},
     {"FAIRKV_HOST_CAPACITY_BYTES", OPT_U64, offsetof(fkv_config, host_capacity_bytes)},
     {"FAIRKV_HOST_DEMOTE", OPT_BOOL, offsetof(fkv_config, host_demote)},
@@ -245,6 +246,9 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
             return BAD("quant_dtype=%s: must be int8 or int4", fkv_dtype_name(cfg->quant_dtype));
         if (!(cfg->quant_pressure > 0 && cfg->quant_pressure <= 1))
             return BAD("quant_pressure=%g: must be in (0, 1]", cfg->quant_pressure);
+        if (cfg->quant_warm_tokens && cfg->quant_dtype != FKV_INT8)
+            return BAD("quant_warm_tokens=%u: the ladder goes from int8 to int4, quant_dtype is %s",
+                       cfg->quant_warm_tokens, fkv_dtype_name(cfg->quant_dtype));
     }
     if (cfg->host_demote && (!cfg->host_capacity_bytes || !cfg->prefix_cache))
         return BAD("host_demote=%d: needs host_capacity_bytes > 0 and prefix_cache (demoted chunks are found "

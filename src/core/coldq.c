@@ -274,6 +274,22 @@ void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all)
         found_cold(c, ch);
     }
     if (!all) s->cold_scan = i;
+    /* the ladder: int8 chunks past the warm window turn int4; a chunk
+     * that could not be quantized is looked at again only when its
+     * request ends */
+    if (c->cfg.quant_warm_tokens) {
+        uint64_t old = (uint64_t)hot + c->cfg.quant_warm_tokens;
+        uint32_t j = all ? 0 : s->ladder_scan;
+        for (; j < s->n_chunks; j++) {
+            fkv__chunk *ch = s->table[j];
+            if (!all && ch->v.start + ch->v.n_tokens + old > s->len) break;
+            /* under pressure, a full-precision chunk waiting in the cold
+             * FIFO may still turn int8: wait for it */
+            if (!all && ch->in_cold) break;
+            if (ch->v.dtype == FKV_INT8) fkv__reclaim_quantize(c, ch, FKV_INT4);
+        }
+        if (!all) s->ladder_scan = j;
+    }
     c->cur_seq = prev;
 }
 

@@ -83,6 +83,7 @@ struct fkv_seq {
     uint32_t n_block_ids;
     int64_t create_ns;
     uint32_t cold_scan;        /* table index up to which chunks were found cold */
+    uint32_t ladder_scan;      /* table index up to which chunks passed the warm window (quant_warm_tokens) */
 };
 
 /* Prefix index: buckets of four entries in one cache line, each with an

@@ -97,6 +97,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     cc.quant_mode = cfg->quant_mode;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot_tokens;
+    cc.quant_warm_tokens = cfg->quant_warm_tokens;
     cc.clock = (fkv_clock){fkv_virtual_clock_now, &e->now};
     fkv_status st = fkv_cache_create(&cc, &e->cache, err, errlen);
     fkv_cache_info info;

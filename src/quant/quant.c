@@ -19,6 +19,7 @@
 
 #include "quant/fp16.h"
 #include "quant/layout.h"
+#include "quant/qparams.h"
 #include "quant/simd.h"
 
 fkv_status fkv_kv_geom_check(const fkv_kv_geom *g, char *err, size_t errlen)
@@ -78,36 +79,6 @@ uint64_t fkv_quant_chunk_bytes(const fkv_kv_geom *g, fkv_dtype dtype, uint32_t n
 {
     uint32_t pages = fkv_quant_pages_needed(g, dtype, n_tokens);
     return 2ull * g->n_layers * pages * fkv_kv_page_bytes(g) + fkv_quant_meta_bytes(g, dtype, n_tokens);
-}
-
-/* fp16 of x rounded toward -inf / +inf: the zero point must not exceed the
- * group minimum and the scale must not fall short of the range, so that no
- * value of the group is clipped. */
-static uint16_t f2h_down(float x)
-{
-    uint16_t h = fkv__f2h(x);
-    if (fkv__h2f(h) > x) {
-        if (h == 0) h = 0x8001u;         /* +0 -> smallest negative subnormal */
-        else if (h & 0x8000u) h++;       /* negative: larger magnitude */
-        else h--;
-    }
-    return h;
-}
-
-static uint16_t f2h_up_pos(double x) /* x >= 0 */
-{
-    uint16_t h = fkv__f2h((float)x);
-    if ((double)fkv__h2f(h) < x) h++;
-    return h;
-}
-
-/* fills (s16, z16) for a group with range [mn, mx]; returns 0 if out of range */
-static int group_params(float mn, float mx, float qmax, uint16_t *s16, uint16_t *z16)
-{
-    if (!(mn >= -65504.0f && mx <= 65504.0f)) return 0; /* also rejects NaN */
-    *z16 = f2h_down(mn);
-    *s16 = f2h_up_pos(((double)mx - (double)fkv__h2f(*z16)) / qmax);
-    return 1;
 }
 
 struct pagemap {
@@ -254,7 +225,7 @@ fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uin
                             }
                         uint16_t *km = (uint16_t *)fkv__kmeta(lm, g, n_tokens, (uint32_t)h, t0 / FKV_QK_GROUP);
                         for (size_t d = 0; d < D; d++) {
-                            if (!group_params(mn[d], mx[d], qmax, &km[d], &km[D + d])) {
+                            if (!fkv__group_params(mn[d], mx[d], qmax, &km[d], &km[D + d])) {
                                 fkv__err(err, errlen, "fkv_quant_chunk: layer %u key head %zu channel %zu: "
                                          "non-finite or beyond fp16 range near token %u", l, h, d, t0);
                                 st = FKV_EINVAL;
@@ -286,7 +257,7 @@ fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uin
                                     if (x[a + i] != x[a + i]) lo = NAN;
                                 }
                                 uint16_t *vm = (uint16_t *)fkv__vmeta(lm, g, dtype, n_tokens, (uint32_t)h, j) + t0 + t;
-                                if (!group_params(lo, hi, qmax, &vm[0], &vm[n_tokens])) {
+                                if (!fkv__group_params(lo, hi, qmax, &vm[0], &vm[n_tokens])) {
                                     fkv__err(err, errlen, "fkv_quant_chunk: layer %u value token %u head %zu: "
                                              "non-finite or beyond fp16 range", l, t0 + t, h);
                                     st = FKV_EINVAL;

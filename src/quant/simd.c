@@ -1,5 +1,7 @@
 /* Run-time choice of the vector path: AVX2+FMA+F16C when the CPU and OS
- * support it, else portable scalar C.  No -march flag is needed to build. */
+ * support it, with AVX-512 attention kernels where AVX-512F/BW/VL are there
+ * too (FAIRKV_SIMD=avx2 keeps AVX2's), else portable scalar C.  No -march
+ * flag is needed to build. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +24,12 @@ static int cpu_has_avx2_fma_f16c(void)
 static int cpu_has_avx2_fma_f16c(void) { return 0; }
 #endif
 
-static atomic_int choice = -1; /* -1 unknown, 0 scalar, 1 best */
+static atomic_int choice = -1; /* -1 unknown, 0 scalar, 1 AVX2, 2 AVX2 with AVX-512 kernels */
 
 static int best_available(void)
 {
-    return fkv__simd_avx2_ops() != NULL && cpu_has_avx2_fma_f16c();
+    if (fkv__simd_avx2_ops() == NULL || !cpu_has_avx2_fma_f16c()) return 0;
+    return fkv__simd_avx512_ops() ? 2 : 1;
 }
 
 const fkv__simd_ops *fkv__simd(void)
@@ -35,17 +38,18 @@ const fkv__simd_ops *fkv__simd(void)
     if (c < 0) {
         const char *e = getenv("FAIRKV_SIMD");
         c = (e && !strcmp(e, "scalar")) ? 0 : best_available();
+        if (c == 2 && e && !strcmp(e, "avx2")) c = 1;
         atomic_store_explicit(&choice, c, memory_order_relaxed);
     }
-    return c ? fkv__simd_avx2_ops() : &fkv__simd_scalar;
+    return c == 2 ? fkv__simd_avx512_ops() : c ? fkv__simd_avx2_ops() : &fkv__simd_scalar;
 }
 
 int fkv__simd_force(int best)
 {
     int prev = fkv__simd() != &fkv__simd_scalar;
-    atomic_store_explicit(&choice, best ? best_available() : 0, memory_order_relaxed);
+    int b = best_available();
+    atomic_store_explicit(&choice, best == 2 && b ? 1 : best ? b : 0, memory_order_relaxed);
     return prev;
 }
 
 const char *fkv_simd_path(void) { return fkv__simd()->name; }
-

@@ -53,10 +53,29 @@ typedef struct fkv__simd_ops {
 
 /* The ops in use (detected once; FAIRKV_SIMD=scalar forces the portable path). */
 const fkv__simd_ops *fkv__simd(void);
-/* Tests: 0 = scalar, 1 = the best available; returns the previous choice. */
+/* Tests: 0 = scalar, 1 = the best available, 2 = AVX2 even where AVX-512 is
+ * there; returns the previous choice (0 scalar, else non-zero). */
 int fkv__simd_force(int best);
 extern const fkv__simd_ops fkv__simd_scalar;
 /* NULL when not built (non-x86) */
 const fkv__simd_ops *fkv__simd_avx2_ops(void);
+/* The AVX2 table with AVX-512 attention kernels (simd_avx512.c); NULL when
+ * not built or the CPU lacks AVX-512F/BW/VL. */
+const fkv__simd_ops *fkv__simd_avx512_ops(void);
+
+/* fp8 E4M3 conversions of n elements: q[i] = e4m3(x[i] * inv), x[i] =
+ * e4m3_value(q[i]) * s (the value first, then one fp32 product).  Scalar
+ * reference in kvcodec.c, AVX-512F path in simd_avx512.c, same bits. */
+typedef struct fkv__fp8_ops {
+    const char *name;
+    void (*enc)(const float *x, float inv, uint8_t *q, size_t n);
+    void (*dec)(const uint8_t *q, float s, float *x, size_t n);
+} fkv__fp8_ops;
+/* The fp8 ops in use: AVX-512 when the CPU has it and fkv__simd() is not
+ * the scalar path, else scalar. */
+const fkv__fp8_ops *fkv__fp8(void);
+extern const fkv__fp8_ops fkv__fp8_scalar;
+/* NULL when not built (non-x86) or the CPU lacks AVX-512F */
+const fkv__fp8_ops *fkv__fp8_avx512_ops(void);
 
 #endif

@@ -132,6 +132,9 @@ void fkv_bench_usage(FILE *f)
             "  --temperature T          quota temperature   --min-retention-ms M\n"
             "  --quant off|always|under-pressure   cold-chunk quantization (off)\n"
             "  --quant-dtype int8|int4  --quant-hot N (tokens kept full precision, 128)\n"
+            "  --quant-warm N           precision ladder: int8 for N tokens past the hot ones, then int4 (0: off)\n"
+            "  --price-kv-bytes         attention's memory time by the bytes each request's K/V take at their\n"
+            "                           stored precisions, codes and scales (vllm-fp8: half); default: fp16 bytes\n"
             "output:\n"
             "  --schemes a,b,...        schemes to run (default all)\n"
             "  --format text|json|csv   --output FILE   --plot DIR   --quiet\n"
@@ -368,6 +371,12 @@ int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i)
         TAKE();
         if (num(v, &d) || d < 0 || d > 1e9) return bad(a, v);
         o->sim.quant_hot = (uint32_t)d;
+    } else if (!strcmp(a, "--price-kv-bytes")) {
+        o->sim.price_kv_bytes = 1;
+    } else if (!strcmp(a, "--quant-warm")) {
+        TAKE();
+        if (num(v, &d) || d < 0 || d > 1e9 || d != floor(d)) return bad_why(a, v, "a whole number of tokens");
+        o->sim.quant_warm = (uint32_t)d;
     } else if (!strcmp(a, "--tenants")) {
         TAKE();
         if (num(v, &d) || d < 0 || d > FKV_SIM_MAX_TENANTS || d != floor(d))

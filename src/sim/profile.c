@@ -304,11 +304,19 @@ double fkv_profile_linear_ms(const fkv_profile *p, uint32_t n)
 
 double fkv_profile_attn_ms(const fkv_profile *p, uint32_t ctx, uint32_t n_new, uint32_t n_recomputed)
 {
+    return fkv_profile_attn_ms_kv(p, ctx, n_new, n_recomputed, 1.0);
+}
+
+double fkv_profile_attn_ms_kv(const fkv_profile *p, uint32_t ctx, uint32_t n_new, uint32_t n_recomputed,
+                              double kv_factor)
+{
     const fkv_model_geom *m = p->model;
     if (!m) return 0;
     double mem = 0, comp = 0;
-    if (p->hbm_bytes_per_s > 0)
+    if (p->hbm_bytes_per_s > 0) {
         mem = (double)(ctx + n_new) * (double)fkv_model_token_bytes(m) / p->tp / p->hbm_bytes_per_s;
+        if (kv_factor != 1.0) mem *= kv_factor; /* skipped at 1: the old sums bit for bit */
+    }
     if (p->peak_flops > 0) {
         /* QK^T and PV: 2 matmuls x 2 FLOPs per multiply-add, per query token
          * and key; a prefill chunk's queries see ctx plus half the chunk on
@@ -322,6 +330,11 @@ double fkv_profile_attn_ms(const fkv_profile *p, uint32_t ctx, uint32_t n_new, u
 
 int64_t fkv_profile_step_ns(const fkv_profile *p, const fkv_batch *b, fkv_miss_mode miss)
 {
+    return fkv_profile_step_ns_kv(p, b, miss, NULL);
+}
+
+int64_t fkv_profile_step_ns_kv(const fkv_profile *p, const fkv_batch *b, fkv_miss_mode miss, const double *kv_factor)
+{
     if (b->n == 0) return 0;
     double ms = p->overhead_ms + fkv_profile_linear_ms(p, b->tokens);
     /* only fitted CPU profiles have it; skipping 0 keeps the others' sums
@@ -329,7 +342,8 @@ int64_t fkv_profile_step_ns(const fkv_profile *p, const fkv_batch *b, fkv_miss_m
     if (p->per_request_ms != 0) ms += p->per_request_ms * (double)b->n;
     for (size_t i = 0; i < b->n; i++) {
         const fkv_batch_item *it = &b->items[i];
-        ms += fkv_profile_attn_ms(p, it->ctx, it->n_new, miss == FKV_MISS_RECOMPUTE ? it->n_restored : 0);
+        ms += fkv_profile_attn_ms_kv(p, it->ctx, it->n_new, miss == FKV_MISS_RECOMPUTE ? it->n_restored : 0,
+                                     kv_factor ? kv_factor[i] : 1.0);
     }
     /* host-tier reloads: the miss mode's, and offloaded chunks copied back */
     if ((b->reload_tokens || b->host_tokens) && p->pcie_bytes_per_s > 0 && p->model)

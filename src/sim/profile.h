@@ -91,6 +91,13 @@ double fkv_profile_linear_ms(const fkv_profile *p, uint32_t n);
 double fkv_profile_attn_ms(const fkv_profile *p, uint32_t ctx, uint32_t n_new, uint32_t n_recomputed);
 /* Duration of a step, ns (deterministic: computed in a fixed order). */
 int64_t fkv_profile_step_ns(const fkv_profile *p, const fkv_batch *b, fkv_miss_mode miss);
+/* The same, with attention's memory time scaled per item by kv_factor[i]:
+ * the bytes the item's K/V take at their stored precisions (codes and
+ * scales) over the same tokens at fp16 (1: fkv_profile_step_ns).  NULL:
+ * all 1. */
+int64_t fkv_profile_step_ns_kv(const fkv_profile *p, const fkv_batch *b, fkv_miss_mode miss, const double *kv_factor);
+double fkv_profile_attn_ms_kv(const fkv_profile *p, uint32_t ctx, uint32_t n_new, uint32_t n_recomputed,
+                              double kv_factor);
 
 /* Parses a Vidur mlp.csv into the table described in
  * scripts/gen_vidur_tables.py.  FKV_EPARSE names file, line and field. */

@@ -1,5 +1,6 @@
 /* The simulator's event loop (see sim.h). */
 #include "sim/sim.h"
+#include "fairkv_quant.h"
 
 #include "sim/fairness.h"
 #include "sim/oracle.h"
@@ -206,10 +207,47 @@ static void remote_write_back(fkv_remote_store *rs, const fkv_batch *b)
         if (b->items[i].r->state == FKV_REQ_DONE) fkv_remote_store_put(rs, b->items[i].r, b->items[i].r->computed);
 }
 
-static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
-                           fkv_remote_store *rs, int64_t *now, loop_out *o, const char *label, char *err,
-                           size_t errlen)
+/* --price-kv-bytes: per item, the bytes its sequence's chunks take at
+ * their stored precisions (fkv_kvc_bytes: codes and scales) over the same
+ * tokens at fp16; an fp8 scheme's tokens are all fp8 (half). */
+static fkv_status kv_factors(const fkv_sim_config *cfg, const fkv_batch *b, int kv_fp8, double **buf, size_t *cap)
 {
+    if (b->n > *cap) {
+        double *nb = realloc(*buf, b->n * sizeof *nb);
+        if (!nb) return FKV_ENOMEM;
+        *buf = nb, *cap = b->n;
+    }
+    const fkv_model_geom *m = cfg->profile->model;
+    for (size_t i = 0; i < b->n; i++) {
+        double f = kv_fp8 ? (double)fkv_kvc_bytes(FKV_KVC_FP8, 64, m->n_kv_heads, m->head_dim) /
+                                (double)fkv_kvc_bytes(FKV_KVC_F16, 64, m->n_kv_heads, m->head_dim)
+                          : 1.0;
+        const fkv_req *r = b->items[i].r;
+        if (!kv_fp8 && r->seq) {
+            const fkv_chunk_view *const *v;
+            size_t nc;
+            fkv_seq_chunks(r->seq, &v, &nc);
+            double q = 0, h = 0;
+            for (size_t j = 0; j < nc; j++) {
+                if (!v[j]->resident || !v[j]->n_tokens) continue;
+                fkv_kvc c = v[j]->dtype == FKV_INT8 ? FKV_KVC_INT8 : v[j]->dtype == FKV_INT4 ? FKV_KVC_INT4
+                                                                                            : FKV_KVC_F16;
+                q += (double)fkv_kvc_bytes(c, v[j]->n_tokens, m->n_kv_heads, m->head_dim);
+                h += (double)fkv_kvc_bytes(FKV_KVC_F16, v[j]->n_tokens, m->n_kv_heads, m->head_dim);
+            }
+            if (h > 0) f = q / h;
+        }
+        (*buf)[i] = f;
+    }
+    return FKV_OK;
+}
+
+static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
+                           fkv_remote_store *rs, int64_t *now, loop_out *o, const char *label, int kv_fp8,
+                           char *err, size_t errlen)
+{
+    double *kvf = NULL;
+    size_t kvf_cap = 0;
     fkv_batch b = {0};
     size_t next = 0;
     fkv_status st = FKV_OK;
@@ -253,7 +291,12 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             continue;
         }
         if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
-        *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
+        if (cfg->price_kv_bytes && cfg->profile->model) {
+            if ((st = kv_factors(cfg, &b, kv_fp8, &kvf, &kvf_cap)) != FKV_OK) goto out;
+            *now += fkv_profile_step_ns_kv(cfg->profile, &b, cfg->sched.miss, kvf);
+        } else {
+            *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
+        }
         if (b.remote_fetches) {
             *now += fkv_sim_remote_ns(cfg, &b);
             o->remote_fetched += b.remote_tokens;
@@ -279,6 +322,7 @@ out:
     o->end_ns = *now;
     o->service_diff = tr.n ? tr.d.max_diff : 0;
     track_free(&tr);
+    free(kvf);
     fkv_batch_free(&b);
     return st;
 }
@@ -325,6 +369,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quant_mode = cfg->quant;
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot;
+    cc.quant_warm_tokens = cfg->quant_warm;
     cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
     cc.tier_admission = cfg->tier_admission;
@@ -590,7 +635,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         goto out;
     }
     loop_out lo;
-    st = run_loop(reqs, w->n, s, cache, cfg, rs, &now, &lo, res->scheme, err, errlen);
+    st = run_loop(reqs, w->n, s, cache, cfg, rs, &now, &lo, res->scheme, sc ? sc->kv_fp8 : 0, err, errlen);
     if (st) goto out;
     res->steps = lo.steps;
     res->peak_live_tokens = lo.peak_live;

@@ -62,6 +62,9 @@ typedef struct fkv_sim_config {
     fkv_quant_mode quant;     /* cold-chunk quantization (off) */
     fkv_dtype quant_dtype;    /* FKV_INT8 */
     uint32_t quant_hot;       /* tokens kept full precision at a sequence's end (128) */
+    uint32_t quant_warm;      /* the ladder: int8 tokens after the hot ones before int4 (0: no ladder) */
+    int price_kv_bytes;       /* 1: attention's memory time by the bytes each item's K/V take at their
+                               * stored precisions (fp8 rows: half), codes and scales; 0: all fp16 */
     int progress;             /* 1: progress lines on stderr */
     uint32_t n_tenants;       /* 0: no tenants; requests carry fkv_req.tenant in 1..n_tenants */
     double tenant_weight[FKV_SIM_MAX_TENANTS]; /* [n_tenants]: fkv_cache_set_tenant_weight (1) */

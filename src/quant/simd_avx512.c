@@ -1,0 +1,220 @@
+/* AVX-512F path of the fp8 E4M3 conversions (simd.h), by target attributes
+ * (no -march flag).  Each step mirrors the scalar reference of fp8.h, so the
+ * results are the same bits: the same product x * inv, the same clamp, the
+ * same integer rounding of the mantissa, vcvtps2dq (round to nearest even,
+ * the default mode that nearbyintf also uses) for subnormal codes; decoding
+ * goes through binary16 (vcvtph2ps, exact), times 256 (exact), times s. */
+#include "quant/simd.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "quant/fp8.h"
+
+#define TGT __attribute__((target("avx512f")))
+
+TGT static void v_enc(const float *x, float inv, uint8_t *q, size_t n)
+{
+    const __m512 vinv = _mm512_set1_ps(inv), vmax = _mm512_set1_ps(448.0f), vmin_n = _mm512_set1_ps(0.015625f);
+    const __m512 v512 = _mm512_set1_ps(512.0f);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+    const __m512i rbias = _mm512_set1_epi32(0x7ffff), rebias = _mm512_set1_epi32(120 << 3);
+    const __m512i s80 = _mm512_set1_epi32(0x80), nan_code = _mm512_set1_epi32(0x7f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vinv);
+        __m512i b = _mm512_castps_si512(v);
+        __m512i sign = _mm512_and_si512(_mm512_srli_epi32(b, 24), s80);
+        __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(b, abs_mask)), vmax);
+        __mmask16 sub = _mm512_cmp_ps_mask(a, vmin_n, _CMP_LT_OQ);
+        __m512i subc = _mm512_cvtps_epi32(_mm512_mul_ps(a, v512));
+        __m512i ab = _mm512_castps_si512(a);
+        __m512i r = _mm512_add_epi32(ab, _mm512_add_epi32(rbias, _mm512_and_si512(_mm512_srli_epi32(ab, 20), one)));
+        __m512i code = _mm512_sub_epi32(_mm512_srli_epi32(r, 20), rebias);
+        code = _mm512_mask_mov_epi32(code, sub, subc);
+        code = _mm512_or_si512(code, sign);
+        code = _mm512_mask_mov_epi32(code, nan, nan_code);
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(code));
+    }
+    for (; i < n; i++) q[i] = fkv__e4m3_enc(x[i] * inv);
+}
+
+TGT static void v_dec(const uint8_t *q, float s, float *x, size_t n)
+{
+    const __m512 vs = _mm512_set1_ps(s), v256 = _mm512_set1_ps(256.0f);
+    const __m512i m7f = _mm512_set1_epi32(0x7f), m80 = _mm512_set1_epi32(0x80);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + i)));
+        __m512i h = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, m7f), 7),
+                                    _mm512_slli_epi32(_mm512_and_si512(c, m80), 8));
+        __m512 f = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_mul_ps(f, v256), vs));
+    }
+    for (; i < n; i++) x[i] = fkv__e4m3_dec(q[i]) * s;
+}
+
+static const fkv__fp8_ops avx512_ops = {"avx512", v_enc, v_dec};
+
+const fkv__fp8_ops *fkv__fp8_avx512_ops(void)
+{
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks that the OS saves zmm state */
+    return __builtin_cpu_supports("avx512f") ? &avx512_ops : NULL;
+}
+
+/* ---------------------------------------------------------------- attention
+ *
+ * The AVX2 path's attention micro-kernels, 16 channels wide: K/V rows are
+ * read where they lie in their stored format and widened in registers
+ * (vcvtph2ps for fp16, vpmovzxbd for int8 codes, a variable shift of the
+ * 16 nibbles for int4), then fused multiply-adds.  Rows whose width is not
+ * a multiple of 16 go to the AVX2 kernels.  The codec primitives are the
+ * AVX2 path's (bit-identical to scalar); the kernels' sums are in another
+ * order than scalar's, within the same bounds (tests/test_attn.c). */
+#include <pthread.h>
+#include <string.h>
+
+#define TGTK __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define TGTK_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), always_inline)) static inline
+
+TGTK_INLINE __m512 z_f(const char *r, size_t j) { return _mm512_loadu_ps((const float *)(r + 4 * j)); }
+TGTK_INLINE __m512 z_h(const char *r, size_t j)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * j)));
+}
+TGTK_INLINE __m512 z_b(const char *r, size_t j)
+{
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r + j))));
+}
+TGTK_INLINE __m512 z_n(const char *r, size_t j)
+{
+    uint32_t w[2];
+    memcpy(w, r + j / 2, 8); /* elements 0..7: nibbles of w[0], 8..15: of w[1] */
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)w[0])),
+                                   _mm256_set1_epi32((int)w[1]), 1);
+    v = _mm512_srlv_epi32(v, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)));
+}
+
+static const fkv__simd_ops *avx2_base;
+
+#define Z_KERNELS(SUF, LD, FMT)                                                                       \
+    TGTK_INLINE void zqk_blk_##SUF(int NM, int NT, const float *q, size_t d, const char *const *rows, \
+                                   size_t off, float scale, float *out, size_t ldo)                   \
+    {                                                                                                 \
+        __m512 acc[4][4];                                                                             \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                          \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[m][t] = _mm512_setzero_ps();     \
+        for (size_t j = 0; j < d; j += 16) {                                                          \
+            __m512 kv[4];                                                                             \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) kv[t] = LD(rows[t] + off, j);       \
+            _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                      \
+            {                                                                                         \
+                __m512 qv = _mm512_loadu_ps(q + (size_t)m * d + j);                                   \
+                _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[m][t] =                      \
+                    _mm512_fmadd_ps(qv, kv[t], acc[m][t]);                                            \
+            }                                                                                         \
+        }                                                                                             \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                          \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) out[(size_t)m * ldo + (size_t)t] =   \
+                _mm512_reduce_add_ps(acc[m][t]) * scale;                                              \
+    }                                                                                                 \
+    TGTK static void z_qk_##SUF(size_t M, const float *q, size_t T, const char *const *rows,          \
+                                size_t off, size_t d, float scale, float *out, size_t ldo)            \
+    {                                                                                                 \
+        if (d % 16) {                                                                                 \
+            avx2_base->qk[FMT](M, q, T, rows, off, d, scale, out, ldo);                               \
+            return;                                                                                   \
+        }                                                                                             \
+        size_t t = 0;                                                                                 \
+        for (; t + 4 <= T; t += 4) {                                                                  \
+            size_t m = 0;                                                                             \
+            for (; m + 2 <= M; m += 2) zqk_blk_##SUF(2, 4, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) zqk_blk_##SUF(1, 4, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+        }                                                                                             \
+        for (; t < T; t++) {                                                                          \
+            size_t m = 0;                                                                             \
+            for (; m + 4 <= M; m += 4) zqk_blk_##SUF(4, 1, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) zqk_blk_##SUF(1, 1, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+        }                                                                                             \
+    }                                                                                                 \
+    TGTK_INLINE void zpv_blk_##SUF(int NM, int NJ, const float *p, size_t ldp, size_t T,               \
+                                   const char *const *rows, size_t off, size_t j0, float *acc, size_t lda) \
+    {                                                                                                 \
+        __m512 a[4][2];                                                                               \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                          \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) a[m][j] =                            \
+                _mm512_loadu_ps(acc + (size_t)m * lda + (size_t)j * 16);                              \
+        for (size_t t = 0; t < T; t++) {                                                              \
+            __m512 vv[2];                                                                             \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) vv[j] = LD(rows[t] + off, j0 + (size_t)j * 16); \
+            _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                      \
+            {                                                                                         \
+                __m512 w = _mm512_set1_ps(p[(size_t)m * ldp + t]);                                    \
+                _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) a[m][j] =                        \
+                    _mm512_fmadd_ps(w, vv[j], a[m][j]);                                               \
+            }                                                                                         \
+        }                                                                                             \
+        _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                          \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++)                                      \
+                _mm512_storeu_ps(acc + (size_t)m * lda + (size_t)j * 16, a[m][j]);                    \
+    }                                                                                                 \
+    TGTK static void z_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T,                       \
+                                const char *const *rows, size_t off, size_t n, float *acc, size_t lda) \
+    {                                                                                                 \
+        if (n % 16) {                                                                                 \
+            avx2_base->pv[FMT](M, p, ldp, T, rows, off, n, acc, lda);                                 \
+            return;                                                                                   \
+        }                                                                                             \
+        size_t m = 0;                                                                                 \
+        for (; m + 4 <= M; m += 4) {                                                                  \
+            size_t j = 0;                                                                             \
+            for (; j + 32 <= n; j += 32) zpv_blk_##SUF(4, 2, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+            for (; j < n; j += 16) zpv_blk_##SUF(4, 1, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+        }                                                                                             \
+        for (; m < M; m++) {                                                                          \
+            size_t j = 0;                                                                             \
+            for (; j + 32 <= n; j += 32) zpv_blk_##SUF(1, 2, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+            for (; j < n; j += 16) zpv_blk_##SUF(1, 1, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+        }                                                                                             \
+    }
+
+Z_KERNELS(f, z_f, FKV__FMT_F32)
+Z_KERNELS(h, z_h, FKV__FMT_F16)
+Z_KERNELS(b, z_b, FKV__FMT_U8)
+Z_KERNELS(n, z_n, FKV__FMT_U4)
+
+static fkv__simd_ops avx512_simd;
+static const fkv__simd_ops *avx512_simd_ptr;
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+
+static void avx512_build(void)
+{
+    const fkv__simd_ops *b = fkv__simd_avx2_ops();
+    __builtin_cpu_init();
+    /* __builtin_cpu_supports also checks that the OS saves zmm state */
+    if (!b || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl"))
+        return;
+    avx2_base = b;
+    avx512_simd = *b;
+    avx512_simd.name = "avx512";
+    avx512_simd.qk[FKV__FMT_F32] = z_qk_f, avx512_simd.qk[FKV__FMT_F16] = z_qk_h;
+    avx512_simd.qk[FKV__FMT_U8] = z_qk_b, avx512_simd.qk[FKV__FMT_U4] = z_qk_n;
+    avx512_simd.pv[FKV__FMT_F32] = z_pv_f, avx512_simd.pv[FKV__FMT_F16] = z_pv_h;
+    avx512_simd.pv[FKV__FMT_U8] = z_pv_b, avx512_simd.pv[FKV__FMT_U4] = z_pv_n;
+    avx512_simd_ptr = &avx512_simd;
+}
+
+/* The AVX2 table with the attention kernels widened (built once). */
+const fkv__simd_ops *fkv__simd_avx512_ops(void)
+{
+    pthread_once(&avx512_once, avx512_build);
+    return avx512_simd_ptr;
+}
+#else
+const fkv__fp8_ops *fkv__fp8_avx512_ops(void) { return NULL; }
+const fkv__simd_ops *fkv__simd_avx512_ops(void) { return NULL; }
+#endif
