@@ -3,11 +3,19 @@
  * accepts on purpose pass with their neutral values, and logprobs come in
  * OpenAI's two formats (completions' legacy object, chat's content list),
  * whole and streamed, cut with the text at a stop sequence.  The fake
- * draws from 27 equally likely tokens, so every logprob is -ln 27. */
+ * draws from 27 equally likely tokens, so every logprob is -ln 27.
+ * llama-server's endpoints on the fake: /tokenize and /detokenize (one
+ * token per byte), their refusals, /props, and /slots showing requests
+ * while they run (held open on raw sockets) and not after. */
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "http_client.h"
@@ -261,6 +269,168 @@ static void test_logprobs_stop_whole(void)
     http_free(&r);
 }
 
+/* ---------------------------------------------------------------- llama-server's endpoints */
+
+static void test_tokenize(void)
+{
+    http_resp r;
+    post(&r, "/tokenize", "{\"content\":\"h\\u00e9\",\"with_pieces\":true}");
+    /* one token per byte; the lone bytes of "é" are not UTF-8: arrays */
+    CHECKF(r.status == 200 && !strcmp(body_of(&r), "{\"tokens\":[{\"id\":104,\"piece\":\"h\"},{\"id\":195,"
+                                                   "\"piece\":[195]},{\"id\":169,\"piece\":[169]}]}\n"),
+           "%ld %s", r.status, body_of(&r));
+    http_free(&r);
+    post(&r, "/tokenize", "{\"content\":\"hi there\"}");
+    CHECKF(r.status == 200 && !strcmp(body_of(&r), "{\"tokens\":[104,105,32,116,104,101,114,101]}\n"), "%s",
+           body_of(&r));
+    http_free(&r);
+    post(&r, "/detokenize", "{\"tokens\":[104,105,32,116,104,101,114,101]}");
+    CHECKF(r.status == 200 && !strcmp(body_of(&r), "{\"content\":\"hi there\"}\n"), "%s", body_of(&r));
+    http_free(&r);
+    /* bytes that are not UTF-8 come back as U+FFFD, never as invalid JSON */
+    post(&r, "/detokenize", "{\"tokens\":[97,255]}");
+    CHECKF(r.status == 200 && !strcmp(body_of(&r), "{\"content\":\"a\xef\xbf\xbd\"}\n"), "%s", body_of(&r));
+    http_free(&r);
+    post(&r, "/detokenize", "{\"tokens\":[]}");
+    CHECKF(r.status == 200 && !strcmp(body_of(&r), "{\"content\":\"\"}\n"), "%s", body_of(&r));
+    http_free(&r);
+    static const char *const bad[][3] = {
+        {"/tokenize", "{}", "content"},
+        {"/tokenize", "{\"content\":5}", "content"},
+        {"/tokenize", "{\"content\":\"a\",\"add_special\":\"yes\"}", "add_special"},
+        {"/tokenize", "{\"content\":\"a\",\"with_pieces\":1}", "with_pieces"},
+        {"/tokenize", "{\"content\":\"a\",\"nonesuch\":1}", "nonesuch"},
+        {"/detokenize", "{\"tokens\":[1,256]}", "tokens[1]"},
+        {"/detokenize", "{\"tokens\":[1.5]}", "tokens[0]"},
+        {"/detokenize", "{\"tokens\":\"abc\"}", "tokens"},
+        {"/detokenize", "{}", "tokens"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_refused(bad[i][0], bad[i][1], bad[i][2]);
+    post(&r, "/tokenize", "not json");
+    CHECK(r.status == 400);
+    http_free(&r);
+    memset(&r, 0, sizeof r);
+    http_do(&r, port, "GET", "/tokenize", NULL, 0, NULL);
+    CHECK(r.status == 405);
+    http_free(&r);
+}
+
+static void test_props(void)
+{
+    http_resp r;
+    memset(&r, 0, sizeof r);
+    http_do(&r, port, "GET", "/props", NULL, 0, NULL);
+    cJSON *j = cJSON_Parse(body_of(&r));
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "default_generation_settings");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(d, "params");
+    CHECKF(r.status == 200 && cJSON_GetObjectItemCaseSensitive(j, "total_slots")->valueint == 8 &&
+               cJSON_GetObjectItemCaseSensitive(d, "n_ctx")->valueint == 4096 &&
+               cJSON_GetObjectItemCaseSensitive(params, "n_predict")->valueint == 16 &&
+               !strcmp(cJSON_GetObjectItemCaseSensitive(j, "model_alias")->valuestring, "fairkv-fake"),
+           "%s", body_of(&r));
+    cJSON_Delete(j);
+    http_free(&r);
+}
+
+/* A request sent on a raw socket and left running until the socket closes. */
+static int send_raw(unsigned p, const char *json)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     strlen(json), json);
+    REQUIRE(write(fd, req, (size_t)n) == n);
+    return fd;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* GET /slots until `want` entries show (the first generating, the rest
+ * waiting), or 10 s; returns the array (caller frees). */
+static cJSON *slots_until(unsigned p, int want, int need_generating)
+{
+    for (int i = 0; i < 1000; i++) {
+        http_resp r;
+        memset(&r, 0, sizeof r);
+        http_do(&r, p, "GET", "/slots", NULL, 0, NULL);
+        cJSON *j = cJSON_Parse(body_of(&r));
+        http_free(&r);
+        int gen = 0;
+        for (const cJSON *e = j ? j->child : NULL; e; e = e->next) {
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "state");
+            gen += cJSON_IsString(st) && !strcmp(st->valuestring, "generating");
+        }
+        if (cJSON_GetArraySize(j) == want && gen >= need_generating) return j;
+        cJSON_Delete(j);
+        sleep_ms(10);
+    }
+    return NULL;
+}
+
+/* A backend that runs one request at a time: one request generates (the
+ * fake gives a token per 5 ms, 4000 at most: 20 s unless cancelled),
+ * another waits; closing their sockets ends both. */
+static void test_slots(void)
+{
+    fkv_backend b1;
+    fkv_server *s1;
+    char err[256];
+    const char *opts[] = {"pace_ms=5", "max_batch=1", NULL};
+    REQUIRE(fkv_backend_create("fake", opts, &b1, err, sizeof err) == FKV_OK);
+    fkv_server_config cfg;
+    fkv_server_config_default(&cfg);
+    cfg.port = 0;
+    REQUIRE(fkv_server_start(&cfg, &b1, &s1, err, sizeof err) == FKV_OK);
+    unsigned p = fkv_server_port(s1);
+    cJSON *none = slots_until(p, 0, 0);
+    CHECK(none && cJSON_IsArray(none));
+    cJSON_Delete(none);
+
+    int a = send_raw(p, "{\"prompt\":\"hello\",\"max_tokens\":4000,\"stream\":true,\"user\":\"alice\"}");
+    cJSON *one = slots_until(p, 1, 1);
+    CHECK(one != NULL);
+    int b = send_raw(p, "{\"prompt\":\"hey\",\"max_tokens\":4000,\"stream\":true,\"user\":\"bob\"}");
+    cJSON *two = slots_until(p, 2, 1);
+    CHECK(two != NULL);
+    int seen_a = 0, seen_b = 0;
+    for (const cJSON *e = two ? two->child : NULL; e; e = e->next) {
+        const char *user = cJSON_GetObjectItemCaseSensitive(e, "user")->valuestring;
+        const char *state = cJSON_GetObjectItemCaseSensitive(e, "state")->valuestring;
+        int np = cJSON_GetObjectItemCaseSensitive(e, "n_prompt_tokens")->valueint;
+        int dec = cJSON_GetObjectItemCaseSensitive(e, "n_decoded")->valueint;
+        int done = cJSON_GetObjectItemCaseSensitive(e, "n_prompt_tokens_processed")->valueint;
+        if (!strcmp(user, "alice")) {
+            seen_a = 1;
+            CHECKF(!strcmp(state, "generating") && np == 5 && done == 5 && dec >= 1 && dec < 4000, "alice: %s %d %d",
+                   state, np, dec);
+        } else if (!strcmp(user, "bob")) {
+            seen_b = 1;
+            CHECKF(!strcmp(state, "waiting") && np == 3 && done == 0 && dec == 0, "bob: %s %d %d", state, np, dec);
+        }
+    }
+    CHECK(seen_a && seen_b);
+    cJSON_Delete(one);
+    cJSON_Delete(two);
+    close(a);
+    close(b);
+    /* gone once their clients left (a stream notices at its next write) */
+    cJSON *after = slots_until(p, 0, 0);
+    CHECK(after != NULL);
+    cJSON_Delete(after);
+    fkv_server_destroy(s1);
+    fkv_backend_destroy(&b1);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -278,6 +448,9 @@ int main(void)
     test_logprobs_whole();
     test_logprobs_stream();
     test_logprobs_stop_whole();
+    test_tokenize();
+    test_props();
+    test_slots();
 
     fkv_server_destroy(srv);
     fkv_backend_destroy(&be);

@@ -525,6 +525,22 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 
 /* A token's text as a JSON string: its bytes, with U+FFFD for each byte
  * that is not part of a valid UTF-8 character (a token may end inside one). */
+static void token_str(fkv_textbuf *b, const char *s, size_t n);
+
+void fkv_api_json_text(fkv_textbuf *b, const char *s, size_t n)
+{
+    token_str(b, s, n);
+}
+
+static size_t utf8_len(const unsigned char *s, size_t n);
+
+int fkv_api_utf8_valid(const char *s, size_t n)
+{
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = utf8_len((const unsigned char *)s + i, n - i))) return 0;
+    return 1;
+}
+
 static void token_str(fkv_textbuf *b, const char *s, size_t n)
 {
     fkv_textbuf t;
@@ -700,4 +716,104 @@ void fkv_api_render_models(fkv_textbuf *b, const char *model, int64_t created, u
     fkv_textbuf_json_str(b, model, strlen(model));
     fkv_textbuf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"fairkv\",\"max_model_len\":%u}]}\n",
                        (long long)created, max_context);
+}
+
+/* ------------------------------------------------------------ llama-server's /tokenize, /detokenize */
+
+/* Every key of root is one of names[n]; else a 400 naming it. */
+static int only_fields(const cJSON *root, const char *const *names, size_t n, const char *what, fkv_api_error *err)
+{
+    for (const cJSON *it = root->child; it; it = it->next) {
+        const char *k = it->string ? it->string : "";
+        size_t i = 0;
+        while (i < n && strcmp(names[i], k)) i++;
+        if (i == n) {
+            char name[32];
+            snprintf(name, sizeof name, "%s", k);
+            return BAD(name, "unsupported_field", "'%.64s' is not supported by this server on %s", k, what);
+        }
+    }
+    return 0;
+}
+
+static cJSON *parse_object(const char *body, size_t len, fkv_api_error *err)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        (void)BAD("", "invalid_json", "the body is not valid JSON (error near byte %zu)", at);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        (void)BAD("", "invalid_json", "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+void fkv_api_tokenize_free(fkv_api_tokenize *t)
+{
+    free(t->content);
+    memset(t, 0, sizeof *t);
+}
+
+int fkv_api_parse_tokenize(const char *body, size_t len, fkv_api_tokenize *out, fkv_api_error *err)
+{
+    static const char *const names[] = {"content", "add_special", "parse_special", "with_pieces"};
+    memset(out, 0, sizeof *out);
+    out->parse_special = 1;
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    int rc = only_fields(root, names, 4, "/tokenize", err);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "content");
+    if (!rc && !cJSON_IsString(c))
+        rc = BAD("content", c ? "invalid_type" : "missing_field", "'content' must be a string");
+    if (!rc && (get_bool(root, "add_special", &out->add_special, err) ||
+                get_bool(root, "parse_special", &out->parse_special, err) ||
+                get_bool(root, "with_pieces", &out->with_pieces, err)))
+        rc = -1;
+    if (!rc) {
+        out->len = strlen(c->valuestring);
+        if (!(out->content = dup_str(c->valuestring))) rc = OOM();
+    }
+    cJSON_Delete(root);
+    if (rc) fkv_api_tokenize_free(out);
+    return rc;
+}
+
+int fkv_api_parse_detokenize(const char *body, size_t len, uint32_t vocab, int32_t **tokens, size_t *n,
+                             fkv_api_error *err)
+{
+    static const char *const names[] = {"tokens"};
+    *tokens = NULL;
+    *n = 0;
+    cJSON *root = parse_object(body, len, err);
+    if (!root) return -1;
+    int rc = only_fields(root, names, 1, "/detokenize", err);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    if (!rc && !cJSON_IsArray(t))
+        rc = BAD("tokens", t ? "invalid_type" : "missing_field", "'tokens' must be an array of token ids");
+    int k = rc ? 0 : cJSON_GetArraySize(t);
+    if (!rc && k > 0 && !(*tokens = malloc(sizeof **tokens * (size_t)k))) rc = OOM();
+    int i = 0;
+    for (const cJSON *x = rc ? NULL : t->child; x && !rc; x = x->next, i++) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble >= vocab) {
+            char name[32];
+            snprintf(name, sizeof name, "tokens[%d]", i);
+            rc = BAD(name, "invalid_value", "'tokens[%d]' is not a token id in [0, %u)", i, vocab);
+        } else {
+            (*tokens)[i] = (int32_t)x->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    if (rc) {
+        free(*tokens);
+        *tokens = NULL;
+        return -1;
+    }
+    *n = (size_t)k;
+    return 0;
 }

@@ -131,6 +131,26 @@ void fkv_api_render_logprobs(fkv_textbuf *b, fkv_api_kind kind, const fkv_api_lo
 /* The final usage event (choices empty), sent when include_usage is set. */
 void fkv_api_render_usage_chunk(fkv_textbuf *b, fkv_api_kind kind, uint64_t id, int64_t created, const char *model,
                                 const fkv_api_usage *usage);
+/* A token's or a text's bytes as a JSON string, U+FFFD for each byte that
+ * is not part of a valid UTF-8 character. */
+void fkv_api_json_text(fkv_textbuf *b, const char *s, size_t n);
+/* 1 when s[0..n) is valid UTF-8 (RFC 3629). */
+int fkv_api_utf8_valid(const char *s, size_t n);
+
+/* POST /tokenize (llama-server's): {"content": string, "add_special":
+ * bool (false), "parse_special": bool (true), "with_pieces": bool (false)}. */
+typedef struct fkv_api_tokenize {
+    char *content; /* owned */
+    size_t len;
+    int add_special, parse_special, with_pieces;
+} fkv_api_tokenize;
+int fkv_api_parse_tokenize(const char *body, size_t len, fkv_api_tokenize *out, fkv_api_error *err);
+void fkv_api_tokenize_free(fkv_api_tokenize *t);
+/* POST /detokenize: {"tokens": [ids below vocab]}; *tokens owned (free()),
+ * NULL when n is 0. */
+int fkv_api_parse_detokenize(const char *body, size_t len, uint32_t vocab, int32_t **tokens, size_t *n,
+                             fkv_api_error *err);
+
 void fkv_api_render_models(fkv_textbuf *b, const char *model, int64_t created, uint32_t max_context);
 
 #endif

@@ -99,6 +99,7 @@ typedef struct fkv_backend_info {
     uint32_t max_context;      /* prompt + max_tokens must not exceed this */
     uint32_t class_short_max;  /* request_type thresholds on prompt + max_tokens, */
     uint32_t class_medium_max; /*   the same as the cache's (fkv_config) */
+    uint32_t max_running;      /* requests generating at once at most (llama-server's total_slots) */
 } fkv_backend_info;
 
 typedef struct fkv_backend_chat {

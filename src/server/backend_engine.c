@@ -109,6 +109,7 @@ typedef struct eng {
     ereq *live;              /* every accepted request until the engine ends it */
     uint64_t n_live, n_started; /* n_started: live requests that have produced a token */
     uint64_t max_waiting;
+    uint32_t max_running;    /* the engine's (fkv_engine_config.max_running) */
     int ignore_eos;
     char *client_name[64];   /* fairness client ids: "user" strings, first come */
     int n_clients;
@@ -391,6 +392,7 @@ static void eng_info(void *be, fkv_backend_info *out)
     out->max_context = b->m->hp.ctx_len;
     out->class_short_max = 128; /* the cache's class rule (fkv_config defaults) */
     out->class_medium_max = 512;
+    out->max_running = b->max_running;
 }
 
 /* The backend's token count from the tokenizer's. */
@@ -883,6 +885,7 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         return FKV_ENOMEM;
     }
     b->max_waiting = bo.max_waiting;
+    b->max_running = cfg.max_running;
     b->ignore_eos = bo.ignore_eos;
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;

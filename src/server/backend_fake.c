@@ -96,6 +96,7 @@ static void fake_info(void *be, fkv_backend_info *out)
     out->max_context = f->max_context;
     out->class_short_max = 128;
     out->class_medium_max = 512;
+    out->max_running = f->max_batch;
 }
 
 static fkv_status fake_tokenize(void *be, const char *text, size_t len, int32_t *out, uint32_t cap,

@@ -51,6 +51,11 @@ typedef struct sink_ctx {
 
 struct gen {
     fkv_server *srv;
+    gen *next_live, **prev_live; /* fkv_server.gens, under its mu */
+    char *user;                  /* the request's "user" (GET /slots) */
+    uint32_t n_prompt, max_tokens;
+    double temperature, top_p;
+    uint32_t top_logprobs;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* a token, a finish, or the end */
     int refs;
@@ -97,6 +102,14 @@ static void gen_release(gen *g)
     pthread_mutex_unlock(&g->mu);
     if (left) return;
     fkv_server *s = g->srv;
+    /* unlinked before it is freed: GET /slots reads live gens under s->mu */
+    pthread_mutex_lock(&s->mu);
+    if (g->prev_live) {
+        *g->prev_live = g->next_live;
+        if (g->next_live) g->next_live->prev_live = g->prev_live;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(g->user);
     for (uint32_t i = 0; i < g->n; i++) {
         fkv_textbuf_free(&g->ch[i].text);
         fkv_textbuf_free(&g->ch[i].lp_pieces);
@@ -485,8 +498,18 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
     g->created = (int64_t)time(NULL);
     g->cls = class_of(s, (uint64_t)r->n_prompt + r->max_tokens);
     fkv_textbuf_init(&g->out);
+    g->user = strdup(r->user ? r->user : "");
+    g->n_prompt = r->n_prompt;
+    g->max_tokens = r->max_tokens;
+    g->temperature = r->temperature;
+    g->top_p = r->top_p;
+    g->top_logprobs = r->top_logprobs;
     pthread_mutex_lock(&s->mu);
     s->live_gens++;
+    g->next_live = s->gens;
+    if (s->gens) s->gens->prev_live = &g->next_live;
+    s->gens = g;
+    g->prev_live = &s->gens;
     g->id = ++s->next_id;
     for (uint32_t i = 0; i < r->n; i++) {
         g->ch[i].backend_id = ++s->next_id;
@@ -497,7 +520,7 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
     /* a chat stream opens every choice with the assistant's role */
     for (uint32_t i = 0; g->stream && g->kind == FKV_API_CHAT && i < g->n; i++)
         fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, s->info.model, i, "assistant", "", 0, NULL, NULL);
-    if (g->n_stop < r->n_stop) {
+    if (g->n_stop < r->n_stop || !g->user) {
         gen_release(g);
         return NULL;
     }
@@ -718,4 +741,40 @@ int fkv__chat_setup(fkv_server *s, const char *name, char *err, size_t errlen)
         s->chat_tmpl = FKV_CHAT_DEFAULT;
     }
     return 0;
+}
+
+/* GET /slots, llama-server's shape where it maps: fairkv has no fixed
+ * slots (continuous batching), so each running choice is one entry; a
+ * choice is "waiting" (queued or in its prompt) until its first token,
+ * then "generating".  The prompt counts as processed at the first token:
+ * chunked prefill progress is the engine's and not seen here. */
+void fkv__slots_render(fkv_server *s, fkv_textbuf *b)
+{
+    fkv_textbuf_puts(b, "[");
+    int k = 0;
+    pthread_mutex_lock(&s->mu); /* then each gen's mu: nothing takes s->mu holding a gen's */
+    for (gen *g = s->gens; g; g = g->next_live) {
+        pthread_mutex_lock(&g->mu);
+        for (uint32_t i = 0; i < g->n_submitted; i++) {
+            const choice *ch = &g->ch[i];
+            if (ch->done) continue;
+            fkv_textbuf_printf(b,
+                               "%s{\"id\":%llu,\"id_task\":%llu,\"index\":%u,\"n_ctx\":%u,\"is_processing\":true,"
+                               "\"state\":\"%s\",\"user\":",
+                               k++ ? "," : "", (unsigned long long)ch->backend_id, (unsigned long long)g->id, i,
+                               s->info.max_context, ch->tokens ? "generating" : "waiting");
+            fkv_textbuf_json_str(b, g->user, strlen(g->user));
+            fkv_textbuf_printf(b,
+                               ",\"n_prompt_tokens\":%u,\"n_prompt_tokens_processed\":%u,\"n_decoded\":%u,"
+                               "\"next_token\":{\"has_next_token\":true,\"n_remain\":%u,\"n_decoded\":%u},"
+                               "\"params\":{\"n_predict\":%u,\"temperature\":%g,\"top_p\":%g,\"stream\":%s,"
+                               "\"n_probs\":%u}}",
+                               g->n_prompt, ch->tokens ? g->n_prompt : 0, ch->tokens,
+                               g->max_tokens > ch->tokens ? g->max_tokens - ch->tokens : 0, ch->tokens, g->max_tokens,
+                               g->temperature, g->top_p, g->stream ? "true" : "false", g->top_logprobs);
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    fkv_textbuf_puts(b, "]\n");
 }
