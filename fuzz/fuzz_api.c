@@ -1,8 +1,10 @@
-/* libFuzzer target: the server's request parsers (completions and chat),
- * the chat templates and the metrics family filter take untrusted bytes.  A
- * parse either succeeds with fields inside the limits or fails with an HTTP
- * status and a named message; every template renders any parsed
- * conversation; the filter never writes more than it was given. */
+/* libFuzzer target: the server's request parsers (completions and chat,
+ * llama-server's /tokenize and /detokenize), the chat templates and the
+ * metrics family filter take untrusted bytes.  A parse either succeeds
+ * with fields inside the limits or fails with an HTTP status and a named
+ * message; every template renders any parsed conversation; the filter
+ * never writes more than it was given; any bytes as token text render as
+ * valid UTF-8. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fkv_api_error e;
     if (fkv_api_parse_completion((const char *)data, size, &lim, &r, &e) == 0) {
         int ok = r.n >= 1 && r.n <= lim.max_n && r.max_tokens >= 1 && r.max_tokens <= lim.max_context &&
+                 r.top_logprobs <= FKV_API_MAX_LOGPROBS && (r.logprobs || !r.top_logprobs) &&
                  r.temperature >= 0 && r.temperature <= 2 && r.top_p > 0 && r.top_p <= 1 && r.user &&
                  (r.prompt_text ? r.prompt_text_len > 0
                                 : r.prompt && r.n_prompt >= 1 && r.n_prompt <= lim.max_prompt &&
@@ -46,6 +49,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fkv_api_request_free(&r);
     } else if (!(e.http == 400 || e.http == 404 || e.http == 500) || !e.message[0]) {
         __builtin_trap();
+    }
+    fkv_api_tokenize tq;
+    if (fkv_api_parse_tokenize((const char *)data, size, &tq, &e) == 0) {
+        if (!tq.content || strlen(tq.content) != tq.len) __builtin_trap();
+        fkv_api_tokenize_free(&tq);
+    } else if (!(e.http == 400 || e.http == 500) || !e.message[0]) {
+        __builtin_trap();
+    }
+    int32_t *ids;
+    size_t n_ids;
+    if (fkv_api_parse_detokenize((const char *)data, size, 256, &ids, &n_ids, &e) == 0) {
+        for (size_t i = 0; i < n_ids; i++)
+            if (ids[i] < 0 || ids[i] >= 256) __builtin_trap();
+        free(ids);
+    } else if (!(e.http == 400 || e.http == 500) || !e.message[0] || ids) {
+        __builtin_trap();
+    }
+    {
+        fkv_textbuf t;
+        fkv_textbuf_init(&t);
+        fkv_api_json_text(&t, (const char *)data, size);
+        if (t.data && !fkv_api_utf8_valid(t.data, t.len)) __builtin_trap();
+        fkv_textbuf_free(&t);
     }
     /* the bytes as a metrics text from a backend */
     const char *seen[] = {"a_total", "fairkv_num_requests_running"};

@@ -79,4 +79,41 @@ static inline uint32_t greedy_reference(const fkv_llama *m, const int32_t *promp
     return k;
 }
 
+/* The plain forward pass's logits at each generated position: logits[t *
+ * n_vocab ..] are those token t is drawn from.  Token t is forced[t] when
+ * forced is given (teacher forcing), else the argmax, ending before eos
+ * like greedy_reference.  Returns the tokens produced (out may be NULL). */
+static inline uint32_t reference_logits(const fkv_llama *m, const int32_t *prompt, uint32_t n, const int32_t *forced,
+                                        uint32_t max, int32_t eos, int32_t *out, float *logits)
+{
+    uint32_t V = m->hp.n_vocab;
+    fkv_fwd_geom g = fkv_llama_geom(m);
+    fkv_fwd *f;
+    REQUIRE(!fkv_fwd_create(m, NULL, &f));
+    int32_t *ids = malloc((n + max) * sizeof *ids);
+    REQUIRE(ids);
+    char err[300];
+    fkv_kvref_seq kv;
+    REQUIRE(!fkv_kvref_seq_init(&kv, &g, n + max));
+    memcpy(ids, prompt, n * sizeof *ids);
+    fkv_fwd_seq s = {&kv, ids, n, 0, NULL, logits, 0};
+    REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &s, 1, err, sizeof err));
+    uint32_t k = 0;
+    for (uint32_t t = 0; t < max; t++) {
+        const float *lg = logits + (size_t)t * V;
+        int32_t tok = forced ? forced[t] : fkv_argmax(lg, V);
+        if (!forced && tok == eos) break;
+        if (out) out[k] = tok;
+        k++;
+        ids[n + t] = tok;
+        if (t + 1 == max) break;
+        fkv_fwd_seq d = {&kv, ids + n + t, 1, n + t, NULL, logits + (size_t)(t + 1) * V, 0};
+        REQUIRE(!fkv_llama_forward(f, &fkv_kvref_ops, &d, 1, err, sizeof err));
+    }
+    fkv_kvref_seq_free(&kv);
+    free(ids);
+    fkv_fwd_destroy(f);
+    return k;
+}
+
 #endif

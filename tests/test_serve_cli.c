@@ -133,6 +133,11 @@ int main(void)
     refused(badrt, buf, sizeof buf);
     CHECKF(strstr(buf, "--read-timeout needs an integer"), "stderr: %s", buf);
 
+    /* llama-server's -ub below the step's token budget has no equivalent: refused, saying why */
+    char *badub[] = {"fairkv", "serve", "--port", "0", "-b", "128", "-ub", "32", NULL};
+    refused(badub, buf, sizeof buf);
+    CHECKF(strstr(buf, "-ub/--ubatch-size 32") && strstr(buf, "token budget 128"), "stderr: %s", buf);
+
     char *good[] = {"fairkv", "serve", "--port", "0", "--backend-opt", "pace_ms=10", "--read-timeout", "5",
                     "--max-connections-per-ip", "8", NULL};
     pid_t pid = spawn(good, &fd);

@@ -145,12 +145,27 @@ typedef struct capture {
     fkv_gen_result res;
     uint32_t hold_at; /* >0: the step thread waits in the token callback at this count until released */
     int released;
+    /* logprobs as delivered (when the request asked) */
+    uint32_t n_lp;
+    float lp[MAXTOK + 4];
+    uint32_t n_top[MAXTOK + 4];
+    int32_t top_tok[MAXTOK + 4][5];
+    float top_lp[MAXTOK + 4][5];
 } capture;
 
-static void cap_token(void *ctx, int32_t token, const char *text, size_t len)
+static void cap_token(void *ctx, int32_t token, const char *text, size_t len, const fkv_gen_logprobs *lp)
 {
     capture *c = ctx;
     pthread_mutex_lock(&c->mu);
+    if (lp && c->n_lp < MAXTOK + 4) {
+        c->lp[c->n_lp] = lp->logprob;
+        c->n_top[c->n_lp] = lp->n_top;
+        for (uint32_t j = 0; j < lp->n_top && j < 5; j++) {
+            c->top_tok[c->n_lp][j] = lp->top_token[j];
+            c->top_lp[c->n_lp][j] = lp->top_logprob[j];
+        }
+        c->n_lp++;
+    }
     if (c->n < MAXTOK + 4) c->tok[c->n++] = token;
     pthread_cond_broadcast(&c->cv);
     while (c->hold_at && c->n >= c->hold_at && !c->released) pthread_cond_wait(&c->cv, &c->mu);
@@ -181,7 +196,7 @@ static void test_greedy_direct(void)
         capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
         char user[8];
         snprintf(user, sizeof user, "u%d", r); /* the HTTP request's user: the same tenant */
-        fkv_gen_request q = {1000 + (uint64_t)r, user, prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL, NULL};
+        fkv_gen_request q = {1000 + (uint64_t)r, user, prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL, NULL, 0, 0, 0};
         fkv_gen_sink sink = {cap_token, cap_done, &c};
         char err[200];
         REQUIRE(be.ops->submit(be.impl, &q, &sink, err, sizeof err) == FKV_OK);
@@ -224,6 +239,125 @@ static void test_greedy_direct(void)
             http_free(&h2);
         }
     }
+}
+
+/* ---------------------------------------------------------------- logprobs */
+
+/* The test's own log-softmax, in double. */
+static double ref_logprob(const float *lg, uint32_t V, int32_t tok)
+{
+    double mx = lg[0], sum = 0;
+    for (uint32_t i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+    for (uint32_t i = 0; i < V; i++) sum += exp((double)lg[i] - mx);
+    return (double)lg[tok] - mx - log(sum);
+}
+
+/* The id of the k-th largest logit (k from 0). */
+static int32_t ref_rank(const float *lg, uint32_t V, uint32_t k)
+{
+    int32_t id = -1;
+    for (uint32_t r = 0; r <= k; r++) {
+        int32_t best = -1;
+        for (uint32_t i = 0; i < V; i++) {
+            int taken = 0;
+            /* skip those of rank < r: larger, or equal with a lower id */
+            if (id >= 0 && (lg[i] > lg[id] || (lg[i] == lg[id] && (int32_t)i <= id))) taken = 1;
+            if (!taken && (best < 0 || lg[i] > lg[best])) best = (int32_t)i;
+        }
+        id = best;
+    }
+    return id;
+}
+
+#define LP_TOL 2e-3 /* the paged engine and the contiguous reference round differently */
+
+/* Sampled at temperature 1.3 (past EOS: ignore_eos), each token's logprob
+ * and its 5 alternatives are the log-softmax of the reference's raw logits
+ * at that position (teacher-forced on the tokens the engine drew): not
+ * scaled by the temperature, not shifted by a position, normalised. */
+static void test_logprobs_direct(void)
+{
+    uint32_t V = model->hp.n_vocab;
+    capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    fkv_gen_request q = {3000, "lp", prompts[2], PLEN, MAXTOK, 1.3, 1.0, 7, NULL, NULL, 1, 5, 1};
+    fkv_gen_sink sink = {cap_token, cap_done, &c};
+    char err[200];
+    REQUIRE(be.ops->submit(be.impl, &q, &sink, err, sizeof err) == FKV_OK);
+    pthread_mutex_lock(&c.mu);
+    while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    CHECKF(c.n == MAXTOK && c.n_lp == MAXTOK, "%u tokens, %u logprobs (ignore_eos: all %d)", c.n, c.n_lp, MAXTOK);
+    float *lg = malloc((size_t)MAXTOK * V * sizeof *lg);
+    REQUIRE(lg);
+    reference_logits(model, prompts[2], PLEN, c.tok, c.n, -1, NULL, lg);
+    int differs_scaled = 0;
+    for (uint32_t t = 0; t < c.n_lp && t < c.n; t++) {
+        const float *l = lg + (size_t)t * V;
+        double want_lp = ref_logprob(l, V, c.tok[t]);
+        CHECKF(fabs(c.lp[t] - want_lp) < LP_TOL, "token %u: logprob %g, reference %g", t, (double)c.lp[t], want_lp);
+        CHECK(c.n_top[t] == 5);
+        for (uint32_t j = 0; j < 5 && j < c.n_top[t]; j++) {
+            int32_t id = ref_rank(l, V, j);
+            CHECKF(c.top_tok[t][j] == id && fabs(c.top_lp[t][j] - ref_logprob(l, V, id)) < LP_TOL,
+                   "token %u alternative %u: %d %g, reference %d %g", t, j, c.top_tok[t][j], (double)c.top_lp[t][j],
+                   id, ref_logprob(l, V, id));
+        }
+        /* what a temperature-scaled log-softmax would give instead */
+        float sc[512];
+        REQUIRE(V <= 512);
+        for (uint32_t i = 0; i < V; i++) sc[i] = l[i] / 1.3f;
+        if (fabs(ref_logprob(sc, V, c.tok[t]) - want_lp) > 10 * LP_TOL) differs_scaled = 1;
+    }
+    CHECK(differs_scaled); /* the test can tell raw from scaled */
+    free(lg);
+}
+
+/* Over HTTP, greedy: completions' legacy logprobs of each token equal the
+ * reference's, the alternatives start with the token itself (greedy takes
+ * the most likely), text_offset counts the text before each token. */
+static void test_logprobs_http(void)
+{
+    uint32_t V = model->hp.n_vocab;
+    float *lg = malloc((size_t)MAXTOK * V * sizeof *lg);
+    REQUIRE(lg);
+    uint32_t n = reference_logits(model, prompts[0], PLEN, NULL, MAXTOK, 2, NULL, lg);
+    REQUIRE(n == n_want[0]);
+    char json[4096];
+    json_prompt(json, sizeof json, 0, 0);
+    char *end = strrchr(json, '}');
+    snprintf(end, sizeof json - (size_t)(end - json), ",\"logprobs\":3}");
+    http_resp h = {0};
+    post(&h, json);
+    CHECKF(h.status == 200, "status %ld: %s", h.status, body_of(&h));
+    cJSON *j = cJSON_Parse(body_of(&h));
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(c0, "logprobs");
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens");
+    const cJSON *tlp = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs");
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(lp, "text_offset");
+    CHECKF(cJSON_GetArraySize(toks) == (int)n && cJSON_GetArraySize(tlp) == (int)n &&
+               cJSON_GetArraySize(top) == (int)n && cJSON_GetArraySize(off) == (int)n,
+           "%d logprobs for %u tokens: %s", cJSON_GetArraySize(tlp), n, body_of(&h));
+    double prev_off = -1;
+    for (uint32_t t = 0; t < n && t < (uint32_t)cJSON_GetArraySize(tlp); t++) {
+        const float *l = lg + (size_t)t * V;
+        double want_lp = ref_logprob(l, V, want[0][t]);
+        double got = cJSON_GetArrayItem(tlp, (int)t)->valuedouble;
+        CHECKF(fabs(got - want_lp) < LP_TOL, "token %u: %g, reference %g", t, got, want_lp);
+        const cJSON *d = cJSON_GetArrayItem(top, (int)t);
+        int k = cJSON_GetArraySize(d);
+        CHECKF(k >= 1 && k <= 4, "token %u: %d alternatives", t, k);
+        /* the most likely first: the greedy token itself */
+        CHECKF(d->child && fabs(d->child->valuedouble - want_lp) < LP_TOL, "token %u: first alternative %g", t,
+               d->child ? d->child->valuedouble : 0.0);
+        double o = cJSON_GetArrayItem(off, (int)t)->valuedouble;
+        CHECK(o >= prev_off);
+        prev_off = o;
+    }
+    cJSON_Delete(j);
+    http_free(&h);
+    free(lg);
 }
 
 /* ---------------------------------------------------------------- over HTTP */
@@ -317,7 +451,7 @@ static void test_backend_sweep(const char *mopt)
             capture c[NPAR];
             for (int r = 0; r < NPAR; r++) {
                 c[r] = (capture){.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-                fkv_gen_request q = {2000 + (uint64_t)r, "sweep", prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL, NULL};
+                fkv_gen_request q = {2000 + (uint64_t)r, "sweep", prompts[r], PLEN, MAXTOK, 0.0, 1.0, 1, NULL, NULL, 0, 0, 0};
                 fkv_gen_sink sink = {cap_token, cap_done, &c[r]};
                 REQUIRE(b.ops->submit(b.impl, &q, &sink, err, sizeof err) == FKV_OK);
             }
@@ -426,7 +560,7 @@ static void test_cancel_stops_engine(const char *mopt)
     /* the step thread is held in the fifth token's callback until the
      * cancel is in, so the test does not race the decode speed */
     capture c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .hold_at = 5};
-    fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3, NULL, NULL};
+    fkv_gen_request q = {77, "x", prompts[0], 8, 600, 1.0, 1.0, 3, NULL, NULL, 0, 0, 0};
     fkv_gen_sink sink = {cap_token, cap_done, &c};
     REQUIRE(b2.ops->submit(b2.impl, &q, &sink, err, sizeof err) == FKV_OK);
     pthread_mutex_lock(&c.mu);
@@ -523,6 +657,8 @@ int main(void)
 
     test_completion_and_stream();
     test_greedy_direct();
+    test_logprobs_direct();
+    test_logprobs_http();
     test_backend_sweep(mopt);
     test_pressure_and_metrics();
     test_disconnect();

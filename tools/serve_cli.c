@@ -64,8 +64,11 @@ static void usage(FILE *f)
             "  --threads N          engine: forward and attention threads (default 1)\n"
             "  --ctx N              engine: context length, overriding the model's llama.context_length\n"
             "                       (warns when beyond it)\n"
-            "  --max-batch-tokens N engine: new + recomputed tokens per step (default 256)\n"
-            "  --max-running N      engine: running requests at most (default 16)\n"
+            "  --max-batch-tokens N engine: new + recomputed tokens per step (default 256; also -b,\n"
+            "                       --batch-size)\n"
+            "  -ub, --ubatch-size N engine: accepted when >= the step's token budget (the step's whole\n"
+            "                       batch is one forward pass); a smaller one is refused\n"
+            "  --max-running N      engine: running requests at most (default 16; also -np, --parallel)\n"
             "  --admission fcfs|vtc engine: admission order; vtc shares service among 'user' ids\n"
             "  --step-share off|drr engine: drr shares each step's prefill budget among 'user' ids by\n"
             "                       weighted deficit round robin after decodes (default off)\n"
@@ -108,7 +111,10 @@ static const struct {
               {"--ctx", "ctx"},               {"--host-kv", "host_kv"},
               {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
               {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
-              {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"}};
+              {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"},
+              /* llama-server's names (docs/OPERATIONS.md has the table) */
+              {"-np", "max_running"},         {"--parallel", "max_running"},
+              {"-b", "max_batch_tokens"},     {"--batch-size", "max_batch_tokens"}};
 #define N_EFLAGS (sizeof eflags / sizeof eflags[0])
 
 static int is_engine_flag(const char *a)
@@ -127,7 +133,7 @@ int fkv_cli_serve(int argc, char **argv)
     char ebuf[N_EFLAGS][1100];
     int has_model = 0;
     int n_opts = 0;
-    unsigned long long v, drain_s = 60;
+    unsigned long long v, drain_s = 60, ubatch = 0, batch = 256; /* batch: the engine's default budget */
     cfg.api_key = getenv("FAIRKV_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -170,6 +176,9 @@ int fkv_cli_serve(int argc, char **argv)
             if (parse_u64(a, val, 0, 86400, &drain_s)) return 2;
         } else if (OPT("--chat-template")) cfg.chat_template = val;
         else if (OPT("--backend")) backend = val;
+        else if (OPT("-ub") || OPT("--ubatch-size")) {
+            if (parse_u64(a, val, 1, 1u << 20, &ubatch)) return 2;
+        }
         else if (!strcmp(a, "--remote-cluster")) { /* a switch: no value */
             ok = 1;
             if (n_opts == 64) {
@@ -181,6 +190,8 @@ int fkv_cli_serve(int argc, char **argv)
         else if (is_engine_flag(a)) {
             ok = 1;
             i++;
+            if (val && (!strcmp(a, "-b") || !strcmp(a, "--batch-size") || !strcmp(a, "--max-batch-tokens")))
+                batch = strtoull(val, NULL, 10); /* checked as an engine option */
             for (size_t k = 0; k < N_EFLAGS && val; k++) {
                 if (strcmp(a, eflags[k].flag)) continue;
                 if (strlen(val) > 1024 || n_opts == 64) {
@@ -212,6 +223,17 @@ int fkv_cli_serve(int argc, char **argv)
     }
     opts[n_opts] = NULL;
     if (!backend) backend = has_model ? "engine" : "fake";
+    /* llama.cpp splits a batch (-b) into micro-batches (-ub) of at most
+     * that many tokens per forward pass; the engine computes a step's
+     * whole batch in one pass, so only -ub >= -b describes it */
+    if (ubatch && ubatch < batch) {
+        fprintf(stderr,
+                "fairkv serve: -ub/--ubatch-size %llu is smaller than the step's token budget %llu (-b, "
+                "--max-batch-tokens): the engine computes a step's whole batch in one forward pass and has no "
+                "micro-batches; give -b %llu to bound the step instead\n",
+                ubatch, batch, ubatch);
+        return 2;
+    }
 
     /* Block the stop signals before any thread starts (the backend starts
      * its own) so every thread inherits the mask and only sigwait below

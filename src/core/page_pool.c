@@ -5,10 +5,51 @@
  * module's reservation step.  Storage is phantom
  * (bytes only) or cpu: per layer, K and V arrays of
  * [n_pages][page_tokens][n_kv_heads][head_dim] elements. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define FKV_POOL_MMAP 1
+#endif
 
 #include "core/internal.h"
+
+/* One layer's K or V array: zero bytes that cost nothing until written.
+ * An anonymous mapping is page-aligned and reads as zeros, and the kernel
+ * gives it memory page by page on first write, so a large budget
+ * (--kv-budget 8GiB) starts at once and only the pages requests fill
+ * become resident.  (The earlier aligned_alloc + memset wrote the whole
+ * budget at start: seconds per GiB.)  Elsewhere: calloc, which is lazy
+ * for large sizes too, but only 16-byte aligned by contract, so 64 is
+ * asked through aligned_alloc and zeroed. */
+static void *kv_alloc(size_t bytes)
+{
+#ifdef FKV_POOL_MMAP
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#else
+    void *p = aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+#endif
+}
+
+static void kv_free(void *p, size_t bytes)
+{
+    if (!p) return;
+#ifdef FKV_POOL_MMAP
+    munmap(p, bytes);
+#else
+    (void)bytes;
+    free(p);
+#endif
+}
+
+static size_t kv_bytes(const fkv_cache *c)
+{
+    return ((size_t)c->layer_page_stride * c->n_pages + 63) / 64 * 64;
+}
 
 fkv_status fkv__pool_init(fkv_cache *c)
 {
@@ -35,14 +76,11 @@ fkv_status fkv__pool_init(fkv_cache *c)
         c->k = calloc(L, sizeof *c->k);
         c->v = calloc(L, sizeof *c->v);
         if (!c->k || !c->v) return FKV_ENOMEM;
-        size_t bytes = (size_t)c->layer_page_stride * n;
-        size_t rounded = (bytes + 63) / 64 * 64;
+        size_t rounded = kv_bytes(c);
         for (uint32_t l = 0; l < L; l++) {
-            c->k[l] = aligned_alloc(64, rounded);
-            c->v[l] = aligned_alloc(64, rounded);
+            c->k[l] = kv_alloc(rounded);
+            c->v[l] = kv_alloc(rounded);
             if (!c->k[l] || !c->v[l]) return FKV_ENOMEM;
-            memset(c->k[l], 0, rounded);
-            memset(c->v[l], 0, rounded);
         }
     }
     return FKV_OK;
@@ -52,8 +90,8 @@ void fkv__pool_fini(fkv_cache *c)
 {
     if (c->k || c->v) {
         for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
-            if (c->k) free(c->k[l]);
-            if (c->v) free(c->v[l]);
+            if (c->k) kv_free(c->k[l], kv_bytes(c));
+            if (c->v) kv_free(c->v[l], kv_bytes(c));
         }
     }
     free(c->k);

@@ -1,5 +1,6 @@
 /* Backend registry: one table from names to factories.  The real engine
  * has its line here. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,4 +65,36 @@ char *fkv_backend_cache_prometheus(fkv_cache *c, size_t *len)
         free(text); /* it grew past the room: again, at its new size */
     }
     return NULL;
+}
+
+void fkv_gen_logprobs_compute(const float *logits, uint32_t V, int32_t token, uint32_t k, fkv_gen_logprobs *out)
+{
+    /* log p_i = x_i - (max + log sum exp(x_j - max)) */
+    float mx = -INFINITY;
+    for (uint32_t i = 0; i < V; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (uint32_t i = 0; i < V; i++) sum += exp((double)logits[i] - (double)mx);
+    double lse = (double)mx + log(sum);
+    out->logprob = token >= 0 && (uint32_t)token < V ? (float)((double)logits[token] - lse) : -INFINITY;
+    if (k > FKV_GEN_MAX_TOP) k = FKV_GEN_MAX_TOP;
+    if (k > V) k = V;
+    /* insertion into a sorted list of k: V x k at most 20, no allocation */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < V && k; i++) {
+        float x = logits[i];
+        if (n == k && !(x > logits[out->top_token[n - 1]])) continue;
+        uint32_t at = n < k ? n++ : k - 1;
+        while (at > 0 && x > logits[out->top_token[at - 1]]) {
+            out->top_token[at] = out->top_token[at - 1];
+            at--;
+        }
+        out->top_token[at] = (int32_t)i;
+    }
+    out->n_top = n;
+    for (uint32_t j = 0; j < n; j++) {
+        out->top_logprob[j] = (float)((double)logits[out->top_token[j]] - lse);
+        out->top_piece[j] = "";
+        out->top_piece_len[j] = 0;
+    }
 }

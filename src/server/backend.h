@@ -40,7 +40,33 @@ typedef struct fkv_gen_request {
     uint64_t seed;           /* sampling RNG seed: same seed, same tokens */
     const char *cache_salt;  /* prefix-cache namespace, NULL = none (the tenant is `client`) */
     void *prefetched;        /* NULL, or what the backend's prefetch returned for this request */
+    int logprobs;            /* 1: on_token gets each token's log-probability */
+    uint32_t top_logprobs;   /* and this many alternatives (<= FKV_GEN_MAX_TOP) */
+    int ignore_eos;          /* the end-of-sequence token does not end the request */
 } fkv_gen_request;
+
+#define FKV_GEN_MAX_TOP 20
+
+/* A generated token's log-probability and its most likely alternatives,
+ * from the model's own distribution: the log-softmax of the raw logits the
+ * token was sampled from, before temperature and top_p (vLLM's default,
+ * "raw_logprobs").  Pieces are token bytes, valid during the call. */
+typedef struct fkv_gen_logprobs {
+    float logprob;
+    const char *piece; /* the token's own bytes (the text delivered may hold some back) */
+    size_t piece_len;
+    uint32_t n_top;    /* most likely first */
+    int32_t top_token[FKV_GEN_MAX_TOP];
+    float top_logprob[FKV_GEN_MAX_TOP];
+    const char *top_piece[FKV_GEN_MAX_TOP];
+    size_t top_piece_len[FKV_GEN_MAX_TOP];
+} fkv_gen_logprobs;
+
+/* Fills out's logprob, n_top = min(k, V, FKV_GEN_MAX_TOP), top_token and
+ * top_logprob (ties: the lower id first) from logits[V] for `token`;
+ * pieces are left to the caller.  Sums in double; -INFINITY logits are
+ * tokens of probability 0. */
+void fkv_gen_logprobs_compute(const float *logits, uint32_t V, int32_t token, uint32_t k, fkv_gen_logprobs *out);
 
 typedef enum fkv_finish {
     FKV_FINISH_LENGTH = 0,    /* max_tokens reached ("length") */
@@ -60,8 +86,9 @@ typedef struct fkv_gen_result {
 typedef struct fkv_gen_sink {
     /* One generated token; text[0..len) is its UTF-8 piece (may be empty,
      * e.g. an incomplete multi-byte character held back by the detokenizer).
-     * Valid during the call only. */
-    void (*on_token)(void *ctx, int32_t token, const char *text, size_t len);
+     * Valid during the call only.  lp: NULL unless the request asked for
+     * logprobs. */
+    void (*on_token)(void *ctx, int32_t token, const char *text, size_t len, const fkv_gen_logprobs *lp);
     void (*on_done)(void *ctx, const fkv_gen_result *res);
     void *ctx;
 } fkv_gen_sink;
@@ -72,6 +99,7 @@ typedef struct fkv_backend_info {
     uint32_t max_context;      /* prompt + max_tokens must not exceed this */
     uint32_t class_short_max;  /* request_type thresholds on prompt + max_tokens, */
     uint32_t class_medium_max; /*   the same as the cache's (fkv_config) */
+    uint32_t max_running;      /* requests generating at once at most (llama-server's total_slots) */
 } fkv_backend_info;
 
 typedef struct fkv_backend_chat {
@@ -128,6 +156,15 @@ typedef struct fkv_backend_ops {
      * fkv_gen_request.prefetched (submit only reads it), then to release. */
     void *(*prefetch)(void *be, const fkv_gen_request *req);
     void (*release)(void *be, void *prefetched);
+    /* required: the bytes of a token (its piece), written to out[0..cap);
+     * returns the length, which may exceed cap (then the caller retries
+     * larger); 0 for an id outside the vocabulary.  For /detokenize and
+     * /tokenize's pieces: any thread, no lock taken. */
+    size_t (*piece)(void *be, int32_t token, char *out, size_t cap);
+    /* required: the text of a token sequence (tokenize's inverse: a space
+     * the tokenizer put in front is removed; control tokens give no text),
+     * written as piece; FKV_EINVAL for an id outside the vocabulary. */
+    fkv_status (*detokenize)(void *be, const int32_t *tokens, size_t n, char *out, size_t cap, size_t *len);
 } fkv_backend_ops;
 
 typedef struct fkv_backend {

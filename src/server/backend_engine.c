@@ -100,6 +100,9 @@ typedef struct ereq {
     int stopped;           /* end-of-generation token met (step thread only) */
     unsigned char pend[4]; /* UTF-8 holdback (step thread only) */
     size_t n_pend;
+    int logprobs;          /* the request asked for them: on_token gets them */
+    uint32_t top_logprobs;
+    int ignore_eos;        /* the server's --ignore-eos or the request's */
     char ns[FKV_REMOTE_NAME_MAX + 1]; /* the remote tier's namespace of its tenant and salt */
     uint32_t remote_hit;   /* prompt tokens the lookup found (whole pages from 0) */
     uint32_t looked_up;    /* prompt pages the lookup counted as sightings (admission) */
@@ -118,6 +121,7 @@ typedef struct eng {
     ereq *live;              /* every accepted request until the engine ends it */
     uint64_t n_live, n_started; /* n_started: live requests that have produced a token */
     uint64_t max_waiting;
+    uint32_t max_running;    /* the engine's (fkv_engine_config.max_running) */
     int ignore_eos;
     char *client_name[64];   /* fairness client ids: "user" strings, first come */
     int n_clients;
@@ -128,6 +132,7 @@ typedef struct eng {
     int64_t snap_ns;
     char *scratch;           /* step thread: text of one token */
     size_t scratch_cap;
+    char lp_pieces[FKV_GEN_MAX_TOP + 1][256]; /* step thread: pieces of a token's logprobs */
     FILE *step_log;          /* --step-log: written by the step thread only */
     char *step_log_path;
     int64_t step_log_t0;     /* CLOCK_MONOTONIC ns when it was opened */
@@ -225,9 +230,18 @@ static void unlink_live(eng *b, ereq *r)
         }
 }
 
+/* A token's piece into one of the step thread's logprob buffers (a piece
+ * longer than 255 bytes, which no vocabulary has, is cut). */
+static void lp_piece(eng *b, int slot, int32_t token, const char **p, size_t *len)
+{
+    size_t n = fkv_tok_piece(b->tok, token, b->lp_pieces[slot], sizeof b->lp_pieces[slot]);
+    *p = b->lp_pieces[slot];
+    *len = n < sizeof b->lp_pieces[slot] ? n : sizeof b->lp_pieces[slot] - 1;
+}
+
 static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab)
 {
-    (void)id, (void)sample, (void)logits, (void)n_vocab;
+    (void)id, (void)sample;
     ereq *r = ctx;
     eng *b = r->b;
     if (r->delivered || r->stopped) return;
@@ -236,7 +250,7 @@ static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
         b->n_started++;
         pthread_mutex_unlock(&b->mu);
     }
-    if (!b->ignore_eos && fkv_tok_is_eog(b->tok, token)) {
+    if (!r->ignore_eos && fkv_tok_is_eog(b->tok, token)) {
         r->stopped = 1;
         r->produced++; /* counted for n_started bookkeeping only; not delivered */
         return;
@@ -253,7 +267,14 @@ static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
     }
     r->produced++;
     size_t n = utf8_feed(r, piece, pl, b->scratch, r->produced >= r->max_tokens);
-    r->sink.on_token(r->sink.ctx, token, b->scratch, n);
+    fkv_gen_logprobs lp;
+    if (r->logprobs && logits) {
+        /* the raw logits the token was drawn from (before temperature) */
+        fkv_gen_logprobs_compute(logits, n_vocab, token, r->top_logprobs, &lp);
+        lp_piece(b, FKV_GEN_MAX_TOP, token, &lp.piece, &lp.piece_len);
+        for (uint32_t j = 0; j < lp.n_top; j++) lp_piece(b, (int)j, lp.top_token[j], &lp.top_piece[j], &lp.top_piece_len[j]);
+    }
+    r->sink.on_token(r->sink.ctx, token, b->scratch, n, r->logprobs && logits ? &lp : NULL);
 }
 
 static void finished(eng *b, ereq *r)
@@ -389,6 +410,7 @@ static void eng_info(void *be, fkv_backend_info *out)
     out->max_context = b->m->hp.ctx_len;
     out->class_short_max = 128; /* the cache's class rule (fkv_config defaults) */
     out->class_medium_max = 512;
+    out->max_running = b->max_running;
 }
 
 /* The backend's token count from the tokenizer's. */
@@ -708,6 +730,9 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     r->sink = *sink;
     r->n_prompt = req->n_prompt;
     r->max_tokens = req->max_tokens;
+    r->logprobs = req->logprobs;
+    r->top_logprobs = req->top_logprobs;
+    r->ignore_eos = b->ignore_eos || req->ignore_eos;
     fkv_engine_request q;
     memset(&q, 0, sizeof q);
     q.prompt = req->prompt;
@@ -717,7 +742,7 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.top_p = (float)req->top_p;
     q.seed = req->seed;
     q.n = 1; /* the server submits each of n choices on its own, with seed + i */
-    q.stop_token = b->ignore_eos ? -1 : b->tok->eos;
+    q.stop_token = r->ignore_eos ? -1 : b->tok->eos;
     q.on_token = cb_token;
     q.on_done = cb_done;
     q.ctx = r;
@@ -879,10 +904,24 @@ static void eng_destroy(void *be)
     eng_free(b);
 }
 
+static size_t eng_piece(void *be, int32_t token, char *out, size_t cap)
+{
+    eng *b = be;
+    return fkv_tok_piece(b->tok, token, out, cap);
+}
+
+static fkv_status eng_detokenize(void *be, const int32_t *tokens, size_t n, char *out, size_t cap, size_t *len)
+{
+    eng *b = be;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= b->tok->n_vocab) return FKV_EINVAL;
+    return fkv_tok_decode(b->tok, tokens, n, out, cap, len);
+}
+
 static const fkv_backend_ops eng_ops = {
     "engine",  eng_info,    eng_tokenize, eng_submit,    eng_cancel,
     eng_stats, eng_metrics, eng_drain,    eng_destroy,   eng_chat_info,
-    eng_tokenize_special, eng_prefetch, eng_release,
+    eng_tokenize_special, eng_prefetch, eng_release, eng_piece, eng_detokenize,
 };
 
 fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, char *err, size_t errlen)
@@ -902,6 +941,7 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         return FKV_ENOMEM;
     }
     b->max_waiting = bo.max_waiting;
+    b->max_running = cfg.max_running;
     b->ignore_eos = bo.ignore_eos;
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;

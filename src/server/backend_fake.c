@@ -16,8 +16,15 @@
  *
  * Tokenizer: one token per byte (vocab 256).  Generated tokens are the bytes
  * "a".."z" and " ", so every piece is one printable character.
+ *
+ * Log-probabilities: the fake's distribution is what it draws from, 27
+ * tokens equally likely, so its logits are 0 for those and -inf for the
+ * rest, and logprobs go through the same log-softmax as the engine's:
+ * every token -ln 27, alternatives in id order (" ", then "a", "b", ...).
+ * It has no end-of-sequence token, so ignore_eos changes nothing.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +41,8 @@ typedef struct freq {
     uint32_t n_prompt;
     uint32_t max_tokens, produced, cached;
     uint64_t rng;
+    int logprobs;
+    uint32_t top_logprobs;
     fkv_gen_sink sink;
     fkv_seq *seq;
     int cancelled;
@@ -60,6 +69,7 @@ typedef struct fake {
     uint32_t max_batch;
     uint64_t max_waiting; /* 0 = no limit of its own (the server has one) */
     uint32_t max_context;
+    float logits[256];    /* the distribution tokens are drawn from (see the top) */
 } fake;
 
 static uint64_t xorshift(uint64_t *s)
@@ -86,6 +96,7 @@ static void fake_info(void *be, fkv_backend_info *out)
     out->max_context = f->max_context;
     out->class_short_max = 128;
     out->class_medium_max = 512;
+    out->max_running = f->max_batch;
 }
 
 static fkv_status fake_tokenize(void *be, const char *text, size_t len, int32_t *out, uint32_t cap,
@@ -123,6 +134,8 @@ static fkv_status fake_submit(void *be, const fkv_gen_request *req, const fkv_ge
     r->rng = req->seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     if (!r->rng) r->rng = 1;
     r->sink = *sink;
+    r->logprobs = req->logprobs;
+    r->top_logprobs = req->top_logprobs;
     pthread_mutex_lock(&f->mu);
     fkv_status st = FKV_OK;
     if (f->draining || f->stop) {
@@ -307,7 +320,19 @@ static void deliver(fake *f)
     for (freq *r = f->running; r; r = r->next) {
         if (r->emit) {
             char piece = (char)r->tok;
-            r->sink.on_token(r->sink.ctx, r->tok, &piece, 1);
+            fkv_gen_logprobs lp;
+            char tops[FKV_GEN_MAX_TOP];
+            if (r->logprobs) {
+                fkv_gen_logprobs_compute(f->logits, 256, r->tok, r->top_logprobs, &lp);
+                lp.piece = &piece;
+                lp.piece_len = 1;
+                for (uint32_t j = 0; j < lp.n_top; j++) {
+                    tops[j] = (char)lp.top_token[j];
+                    lp.top_piece[j] = &tops[j];
+                    lp.top_piece_len[j] = 1;
+                }
+            }
+            r->sink.on_token(r->sink.ctx, r->tok, &piece, 1, r->logprobs ? &lp : NULL);
             r->emit = 0;
         }
     }
@@ -417,11 +442,31 @@ static void fake_destroy(void *be)
     free(f);
 }
 
+static size_t fake_piece(void *be, int32_t token, char *out, size_t cap)
+{
+    (void)be;
+    if (token < 0 || token > 255) return 0;
+    if (cap) out[0] = (char)token;
+    return 1;
+}
+
+static fkv_status fake_detokenize(void *be, const int32_t *tokens, size_t n, char *out, size_t cap, size_t *len)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] > 255) return FKV_EINVAL;
+        if (i < cap) out[i] = (char)tokens[i];
+    }
+    *len = n;
+    return FKV_OK;
+}
+
 static const fkv_backend_ops fake_ops = {
     "fake", fake_info, fake_tokenize, fake_submit, fake_cancel, fake_stats, fake_metrics, fake_drain, fake_destroy,
     NULL, /* no chat template: chats use the default one */
     NULL, /* no special tokens */
     NULL, NULL, /* nothing to prefetch */
+    fake_piece, fake_detokenize,
 };
 
 /* Parses "key=value" with an unsigned value in [lo, hi]. */
@@ -465,6 +510,7 @@ fkv_status fkv_backend_fake_create(const char *const *opts, fkv_backend *out, ch
     f->max_batch = (uint32_t)max_batch;
     f->max_waiting = max_waiting;
     f->max_context = (uint32_t)max_context;
+    for (int i = 0; i < 256; i++) f->logits[i] = (i >= 'a' && i <= 'z') || i == ' ' ? 0.0f : -INFINITY;
     fkv_config cfg;
     fkv_config_default(&cfg);
     cfg.storage = FKV_STORAGE_PHANTOM;

@@ -32,6 +32,15 @@ typedef struct choice {
     fkv_finish finish;
     uint32_t prompt_tokens, cached_tokens;
     char error[160];
+    /* logprobs, when asked: one entry per delivered token, in order */
+    fkv_api_lp_entry *lp_ent;
+    size_t lp_n, lp_cap;
+    fkv_api_lp_top *lp_top;
+    size_t lp_ntop, lp_topcap;
+    fkv_textbuf lp_pieces; /* the entries' token bytes */
+    size_t lp_sent;        /* streamed: entries already sent */
+    size_t text_total;     /* bytes of text the tokens delivered (text_offset of the next) */
+    int lp_oom;
 } choice;
 
 typedef struct gen gen;
@@ -42,6 +51,11 @@ typedef struct sink_ctx {
 
 struct gen {
     fkv_server *srv;
+    gen *next_live, **prev_live; /* fkv_server.gens, under its mu */
+    char *user;                  /* the request's "user" (GET /slots) */
+    uint32_t n_prompt, max_tokens;
+    double temperature, top_p;
+    uint32_t top_logprobs;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* a token, a finish, or the end */
     int refs;
@@ -52,6 +66,7 @@ struct gen {
     int cls;
     uint32_t n, n_done, n_submitted;
     int stream, include_usage, first_token_seen;
+    int logprobs; /* the request asked for them */
     fkv_api_kind kind;
     char *stop[FKV_API_MAX_STOP]; /* owned copies of the request's */
     size_t stop_len[FKV_API_MAX_STOP];
@@ -87,7 +102,20 @@ static void gen_release(gen *g)
     pthread_mutex_unlock(&g->mu);
     if (left) return;
     fkv_server *s = g->srv;
-    for (uint32_t i = 0; i < g->n; i++) fkv_textbuf_free(&g->ch[i].text);
+    /* unlinked before it is freed: GET /slots reads live gens under s->mu */
+    pthread_mutex_lock(&s->mu);
+    if (g->prev_live) {
+        *g->prev_live = g->next_live;
+        if (g->next_live) g->next_live->prev_live = g->prev_live;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(g->user);
+    for (uint32_t i = 0; i < g->n; i++) {
+        fkv_textbuf_free(&g->ch[i].text);
+        fkv_textbuf_free(&g->ch[i].lp_pieces);
+        free(g->ch[i].lp_ent);
+        free(g->ch[i].lp_top);
+    }
     for (uint32_t i = 0; i < g->n_stop; i++) free(g->stop[i]);
     fkv_textbuf_free(&g->out);
     pthread_mutex_destroy(&g->mu);
@@ -133,13 +161,81 @@ static size_t stop_holdback(const gen *g, const char *s, size_t len)
     return best;
 }
 
-/* Streams text[sent..upto) of choice i as one chunk (gen.mu held). */
+/* ------------------------------------------------------------ logprobs */
+
+/* Records a delivered token's logprobs in choice ch (gen.mu held); its
+ * text starts at ch->text_total. */
+static void lp_add(choice *ch, const fkv_gen_logprobs *lp)
+{
+    if (ch->lp_n == ch->lp_cap) {
+        size_t cap = ch->lp_cap ? 2 * ch->lp_cap : 16;
+        fkv_api_lp_entry *e = realloc(ch->lp_ent, cap * sizeof *e);
+        if (!e) {
+            ch->lp_oom = 1;
+            return;
+        }
+        ch->lp_ent = e, ch->lp_cap = cap;
+    }
+    if (ch->lp_ntop + lp->n_top > ch->lp_topcap) {
+        size_t cap = ch->lp_topcap ? 2 * ch->lp_topcap : 64;
+        while (cap < ch->lp_ntop + lp->n_top) cap *= 2;
+        fkv_api_lp_top *t = realloc(ch->lp_top, cap * sizeof *t);
+        if (!t) {
+            ch->lp_oom = 1;
+            return;
+        }
+        ch->lp_top = t, ch->lp_topcap = cap;
+    }
+    fkv_api_lp_entry *e = &ch->lp_ent[ch->lp_n++];
+    e->piece_off = (uint32_t)ch->lp_pieces.len;
+    e->piece_len = (uint32_t)lp->piece_len;
+    fkv_textbuf_append(&ch->lp_pieces, lp->piece, lp->piece_len);
+    e->logprob = lp->logprob;
+    e->token = -1;
+    e->text_offset = (uint32_t)ch->text_total;
+    e->top = (uint32_t)ch->lp_ntop;
+    e->n_top = lp->n_top;
+    for (uint32_t j = 0; j < lp->n_top; j++) {
+        fkv_api_lp_top *t = &ch->lp_top[ch->lp_ntop++];
+        t->piece_off = (uint32_t)ch->lp_pieces.len;
+        t->piece_len = (uint32_t)lp->top_piece_len[j];
+        t->logprob = lp->top_logprob[j];
+        t->token = lp->top_token[j];
+        fkv_textbuf_append(&ch->lp_pieces, lp->top_piece[j], lp->top_piece_len[j]);
+    }
+    if (ch->lp_pieces.oom) ch->lp_oom = 1;
+}
+
+/* Entries [from, from + n) of choice ch as a logprobs view. */
+static fkv_api_logprobs lp_view(const choice *ch, size_t from, size_t n)
+{
+    fkv_api_logprobs v = {ch->lp_ent ? ch->lp_ent + from : NULL, n, ch->lp_top, ch->lp_pieces.data ? ch->lp_pieces.data : ""};
+    return v;
+}
+
+/* Entries whose text starts before byte `end` of the choice's text (all
+ * when `all`): the tokens a cut at a stop sequence keeps. */
+static size_t lp_upto(const choice *ch, size_t end, int all)
+{
+    size_t k = 0;
+    while (k < ch->lp_n && (all || ch->lp_ent[k].text_offset < end)) k++;
+    return k;
+}
+
+/* Streams text[sent..upto) of choice i as one chunk, with the logprobs of
+ * the tokens whose text starts in it (gen.mu held). */
 static void send_text(gen *g, uint32_t i, size_t upto)
 {
     choice *ch = &g->ch[i];
     if (upto <= ch->sent) return;
+    fkv_api_logprobs v;
+    if (g->logprobs) {
+        size_t k = lp_upto(ch, upto, 0);
+        v = lp_view(ch, ch->lp_sent, k > ch->lp_sent ? k - ch->lp_sent : 0);
+        ch->lp_sent = k > ch->lp_sent ? k : ch->lp_sent;
+    }
     fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, i, NULL, ch->text.data + ch->sent,
-                         upto - ch->sent, NULL);
+                         upto - ch->sent, NULL, g->logprobs ? &v : NULL);
     ch->sent = upto;
 }
 
@@ -160,9 +256,8 @@ static void add_text(gen *g, uint32_t i, const char *text, size_t len)
         send_text(g, i, ch->stopped ? ch->text.len : ch->text.len - stop_holdback(g, ch->text.data, ch->text.len));
 }
 
-static void on_token(void *ctx, int32_t token, const char *text, size_t len)
+static void on_token(void *ctx, int32_t token, const char *text, size_t len, const fkv_gen_logprobs *lp)
 {
-    (void)token;
     sink_ctx *sc = ctx;
     gen *g = sc->g;
     int64_t t = now_ns();
@@ -180,11 +275,19 @@ static void on_token(void *ctx, int32_t token, const char *text, size_t len)
     ch->t_last = t;
     ch->tokens++;
     g->t_progress = t;
-    if (g->stream && !g->n_stop && g->kind == FKV_API_COMPLETION)
+    if (g->logprobs && lp) {
+        lp_add(ch, lp);
+        if (ch->lp_n) ch->lp_ent[ch->lp_n - 1].token = token;
+    }
+    ch->text_total += len;
+    if (g->stream && !g->n_stop && g->kind == FKV_API_COMPLETION) {
+        fkv_api_logprobs v;
+        if (g->logprobs) v = lp_view(ch, ch->lp_sent, ch->lp_n - ch->lp_sent), ch->lp_sent = ch->lp_n;
         fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, sc->index, NULL, text, len,
-                             NULL);
-    else
+                             NULL, g->logprobs ? &v : NULL);
+    } else {
         add_text(g, sc->index, text, len);
+    }
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
 }
@@ -218,8 +321,15 @@ static void on_done(void *ctx, const fkv_gen_result *res)
             fkv_textbuf_puts(&g->out, "\n");
         } else {
             send_text(g, sc->index, ch->text.len); /* a held-back tail that never became a stop */
+            /* tokens whose text was all held back, and never cut by a stop */
+            fkv_api_logprobs v;
+            if (g->logprobs) {
+                size_t k = lp_upto(ch, ch->text.len, !ch->stopped);
+                v = lp_view(ch, ch->lp_sent, k > ch->lp_sent ? k - ch->lp_sent : 0);
+                ch->lp_sent = k > ch->lp_sent ? k : ch->lp_sent;
+            }
             fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, g->srv->info.model, sc->index, NULL, "", 0,
-                                 finish_name(finish));
+                                 finish_name(finish), g->logprobs && v.n ? &v : NULL);
         }
         if (g->n_done == g->n) {
             if (g->include_usage) {
@@ -375,6 +485,7 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
     g->n = r->n;
     g->stream = r->stream;
     g->include_usage = r->include_usage;
+    g->logprobs = r->logprobs;
     g->kind = r->kind;
     for (uint32_t i = 0; i < r->n_stop; i++) {
         if (!(g->stop[i] = strdup(r->stop[i]))) break;
@@ -387,8 +498,18 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
     g->created = (int64_t)time(NULL);
     g->cls = class_of(s, (uint64_t)r->n_prompt + r->max_tokens);
     fkv_textbuf_init(&g->out);
+    g->user = strdup(r->user ? r->user : "");
+    g->n_prompt = r->n_prompt;
+    g->max_tokens = r->max_tokens;
+    g->temperature = r->temperature;
+    g->top_p = r->top_p;
+    g->top_logprobs = r->top_logprobs;
     pthread_mutex_lock(&s->mu);
     s->live_gens++;
+    g->next_live = s->gens;
+    if (s->gens) s->gens->prev_live = &g->next_live;
+    s->gens = g;
+    g->prev_live = &s->gens;
     g->id = ++s->next_id;
     for (uint32_t i = 0; i < r->n; i++) {
         g->ch[i].backend_id = ++s->next_id;
@@ -398,8 +519,8 @@ static gen *gen_new(fkv_server *s, const fkv_api_request *r, int64_t t0)
     pthread_mutex_unlock(&s->mu);
     /* a chat stream opens every choice with the assistant's role */
     for (uint32_t i = 0; g->stream && g->kind == FKV_API_CHAT && i < g->n; i++)
-        fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, s->info.model, i, "assistant", "", 0, NULL);
-    if (g->n_stop < r->n_stop) {
+        fkv_api_render_chunk(&g->out, g->kind, g->id, g->created, s->info.model, i, "assistant", "", 0, NULL, NULL);
+    if (g->n_stop < r->n_stop || !g->user) {
         gen_release(g);
         return NULL;
     }
@@ -426,7 +547,7 @@ static int admit_locked(fkv_server *s, gen *g, const fkv_api_request *r, void *p
     for (uint32_t i = 0; i < r->n; i++) {
         fkv_gen_request q = {g->ch[i].backend_id, r->user, r->prompt, r->n_prompt, r->max_tokens,
                              r->temperature,      r->top_p, r->has_seed ? r->seed + i : g->ch[i].backend_id,
-                             r->cache_salt, pf};
+                             r->cache_salt, pf, r->logprobs, r->top_logprobs, r->ignore_eos};
         fkv_gen_sink sink = {on_token, on_done, &g->sinks[i]};
         pthread_mutex_lock(&g->mu);
         g->refs++; /* the sink's reference, dropped by on_done */
@@ -462,7 +583,7 @@ static int admit(fkv_server *s, gen *g, const fkv_api_request *r, fkv_api_error 
     void *pf = NULL;
     if (s->be->ops->prefetch) {
         fkv_gen_request q0 = {0, r->user, r->prompt, r->n_prompt, r->max_tokens, r->temperature, r->top_p, 0,
-                              r->cache_salt, NULL};
+                              r->cache_salt, NULL, r->logprobs, r->top_logprobs, r->ignore_eos};
         pf = s->be->ops->prefetch(s->be->impl, &q0);
     }
     int rc = admit_locked(s, g, r, pf, e);
@@ -486,8 +607,10 @@ static enum MHD_Result answer_whole(fkv_server *s, struct MHD_Connection *c, gen
     pthread_mutex_lock(&g->mu);
     enum MHD_Result rc;
     const char *errmsg = NULL;
-    for (uint32_t i = 0; i < g->n; i++)
+    for (uint32_t i = 0; i < g->n; i++) {
         if (!g->ch[i].done || g->ch[i].finish == FKV_FINISH_ERROR) errmsg = g->ch[i].done ? g->ch[i].error : "timed out";
+        if (g->ch[i].lp_oom) errmsg = "out of memory for logprobs";
+    }
     if (errmsg) {
         fkv_api_error e;
         fkv_api_error_set(&e, 500, "server_error", "backend_error", "", "generation failed: %s", errmsg);
@@ -497,17 +620,20 @@ static enum MHD_Result answer_whole(fkv_server *s, struct MHD_Connection *c, gen
         const char *texts[64];
         size_t lens[64];
         const char *fin[64];
+        fkv_api_logprobs lps[64];
         fkv_api_usage u;
         usage_of(g, &u);
         for (uint32_t i = 0; i < g->n && i < 64; i++) {
-            texts[i] = g->ch[i].text.data;
-            lens[i] = g->ch[i].text.len;
-            fin[i] = finish_name(g->ch[i].finish);
+            const choice *ch = &g->ch[i];
+            texts[i] = ch->text.data;
+            lens[i] = ch->text.len;
+            fin[i] = finish_name(ch->finish);
+            lps[i] = lp_view(ch, 0, lp_upto(ch, ch->text.len, !ch->stopped));
         }
         fkv_textbuf b;
         fkv_textbuf_init(&b);
         fkv_api_render_completion(&b, g->kind, g->id, g->created, s->info.model, g->n < 64 ? g->n : 64, texts, lens,
-                                  fin, &u);
+                                  fin, &u, g->logprobs ? lps : NULL);
         pthread_mutex_unlock(&g->mu);
         rc = fkv__http_send_json(c, 200, &b);
         fkv_textbuf_free(&b);
@@ -615,4 +741,40 @@ int fkv__chat_setup(fkv_server *s, const char *name, char *err, size_t errlen)
         s->chat_tmpl = FKV_CHAT_DEFAULT;
     }
     return 0;
+}
+
+/* GET /slots, llama-server's shape where it maps: fairkv has no fixed
+ * slots (continuous batching), so each running choice is one entry; a
+ * choice is "waiting" (queued or in its prompt) until its first token,
+ * then "generating".  The prompt counts as processed at the first token:
+ * chunked prefill progress is the engine's and not seen here. */
+void fkv__slots_render(fkv_server *s, fkv_textbuf *b)
+{
+    fkv_textbuf_puts(b, "[");
+    int k = 0;
+    pthread_mutex_lock(&s->mu); /* then each gen's mu: nothing takes s->mu holding a gen's */
+    for (gen *g = s->gens; g; g = g->next_live) {
+        pthread_mutex_lock(&g->mu);
+        for (uint32_t i = 0; i < g->n_submitted; i++) {
+            const choice *ch = &g->ch[i];
+            if (ch->done) continue;
+            fkv_textbuf_printf(b,
+                               "%s{\"id\":%llu,\"id_task\":%llu,\"index\":%u,\"n_ctx\":%u,\"is_processing\":true,"
+                               "\"state\":\"%s\",\"user\":",
+                               k++ ? "," : "", (unsigned long long)ch->backend_id, (unsigned long long)g->id, i,
+                               s->info.max_context, ch->tokens ? "generating" : "waiting");
+            fkv_textbuf_json_str(b, g->user, strlen(g->user));
+            fkv_textbuf_printf(b,
+                               ",\"n_prompt_tokens\":%u,\"n_prompt_tokens_processed\":%u,\"n_decoded\":%u,"
+                               "\"next_token\":{\"has_next_token\":true,\"n_remain\":%u,\"n_decoded\":%u},"
+                               "\"params\":{\"n_predict\":%u,\"temperature\":%g,\"top_p\":%g,\"stream\":%s,"
+                               "\"n_probs\":%u}}",
+                               g->n_prompt, ch->tokens ? g->n_prompt : 0, ch->tokens,
+                               g->max_tokens > ch->tokens ? g->max_tokens - ch->tokens : 0, ch->tokens, g->max_tokens,
+                               g->temperature, g->top_p, g->stream ? "true" : "false", g->top_logprobs);
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    fkv_textbuf_puts(b, "]\n");
 }

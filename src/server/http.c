@@ -186,7 +186,10 @@ static enum MHD_Result route(fkv_server *s, struct MHD_Connection *c, const char
 {
     fkv_api_error e;
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-    if (!strncmp(url, "/v1/", 4) && s->api_key) {
+    /* llama-server's endpoints are behind the key too (/slots shows users) */
+    int llama = !strcmp(url, "/tokenize") || !strcmp(url, "/detokenize") || !strcmp(url, "/props") ||
+                !strcmp(url, "/slots");
+    if ((!strncmp(url, "/v1/", 4) || llama) && s->api_key) {
         const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         if (!h || strncmp(h, "Bearer ", 7) || !key_ok(s->api_key, h + 7)) {
             fkv_api_error_set(&e, 401, "invalid_request_error", "invalid_api_key", "",
@@ -215,6 +218,18 @@ static enum MHD_Result route(fkv_server *s, struct MHD_Connection *c, const char
             fkv_textbuf_free(&b);
             return rc;
         }
+        allow = "GET";
+    } else if (!strcmp(url, "/tokenize")) {
+        if (post) return fkv__tokenize(s, c, cn);
+        allow = "POST";
+    } else if (!strcmp(url, "/detokenize")) {
+        if (post) return fkv__detokenize(s, c, cn);
+        allow = "POST";
+    } else if (!strcmp(url, "/props")) {
+        if (get) return fkv__props(s, c);
+        allow = "GET";
+    } else if (!strcmp(url, "/slots")) {
+        if (get) return fkv__slots(s, c);
         allow = "GET";
     } else if (!strcmp(url, "/health")) {
         if (get) {

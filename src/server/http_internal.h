@@ -37,6 +37,7 @@ struct fkv_server {
     int reaper_on, reaper_stop;
     fkv_chat_tmpl chat_tmpl; /* the prompt format of /v1/chat/completions */
     const char *chat_eos;    /* the template's eos_token text (the backend's), "" for none */
+    struct gen *gens;        /* under mu: every completion not yet freed (GET /slots) */
 };
 
 /* Per-request state of a connection (MHD's con_cls). */
@@ -59,6 +60,14 @@ int fkv__server_stopping(fkv_server *s);
 enum MHD_Result fkv__completions(fkv_server *s, struct MHD_Connection *c, conn *cn);
 /* POST /v1/chat/completions: the same path, messages through the template. */
 enum MHD_Result fkv__chat_completions(fkv_server *s, struct MHD_Connection *c, conn *cn);
+/* GET /slots: the choices of the completions being answered (completion.c). */
+void fkv__slots_render(fkv_server *s, fkv_textbuf *b);
+/* POST /tokenize, POST /detokenize, GET /props, GET /slots: llama-server's
+ * endpoints (llama_endpoints.c). */
+enum MHD_Result fkv__tokenize(fkv_server *s, struct MHD_Connection *c, conn *cn);
+enum MHD_Result fkv__detokenize(fkv_server *s, struct MHD_Connection *c, conn *cn);
+enum MHD_Result fkv__props(fkv_server *s, struct MHD_Connection *c);
+enum MHD_Result fkv__slots(fkv_server *s, struct MHD_Connection *c);
 /* Picks the chat template at start (name: --chat-template, NULL = the
  * model's); -1 with err for an unknown name. */
 int fkv__chat_setup(fkv_server *s, const char *name, char *err, size_t errlen);

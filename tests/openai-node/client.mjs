@@ -182,6 +182,32 @@ async function chat(client, model) {
   check(finish === res.choices[0].finish_reason, 'chat stream: finish_reason', String(finish));
 }
 
+// logprobs as the client types them; a field not implemented is a 400 naming it
+async function logprobs(client, model) {
+  const messages = [{ role: 'user', content: 'Tell me a story.' }];
+  const res = await client.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0,
+    logprobs: true, top_logprobs: 3 });
+  const c0 = res.choices?.[0];
+  const content = c0?.logprobs?.content ?? [];
+  check(content.length === res.usage?.completion_tokens, 'chat logprobs: one entry per token',
+    `${content.length} vs ${res.usage?.completion_tokens}`);
+  check(content.map((t) => t.token).join('') === c0?.message?.content, 'chat logprobs: the tokens spell the content',
+    JSON.stringify(content.map((t) => t.token)));
+  check(content.every((t) => t.logprob <= 0 && t.top_logprobs.length === 3 &&
+      Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6),
+    'chat logprobs: greedy takes the most likely of 3 alternatives', JSON.stringify(content[0]));
+  const cmpl = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 6, temperature: 0,
+    logprobs: 2 });
+  const lp = cmpl.choices?.[0]?.logprobs;
+  check(lp?.tokens?.length === 6 && lp.token_logprobs.length === 6 && lp.top_logprobs.length === 6 &&
+      lp.text_offset.length === 6 && lp.tokens.join('') === cmpl.choices[0].text,
+    'completion logprobs: legacy format', JSON.stringify(lp).slice(0, 300));
+  const refused = await errorOf(() => client.chat.completions.create({ model, messages, max_tokens: 4,
+    response_format: { type: 'json_object' } }));
+  check(refused instanceof OpenAI.BadRequestError && refused.param === 'response_format',
+    'response_format json_object: 400 naming it', `${refused?.status} ${refused?.param} ${refused?.message}`);
+}
+
 async function main() {
   const watchdog = setTimeout(async () => {
     console.log('FAIL - the test took longer than 120 s');
@@ -198,6 +224,7 @@ async function main() {
     await completions(client, model);
     await errors(client, baseURL, model);
     await chat(client, model);
+    await logprobs(client, model);
   } catch (e) {
     check(false, 'no unexpected error', e?.stack ?? String(e));
   } finally {
