@@ -34,6 +34,18 @@ fkv_status fkv_model_init_preset(const char *name, fkv_model_init_cfg *c)
         c->n_heads = 6;
         c->n_kv_heads = 6;
         c->hidden = 768;
+    } else if (!strcmp(name, "prefill")) {
+        /* sized for a real prefill cost (docs/EVALUATION.md, the engine's
+         * BLAS section): Llama-shaped with grouped-query attention, context
+         * 4096; 6 x (attention 393,216 + MLP 1,179,648 + norms 768) + embedding
+         * 259 x 384 + output norm 384: 9,541,632 parameters, about 19 MFLOP of matrix products
+         * per token, so a 2,000-token prefill costs about a second on two cores */
+        c->dim = 384;
+        c->n_layers = 6;
+        c->n_heads = 6;
+        c->n_kv_heads = 2;
+        c->hidden = 1024;
+        c->ctx_len = 4096;
     } else {
         return FKV_ENOENT;
     }
