@@ -20,7 +20,6 @@
 /* BLAS tiles: tokens x weight rows per SGEMM (see mm_blas_task) */
 #define MM_TT 8u
 #define MM_RB 64u
-#define MM_BLAS_MIN (128u * 128u)
 
 /* The engine splits work over its own thread pool and calls BLAS from each
  * worker on its own tile: BLAS itself runs one thread per call, so no
@@ -258,21 +257,19 @@ static void mm_blas_task(void *ctx, size_t task, unsigned thread)
     }
 }
 
-/* Whether W goes through BLAS: the choice depends on the matrix alone
- * (never on the batch), so a token's result does not depend on what it was
- * batched with.  Matrices below MM_BLAS_MIN elements stay on the dot loops,
- * measured faster there (docs/EVALUATION.md, the engine's BLAS section). */
-static int use_blas(const fkv_fwd *f, const fkv_wmat *w)
-{
-    if (f->matmul != FKV_MATMUL_AUTO) return f->matmul == FKV_MATMUL_BLAS;
-    return (uint64_t)w->rows * w->cols >= MM_BLAS_MIN;
-}
+/* Whether W goes through BLAS: the choice depends on the mode alone (never
+ * on the batch), so a token's result does not depend on what it was
+ * batched with.  The dot loops were measured slower than the tiles even for
+ * stories260K's 64 x 64 matrices and single-token decode (docs/EVALUATION.md,
+ * the engine's BLAS section), so auto is BLAS; FKV_MATMUL=loops keeps them
+ * for comparison. */
+static int use_blas(const fkv_fwd *f) { return f->matmul != FKV_MATMUL_LOOPS; }
 
 /* y[T][rows] = x[T][cols] . W^T, split across the pool. */
 static void matmul(fkv_fwd *f, const fkv_wmat *w, const float *x, float *y, uint32_t T)
 {
     uint32_t threads = f->pool ? fkv_attn_pool_threads(f->pool) : 1;
-    if (use_blas(f, w)) {
+    if (use_blas(f)) {
         uint32_t n_rb = (w->rows + MM_RB - 1) / MM_RB, tiles = (T + MM_TT - 1) / MM_TT;
         /* enough tasks to balance the threads; each task a run of tiles of one row block */
         uint32_t groups = (4 * threads + n_rb - 1) / n_rb;

@@ -113,9 +113,10 @@ typedef struct fkv_fwd fkv_fwd; /* scratch buffers, reusable across steps */
  * as the attention kernels split their work (one thread pool for a whole
  * engine).  Results do not depend on the thread count. */
 fkv_status fkv_fwd_create(const fkv_llama *m, fkv_attn_pool *pool, fkv_fwd **out);
-/* Which code multiplies a weight matrix: auto (OpenBLAS SGEMM for matrices
- * of 128 x 128 elements and more, the dot loops below that: the choice
- * depends on the matrix, never on the batch), or one of them for all.
+/* Which code multiplies the weight matrices: OpenBLAS SGEMM in fixed tiles
+ * (blas; auto is blas: measured faster for every matrix and batch size tried,
+ * single-token decode of 64 x 64 matrices included) or the hand-written dot
+ * loops (loops).  Either way results do not depend on batching or threads.
  * fkv_fwd_create reads it from the environment, FKV_MATMUL=auto|blas|loops
  * (for measurements and the reference check; unknown values warn and mean auto). */
 typedef enum { FKV_MATMUL_AUTO, FKV_MATMUL_BLAS, FKV_MATMUL_LOOPS } fkv_matmul_mode;
