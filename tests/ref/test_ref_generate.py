@@ -7,7 +7,7 @@ What is compared, 200 greedy tokens from BOS alone and from "Once upon a
 time" (fairkv's prompt ids, [1] and [1, 403, 407, 261, 378], are checked equal
 to run.c's encoding first), on the f32 GGUF that `fairkv model convert` writes
 from stories260K.bin + tok512.bin (context_length 512):
-  - `fairkv generate` (contiguous K/V): ids equal token for token, and its
+  - `fairkv generate` (the engine, its defaults): ids equal token for token, and its
     logits against the reference's at the same context (NMSE < 1e-9);
   - `fairkv generate --engine`: no pressure; 20 pages of K/V with --n 2
     (each sample needs 13 pages: eviction + recompute); 19 pages with --n 4
@@ -273,7 +273,7 @@ def main():
               f"teacher-forced agreement {agree}/{len(ids)}, free-running equal for the first {free}/{len(ids)}")
 
     for text in PROMPTS:
-        # plain path: contiguous reference K/V
+        # generate's defaults (the engine, no pressure), with its logits
         lp = os.path.join(w, "plain.f32")
         s, _ = generate(binary, f32, text, logits_path=lp)
         same("generate", text, s)
