@@ -13,7 +13,7 @@
 #                              short prompt, --n 1 or 16 forked samples
 #                              (--temperature 1, so the 16 samples differ)
 #   TTFT of a 40-token prompt alone (serve, one request at a time, max_tokens
-#   1) against its compute time (generate's prompt time for the same prompt)
+#   1) against its compute time (the step that prefilled it, --step-log)
 #
 # Each figure is the median of RUNS (5) runs; with two binaries, runs
 # alternate old, new, old, new, ... and the table gives new / old.  Then the
@@ -21,7 +21,8 @@
 # on the machine for the whole measurement.
 #
 #   scripts/bench_engine.sh NEW_BINARY [OLD_BINARY] [DATA_DIR]
-#   env: THREADS (2), RUNS (5), PROMPT_TOKENS (1000), DECODE (200)
+#   env: THREADS (2), RUNS (5), PROMPT_TOKENS (1000), DECODE (200),
+#        CORUNNER_ONLY=1: only the co-runner table
 #
 # Not part of CI: about 5-10 minutes with an old binary beside; needs curl.
 set -eu
@@ -63,7 +64,7 @@ decode() {
 }
 # serve BIN MODEL: starts a server, sets URL
 serve_start() {
-  "$1" serve --port 0 --model "$2" --threads "$THREADS" --kv-budget 512MiB --max-running 16 > "$W/serve.log" 2>&1 &
+  "$1" serve --port 0 --model "$2" --threads "$THREADS" --kv-budget 512MiB --max-running 16 ${3:-} > "$W/serve.log" 2>&1 &
   SP=$!
   for t in $(seq 300); do grep -q 'http://127.0.0.1:' "$W/serve.log" && break; sleep 0.1; done
   URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$W/serve.log" | head -1)
@@ -78,19 +79,15 @@ prefill16() {
       -d "{\"model\":\"$1\",\"prompt\":\"$p\",\"max_tokens\":1,\"temperature\":0}" "$URL/v1/completions" > "$W/r$j" &
     pids="$pids $!"
   done
-  wait $pids
+  wait $pids || true # a failed request counts no tokens (its file is empty)
   t1=$(date +%s.%N)
-  tok=$(cat $(seq -f "$W/r%g" 16) | grep -o '"prompt_tokens":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)
+  tok=$( (echo 0; cat $(seq -f "$W/r%g" 16) | grep -o '"prompt_tokens":[0-9]*' | cut -d: -f2) | paste -sd+ | bc)
   echo "$tok / ($t1 - $t0)" | bc -l
 }
 # ttft MODELNAME: seconds of one 40-token request (max_tokens 1), alone
 ttft() {
   curl -sf -o /dev/null -w '%{time_total}\n' -H 'Content-Type: application/json' \
     -d "{\"model\":\"$1\",\"prompt\":\"$(words 39 5)\",\"max_tokens\":1,\"temperature\":0}" "$URL/v1/completions"
-}
-# compute40 BIN MODEL: the engine's seconds for the same prompt
-compute40() {
-  "$1" generate --model "$2" --prompt "$(words 39 5)" -n 1 --engine --threads "$THREADS" --ids 2>&1 >/dev/null | eng_s
 }
 
 # row LABEL FUNC ARGS...: RUNS alternating runs of FUNC with each binary
@@ -126,15 +123,19 @@ table() {
 }
 
 echo "## $(date -u +%Y-%m-%d) $(uname -m), $(nproc) CPUs, THREADS=$THREADS RUNS=$RUNS"
+if [ -z "${CORUNNER_ONLY:-}" ]; then
 table
-# TTFT of a 40-token prompt alone, new binary, preset model
-: > "$W/t"; : > "$W/c"
-serve_start "$NEW" "$W/prefill.gguf"
-for i in $(seq "$RUNS"); do ttft prefill >> "$W/t"; compute40 "$NEW" "$W/prefill.gguf" >> "$W/c"; done
+# TTFT of a 40-token prompt alone, new binary, preset model, against its
+# compute time: the wall time of the engine step that prefilled it (the
+# server's --step-log; the step of 30 tokens or more), same server, warm
+: > "$W/t"
+serve_start "$NEW" "$W/prefill.gguf" "--step-log $W/steps.log"
+for i in $(seq "$RUNS"); do ttft prefill >> "$W/t"; sleep 0.2; done
 serve_stop
-t=$(med < "$W/t") c=$(med < "$W/c")
-printf 'prefill preset, 40-token prompt alone: TTFT median %.1f ms (serve, curl), compute %.1f ms (generate), ratio %.2f\n' \
+t=$(med < "$W/t") c=$(awk '!/^#/ && $2 >= 30 {print $5 / 1e9}' "$W/steps.log" | med)
+printf 'prefill preset, 40-token prompt alone: TTFT median %.1f ms (serve, curl), its step %.1f ms (step log), ratio %.2f\n' \
   "$(echo "$t * 1000" | bc -l)" "$(echo "$c * 1000" | bc -l)" "$(echo "$t / $c" | bc -l)"
+fi
 # the same with a co-runner: one busy process beside
 echo "with a co-runner (one busy shell loop for the whole table):"
 sh -c 'while :; do :; done' &
