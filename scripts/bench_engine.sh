@@ -22,7 +22,7 @@
 #
 #   scripts/bench_engine.sh NEW_BINARY [OLD_BINARY] [DATA_DIR]
 #   env: THREADS (2), RUNS (5), PROMPT_TOKENS (1000), DECODE (200),
-#        CORUNNER_ONLY=1: only the co-runner table
+#        CORUNNER_ONLY=1: only the co-runner table; TTFT_ONLY=1: only the TTFT
 #
 # Not part of CI: about 5-10 minutes with an old binary beside; needs curl.
 set -eu
@@ -84,10 +84,11 @@ prefill16() {
   tok=$( (echo 0; cat $(seq -f "$W/r%g" 16) | grep -o '"prompt_tokens":[0-9]*' | cut -d: -f2) | paste -sd+ | bc)
   echo "$tok / ($t1 - $t0)" | bc -l
 }
-# ttft MODELNAME: seconds of one 40-token request (max_tokens 1), alone
+# ttft MODELNAME SEED: seconds of one 40-token request (max_tokens 1), alone;
+# each SEED another prompt, so that the prefix cache finds nothing
 ttft() {
   curl -sf -o /dev/null -w '%{time_total}\n' -H 'Content-Type: application/json' \
-    -d "{\"model\":\"$1\",\"prompt\":\"$(words 39 5)\",\"max_tokens\":1,\"temperature\":0}" "$URL/v1/completions"
+    -d "{\"model\":\"$1\",\"prompt\":\"$(words 39 "$2")\",\"max_tokens\":1,\"temperature\":0}" "$URL/v1/completions"
 }
 
 # row LABEL FUNC ARGS...: RUNS alternating runs of FUNC with each binary
@@ -123,19 +124,24 @@ table() {
 }
 
 echo "## $(date -u +%Y-%m-%d) $(uname -m), $(nproc) CPUs, THREADS=$THREADS RUNS=$RUNS"
-if [ -z "${CORUNNER_ONLY:-}" ]; then
+if [ -z "${CORUNNER_ONLY:-}" ] && [ -z "${TTFT_ONLY:-}" ]; then
 table
+fi
+if [ -z "${CORUNNER_ONLY:-}" ]; then
 # TTFT of a 40-token prompt alone, new binary, preset model, against its
 # compute time: the wall time of the engine step that prefilled it (the
-# server's --step-log; the step of 30 tokens or more), same server, warm
+# server's --step-log: one 40-token step per request), same server; the
+# first request warms the server up and is left out of both
 : > "$W/t"
 serve_start "$NEW" "$W/prefill.gguf" "--step-log $W/steps.log"
-for i in $(seq "$RUNS"); do ttft prefill >> "$W/t"; sleep 0.2; done
+ttft prefill 100 > /dev/null
+for i in $(seq "$RUNS"); do ttft prefill "$i" >> "$W/t"; sleep 0.2; done
 serve_stop
-t=$(med < "$W/t") c=$(awk '!/^#/ && $2 >= 30 {print $5 / 1e9}' "$W/steps.log" | med)
+t=$(med < "$W/t") c=$(awk '!/^#/ && $2 >= 40 {print $5 / 1e9}' "$W/steps.log" | tail -n +2 | med)
 printf 'prefill preset, 40-token prompt alone: TTFT median %.1f ms (serve, curl), its step %.1f ms (step log), ratio %.2f\n' \
   "$(echo "$t * 1000" | bc -l)" "$(echo "$c * 1000" | bc -l)" "$(echo "$t / $c" | bc -l)"
 fi
+[ -n "${TTFT_ONLY:-}" ] && exit 0
 # the same with a co-runner: one busy process beside
 echo "with a co-runner (one busy shell loop for the whole table):"
 sh -c 'while :; do :; done' &
