@@ -730,7 +730,7 @@ static void test_submit_thread(void)
 
 /* Runs `fairkv generate` with stdout sent to a file; returns its status and
  * the text in out (NUL-terminated). */
-static int generate_to(char **argv, char *out, size_t cap)
+static int generate_fd(char **argv, char *out, size_t cap, int which)
 {
     int argc = 0;
     while (argv[argc]) argc++;
@@ -738,11 +738,13 @@ static int generate_to(char **argv, char *out, size_t cap)
     int fd = mkstemp(path);
     REQUIRE(fd >= 0);
     fflush(stdout);
-    int saved = dup(1);
-    REQUIRE(saved >= 0 && dup2(fd, 1) >= 0);
+    fflush(stderr);
+    int saved = dup(which);
+    REQUIRE(saved >= 0 && dup2(fd, which) >= 0);
     int rc = fkv_cli_generate(argc, argv);
     fflush(stdout);
-    dup2(saved, 1);
+    fflush(stderr);
+    dup2(saved, which);
     close(saved);
     close(fd);
     FILE *f = fopen(path, "rb");
@@ -752,6 +754,15 @@ static int generate_to(char **argv, char *out, size_t cap)
     fclose(f);
     unlink(path);
     return rc;
+}
+
+static int generate_to(char **argv, char *out, size_t cap) { return generate_fd(argv, out, cap, 1); }
+
+/* generate succeeds and its stderr holds needle */
+static int generate_err_has(char **argv, const char *needle)
+{
+    static char err[8192];
+    return generate_fd(argv, err, sizeof err, 2) == 0 && strstr(err, needle) != NULL;
 }
 
 static void test_cli(void)
@@ -789,8 +800,11 @@ static void test_cli(void)
     CHECK(generate_to(a4, small, sizeof small) == 1);
     char *b1[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--quant", "maybe", NULL};
     CHECK(generate_to(b1, small, sizeof small) == 2);
-    char *b2[] = {"generate", "--model", model_path, "--prompt", "x", "--n", "2", NULL};
-    CHECK(generate_to(b2, small, sizeof small) == 2); /* --n needs --engine */
+    char *b2[] = {"generate", "--model", model_path, "--prompt", "x", "--n", "0", NULL};
+    CHECK(generate_to(b2, small, sizeof small) == 2); /* at least one sample */
+    /* without --engine too the request goes through the engine: its stats line */
+    char *a5[] = {"generate", "--model", model_path, "--prompt", (char *)prompt, "--max-tokens", "4", "--stats", NULL};
+    CHECK(generate_err_has(a5, "engine: prompt "));
     char *b3[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "2KiB", NULL};
     CHECK(generate_to(b3, small, sizeof small) == 1); /* less than a page */
     char *b4[] = {"generate", "--model", model_path, "--prompt", "x", "--engine", "--kv-budget", "lots", NULL};

@@ -209,7 +209,7 @@ static void test_corruptions(const uint8_t *buf, size_t len)
         {"dim 0", "t.mat", 9, 8, 0, FKV_EPARSE, "'t.mat' ne[0]"},
         {"dim overflow", "t.mat", 17, 8, 1ull << 63, FKV_EPARSE, "'t.mat' ne[1]"},
         {"data past the end", "t.mat", 17, 8, 100, FKV_EPARSE, "'t.mat' offset"},
-        {"tensor type q4_0", "t.mat", 25, 4, 2, FKV_EUNSUPPORTED, "'t.mat' type"},
+        {"tensor type q4_1", "t.mat", 25, 4, 3, FKV_EUNSUPPORTED, "'t.mat' type"},
         {"tensor type unknown", "t.half", 18, 4, 1000, FKV_EUNSUPPORTED, "'t.half' type"},
         {"tensor offset misaligned", "t.half", 22, 8, 4, FKV_EPARSE, "'t.half' offset"},
         {"tensor offset past end", "t.4d", 44, 8, 1ull << 40, FKV_EPARSE, "'t.4d' offset"},

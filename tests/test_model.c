@@ -16,11 +16,25 @@
 #include "model/model.h"
 #include "model/model_init.h"
 #include "model/sampler.h"
+#include "model/wquant.h"
 
 /* ---------------------------------------------------------------- fp64 reference */
 
+/* Element i of a tensor; Q8_0 / Q4_0 decoded from llama.cpp's block layout
+ * (ggml-common.h: an fp16 scale d, then 32 int8, or 16 bytes whose low
+ * nibbles are elements 0..15 and high nibbles 16..31, minus 8). */
 static double wget(const fkv_gguf_tensor *t, size_t i)
 {
+    if (t->type == FKV_GGML_Q8_0 || t->type == FKV_GGML_Q4_0) {
+        size_t bytes = t->type == FKV_GGML_Q8_0 ? 34 : 18, j = i % 32;
+        const uint8_t *b = (const uint8_t *)t->data + (i / 32) * bytes;
+        uint16_t h;
+        memcpy(&h, b, 2);
+        double d = fkv_h2f(h);
+        if (t->type == FKV_GGML_Q8_0) return d * (int8_t)b[2 + j];
+        int q = j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
+        return d * (q - 8);
+    }
     if (t->type == FKV_GGML_F32) {
         float f;
         memcpy(&f, (const uint8_t *)t->data + 4 * i, 4);
@@ -228,6 +242,76 @@ static void test_vs_reference(fkv_model_init_cfg *cfg, const char *label, double
     double e_alt = nmse_dd(alt, ref, (size_t)n * V);
     CHECKF(e_alt > 1e3 * bound, "%s: rotate-half differs from adjacent pairs by only %g", label, e_alt);
     free(lg), free(ref), free(alt);
+    unbuild(&b);
+}
+
+/* Hand-made blocks decode as llama.cpp lays them out, and the quantizers
+ * round-trip within what their steps allow. */
+static void test_blocks(void)
+{
+    uint8_t q4[18], q8[34];
+    uint16_t one = fkv_f2h(0.5f);
+    memcpy(q4, &one, 2);
+    memcpy(q8, &one, 2);
+    for (int j = 0; j < 16; j++) q4[2 + j] = (uint8_t)(j | (15 - j) << 4);
+    for (int j = 0; j < 32; j++) q8[2 + j] = (uint8_t)(int8_t)(j - 16);
+    float o4[32], o8[32];
+    fkv_wq_row_f32(FKV_GGML_Q4_0, q4, 32, o4);
+    fkv_wq_row_f32(FKV_GGML_Q8_0, q8, 32, o8);
+    int bad = 0;
+    for (int j = 0; j < 16; j++) bad += o4[j] != 0.5f * (j - 8) || o4[16 + j] != 0.5f * (7 - j);
+    for (int j = 0; j < 32; j++) bad += o8[j] != 0.5f * (j - 16);
+    CHECKF(bad == 0, "hand-made q4_0 / q8_0 blocks: %d elements decoded wrongly", bad);
+    CHECK(fkv_wq_row_bytes(FKV_GGML_Q8_0, 64) == 68 && fkv_wq_row_bytes(FKV_GGML_Q4_0, 64) == 36);
+    fkv_rng r;
+    fkv_rng_seed(&r, 3);
+    float x[64], y[64];
+    uint8_t buf[68];
+    for (int i = 0; i < 64; i++) x[i] = (float)(2 * fkv_rng_unif(&r) - 1) * (i < 32 ? 1.0f : 0.1f);
+    for (int t = 0; t < 2; t++) {
+        uint32_t type = t ? FKV_GGML_Q4_0 : FKV_GGML_Q8_0;
+        fkv_wq_quantize_row(type, x, 64, buf);
+        fkv_wq_row_f32(type, buf, 64, y);
+        int worse = 0;
+        for (int b = 0; b < 2; b++) {
+            float amax = 0;
+            for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+            /* step d = amax / 127 (q8_0): within half a step; q4_0's d = -max / 8 leaves
+             * levels -8..7, so the end opposite max is clamped: within a step.  The
+             * fp16 rounding of d adds up to 2^-11 of amax. */
+            float step = amax / (t ? 8.0f : 127.0f), tol = step * (t ? 1.0f : 0.5f) + amax * 0x1p-10f;
+            for (int i = 0; i < 32; i++) worse += fabsf(y[32 * b + i] - x[32 * b + i]) > tol;
+        }
+        CHECKF(worse == 0, "%s: %d elements off by more than the step allows", t ? "q4_0" : "q8_0", worse);
+    }
+}
+
+/* FKV_MATMUL=loops: the hand-written dot loops give what the BLAS tiles
+ * give, up to rounding, and do not depend on the thread count either. */
+static void test_loops(void)
+{
+    fkv_model_init_cfg cfg;
+    fkv_model_init_preset("tiny", &cfg);
+    cfg.dim = 64, cfg.n_layers = 2, cfg.hidden = 96, cfg.seed = 9, cfg.f16 = 1;
+    built b = build(&cfg);
+    uint32_t n = 21, V = b.m->hp.n_vocab;
+    int32_t tok[21];
+    tokens(tok, n, 5);
+    size_t sz = (size_t)n * V;
+    float *blas = malloc(sz * 4), *l1 = malloc(sz * 4), *l3 = malloc(sz * 4);
+    REQUIRE(blas && l1 && l3);
+    REQUIRE(fkv_matmul_mode_env() == FKV_MATMUL_AUTO);
+    run_chunked(b.m, 2, tok, n, 5, blas);
+    setenv("FKV_MATMUL", "loops", 1);
+    REQUIRE(fkv_matmul_mode_env() == FKV_MATMUL_LOOPS);
+    run_chunked(b.m, 1, tok, n, 5, l1);
+    run_chunked(b.m, 3, tok, n, 5, l3);
+    unsetenv("FKV_MATMUL");
+    float d = max_abs_diff(blas, l1, sz);
+    printf("loops vs BLAS tiles: max |diff| %.3g\n", d);
+    CHECK(d > 0 && d <= 1e-4f); /* > 0: the two paths really ran */
+    CHECK(!memcmp(l1, l3, sz * 4));
+    free(blas), free(l1), free(l3);
     unbuild(&b);
 }
 
@@ -587,6 +671,13 @@ int main(void)
     fkv_model_init_preset("small", &cfg);
     cfg.f16 = 1, cfg.n_layers = 2, cfg.seed = 6;
     test_vs_reference(&cfg, "small preset shape (2 layers), f16", 1e-9);
+    fkv_model_init_preset("tiny", &cfg);
+    cfg.dim = 64, cfg.n_layers = 2, cfg.hidden = 96, cfg.wtype = FKV_GGML_Q8_0, cfg.tied = 0, cfg.seed = 7;
+    test_vs_reference(&cfg, "q8_0 weights, GQA 4/2", 1e-9);
+    cfg.wtype = FKV_GGML_Q4_0, cfg.tied = 1, cfg.seed = 8;
+    test_vs_reference(&cfg, "q4_0 weights, tied head", 1e-9);
+    test_blocks();
+    test_loops();
     test_batching();
     test_paged();
     test_load_errors();

@@ -1,5 +1,5 @@
-/* Options of `fairkv generate`, shared by the plain path (generate_cli.c)
- * and the engine path (generate_engine_cli.c). */
+/* Options of `fairkv generate`, parsed in generate_cli.c and run through
+ * the engine in generate_engine_cli.c. */
 #ifndef FKV_ENGINE_CLI_GEN_H
 #define FKV_ENGINE_CLI_GEN_H
 
@@ -23,9 +23,10 @@ typedef struct gen_opts {
     int ids;
     const char *logits_path; /* --logits FILE: sample 0's logits, f32 [n_vocab] per generated token */
     FILE *logits_file;       /* opened from logits_path, or NULL */
-    /* engine path */
-    int engine, ref_attention, stats;
-    int64_t kv_budget; /* bytes */
+    /* the engine */
+    int engine; /* --engine was given (it changes nothing: the only path) */
+    int ref_attention, stats;
+    int64_t kv_budget; /* bytes; 0: sized to the request (at least 64 MiB) */
     fkv_dtype kv_dtype;
     long n, sparsity_budget, quant_hot;
     fkv_quant_mode quant;

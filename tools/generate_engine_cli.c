@@ -1,4 +1,4 @@
-/* `fairkv generate --engine`: the prompt runs as one request (n samples)
+/* `fairkv generate`: the prompt runs as one request (n samples)
  * through the engine over a fairkv cache of --kv-budget bytes.  One sample
  * streams its text as it is generated; several are printed at the end, one
  * after another (or, with --ids, their token ids, one line each). */
@@ -27,8 +27,16 @@ typedef struct gen_ctx {
     FILE *logits;       /* --logits: sample 0's logits, or NULL */
     int logits_failed;  /* a write to it failed */
     size_t generated;
+    int64_t first_ns; /* when the first token came (the prompt's prefill done) */
     int failed; /* samples that ended with an error (rejected: larger than the cache) */
 } gen_ctx;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* Streams the bytes, or keeps them for the end (several samples). */
 static void emit(gen_ctx *g, sample_text *t, const char *p, size_t n)
@@ -56,7 +64,7 @@ static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
     gen_ctx *g = ctx;
     if ((long)sample >= g->n) return;
     sample_text *t = &g->s[sample];
-    g->generated++;
+    if (!g->generated++) g->first_ns = now_ns();
     if (t->ended) return;
     if (sample == 0 && g->logits && fwrite(logits, sizeof *logits, n_vocab, g->logits) != n_vocab)
         g->logits_failed = 1;
@@ -88,19 +96,20 @@ static void on_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint
             fkv_strerror(st), st == FKV_EFULL ? " (the request does not fit in --kv-budget)" : "");
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokenizer *tok, const int32_t *ids,
                          size_t n_prompt)
 {
     fkv_engine_config c;
     fkv_engine_config_default(&c);
     c.kv_budget_bytes = (uint64_t)o->kv_budget;
+    if (!o->kv_budget) {
+        /* not given: 64 MiB, or twice what every sample's prompt and tokens
+         * need if more (page rounding and the forked samples' copies fit) */
+        const fkv_llama_hparams *hp = &m->hp;
+        uint64_t per_tok = (uint64_t)hp->n_layers * hp->n_kv_heads * hp->head_dim * 2 * (o->kv_dtype == FKV_F16 ? 2 : 4);
+        uint64_t need = 2 * per_tok * ((uint64_t)n_prompt + (uint64_t)o->max_tokens + 64) * (uint64_t)o->n;
+        c.kv_budget_bytes = need > (64ull << 20) ? need : 64ull << 20;
+    }
     c.kv_dtype = o->kv_dtype;
     c.quant_mode = o->quant;
     c.quant_hot_tokens = (uint32_t)o->quant_hot;
@@ -117,7 +126,7 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
         fprintf(stderr, "fairkv generate: engine: %s (%s)\n", err[0] ? err : "failed", fkv_strerror(st));
         return 1;
     }
-    gen_ctx g = {tok, calloc((size_t)o->n, sizeof(sample_text)), o->n, o->n == 1, o->ids, o->logits_file, 0, 0, 0};
+    gen_ctx g = {tok, calloc((size_t)o->n, sizeof(sample_text)), o->n, o->n == 1, o->ids, o->logits_file, 0, 0, 0, 0};
     if (!g.s) {
         fkv_engine_destroy(e);
         return 1;
@@ -151,6 +160,16 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
     fkv_engine_stats_get(e, &s);
     fprintf(stderr, "engine: prompt %zu tokens, %zu generated (%ld samples) in %.3f s (%.1f tok/s); %ld threads\n",
             n_prompt, g.generated, o->n, sec, sec > 0 ? (double)g.generated / sec : 0.0, o->threads);
+    /* the prompt's prefill up to the first token, then the rest (the
+     * first token is drawn from the prefill's logits, so "generated" counts
+     * it as the plain path's line did: a script reads one format) */
+    if (g.generated) {
+        double pre = (double)(g.first_ns - t0) / 1e9, dec = (double)(t1 - g.first_ns) / 1e9;
+        fprintf(stderr,
+                "prompt %zu tokens in %.3f s (%.1f tok/s); generated %zu tokens in %.3f s (%.1f tok/s); %ld threads\n",
+                n_prompt, pre, pre > 0 ? (double)n_prompt / pre : 0.0, g.generated, dec,
+                dec > 0 ? (double)g.generated / dec : 0.0, o->threads);
+    }
     if (o->stats)
         fprintf(stderr,
                 "engine: %" PRIu64 " steps, %" PRIu64 " prefill + %" PRIu64 " decode + %" PRIu64

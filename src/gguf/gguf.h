@@ -42,6 +42,13 @@ typedef enum fkv_gguf_type {
 /* ggml tensor types this code reads and writes. */
 #define FKV_GGML_F32 0u
 #define FKV_GGML_F16 1u
+/* llama.cpp's block-quantized types (ggml-common.h): 32 elements a block,
+ * an fp16 scale d first.  Q4_0: 16 bytes of nibbles, element j (< 16) the
+ * low nibble of byte j, element j + 16 its high nibble, value (q - 8) * d;
+ * 18 bytes.  Q8_0: 32 int8, value q * d; 34 bytes. */
+#define FKV_GGML_Q4_0 2u
+#define FKV_GGML_Q8_0 8u
+#define FKV_GGML_QK 32u
 #define FKV_GGUF_MAX_DIMS 4
 #define FKV_GGUF_DEFAULT_ALIGNMENT 32u
 
@@ -67,7 +74,7 @@ typedef struct fkv_gguf_tensor {
     char *name;
     uint32_t n_dims;
     uint64_t ne[FKV_GGUF_MAX_DIMS]; /* unused dims are 1 */
-    uint32_t type;                  /* FKV_GGML_F32 or FKV_GGML_F16 */
+    uint32_t type;                  /* FKV_GGML_F32, _F16, _Q8_0 or _Q4_0 */
     uint64_t offset;                /* from the data section's start, bytes */
     uint64_t n_elements;
     uint64_t n_bytes;
@@ -90,6 +97,9 @@ typedef struct fkv_gguf {
 } fkv_gguf;
 
 const char *fkv_gguf_type_name(fkv_gguf_type t);
+/* Bytes of n elements of a loadable ggml type (n a multiple of 32 for the
+ * block types); 0 for other types. */
+uint64_t fkv_ggml_nbytes(uint32_t type, uint64_t n);
 /* "f32", "f16", "q4_0", ... or "type N" for unknown ids. */
 const char *fkv_ggml_type_name(uint32_t t);
 

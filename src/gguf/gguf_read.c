@@ -94,12 +94,23 @@ const char *fkv_gguf_type_name(fkv_gguf_type t)
 
 const char *fkv_ggml_type_name(uint32_t t)
 {
-    /* ggml's type ids (ggml.h); only f32/f16 are loadable here */
+    /* ggml's type ids (ggml.h); f32, f16, q4_0 and q8_0 are loadable here */
     static const char *const names[] = {"f32",  "f16",  "q4_0", "q4_1", "q4_2", "q4_3", "q5_0", "q5_1",
                                         "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k"};
     if (t < sizeof names / sizeof names[0]) return names[t];
     if (t == 30) return "bf16";
     return "an unknown type";
+}
+
+uint64_t fkv_ggml_nbytes(uint32_t type, uint64_t n)
+{
+    switch (type) {
+    case FKV_GGML_F32: return n * 4;
+    case FKV_GGML_F16: return n * 2;
+    case FKV_GGML_Q8_0: return n / FKV_GGML_QK * (2 + FKV_GGML_QK);
+    case FKV_GGML_Q4_0: return n / FKV_GGML_QK * (2 + FKV_GGML_QK / 2);
+    default: return 0;
+    }
 }
 
 size_t fkv_gguf_type_size(fkv_gguf_type t)
@@ -287,11 +298,15 @@ static fkv_status parse_tensor_infos(cursor *c, fkv_gguf *g)
         snprintf(field, sizeof field, "tensor '%.100s' type", t->name);
         at = c->pos;
         if ((st = rd(c, 4, &v, field))) return st;
-        if (v != FKV_GGML_F32 && v != FKV_GGML_F16)
-            return fail_at(c, FKV_EUNSUPPORTED, at, field, "ggml type %llu (%s) is not supported (f32, f16 only)",
-                           (unsigned long long)v, fkv_ggml_type_name((uint32_t)v));
+        if (v != FKV_GGML_F32 && v != FKV_GGML_F16 && v != FKV_GGML_Q8_0 && v != FKV_GGML_Q4_0)
+            return fail_at(c, FKV_EUNSUPPORTED, at, field,
+                           "ggml type %llu (%s) is not supported (f32, f16, q8_0, q4_0)", (unsigned long long)v,
+                           fkv_ggml_type_name((uint32_t)v));
+        if ((v == FKV_GGML_Q8_0 || v == FKV_GGML_Q4_0) && t->ne[0] % FKV_GGML_QK)
+            return fail_at(c, FKV_EPARSE, at, field, "%s rows of %llu elements are not whole 32-element blocks",
+                           fkv_ggml_type_name((uint32_t)v), (unsigned long long)t->ne[0]);
         t->type = (uint32_t)v;
-        t->n_bytes = t->n_elements * (t->type == FKV_GGML_F32 ? 4u : 2u); /* <= 4 * size: no overflow */
+        t->n_bytes = fkv_ggml_nbytes(t->type, t->n_elements); /* <= 4 * size: no overflow */
         snprintf(field, sizeof field, "tensor '%.100s' offset", t->name);
         if ((st = rd(c, 8, &t->offset, field))) return st;
     }

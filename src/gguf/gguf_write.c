@@ -156,8 +156,10 @@ fkv_status fkv_gguf_w_arr_str(fkv_gguf_writer *w, const char *key, uint64_t n, c
 fkv_status fkv_gguf_w_tensor(fkv_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                              const uint64_t *ne, const void *data)
 {
-    if ((type != FKV_GGML_F32 && type != FKV_GGML_F16) || n_dims < 1 || n_dims > FKV_GGUF_MAX_DIMS)
+    int block = type == FKV_GGML_Q8_0 || type == FKV_GGML_Q4_0;
+    if ((type != FKV_GGML_F32 && type != FKV_GGML_F16 && !block) || n_dims < 1 || n_dims > FKV_GGUF_MAX_DIMS)
         return FKV_EINVAL;
+    if (block && ne[0] % FKV_GGML_QK) return FKV_EINVAL;
     uint64_t nel = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
         if (!ne[d] || nel > UINT64_MAX / 4 / ne[d]) return FKV_EINVAL;
@@ -175,8 +177,13 @@ fkv_status fkv_gguf_w_tensor(fkv_gguf_writer *w, const char *name, uint32_t type
     for (uint32_t d = 0; d < n_dims; d++)
         if (put_le(&w->infos, ne[d], 8)) return FKV_ENOMEM;
     if (put_le(&w->infos, type, 4) || put_le(&w->infos, offset, 8)) return FKV_ENOMEM;
-    /* elements little-endian */
     const uint8_t *p = data;
+    if (block) { /* blocks as llama.cpp lays them out: bytes as given (the fp16 scales little-endian) */
+        if (put(&w->data, p, (size_t)fkv_ggml_nbytes(type, nel))) return FKV_ENOMEM;
+        w->n_tensors++;
+        return FKV_OK;
+    }
+    /* elements little-endian */
     for (uint64_t i = 0; i < nel; i++)
         if (put_scalar(&w->data, es == 4 ? FKV_GGUF_U32 : FKV_GGUF_U16, p + i * es)) return FKV_ENOMEM;
     w->n_tensors++;

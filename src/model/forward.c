@@ -5,14 +5,28 @@
  * chunked prefill share the same matmul.  Attention is the only per-sequence
  * part and goes through the KV callbacks. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "model/half.h"
 #include "model/model.h"
+#include "model/wquant.h"
 
 #define MAX_TASKS 64u
+/* BLAS tiles: tokens x weight rows per SGEMM (see mm_blas_task) */
+#define MM_TT 8u
+#define MM_RB 64u
+
+/* The engine splits work over its own thread pool and calls BLAS from each
+ * worker on its own tile: BLAS itself runs one thread per call, so no
+ * second set of threads competes for the cores or spins between calls. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single(void) { openblas_set_num_threads(1); }
+static void fkv_blas_init(void) { pthread_once(&blas_once, blas_single); }
 
 struct fkv_fwd {
     const fkv_llama *m;
@@ -29,7 +43,20 @@ struct fkv_fwd {
     float *rowbuf;    /* [MAX_TASKS][max_cols]: f16 rows converted to f32, per task */
     const float *h2f; /* f16 -> f32 table */
     uint32_t max_cols;
+    float *scratch;       /* BLAS path, per pool thread: [MM_RB][max_cols] converted rows, */
+    size_t scratch_per;   /* [MM_TT][max_cols] padded tokens, [MM_TT][MM_RB] their results */
+    fkv_matmul_mode matmul;
 };
+
+fkv_matmul_mode fkv_matmul_mode_env(void)
+{
+    const char *v = getenv("FKV_MATMUL");
+    if (v && !strcmp(v, "blas")) return FKV_MATMUL_BLAS;
+    if (v && !strcmp(v, "loops")) return FKV_MATMUL_LOOPS;
+    if (v && *v && strcmp(v, "auto"))
+        fprintf(stderr, "fairkv: FKV_MATMUL='%s' is not auto, blas or loops; using auto\n", v);
+    return FKV_MATMUL_AUTO;
+}
 
 fkv_status fkv_fwd_create(const fkv_llama *m, fkv_attn_pool *pool, fkv_fwd **out)
 {
@@ -43,7 +70,11 @@ fkv_status fkv_fwd_create(const fkv_llama *m, fkv_attn_pool *pool, fkv_fwd **out
     if (qd > f->max_cols) f->max_cols = qd; /* attn_output's input when key_length != dim / heads */
     f->rowbuf = malloc((size_t)MAX_TASKS * f->max_cols * sizeof(float));
     f->h2f = fkv_h2f_table();
-    if (!f->rowbuf) {
+    fkv_blas_init();
+    f->matmul = fkv_matmul_mode_env();
+    f->scratch_per = ((size_t)(MM_RB + MM_TT) * f->max_cols + (size_t)MM_TT * MM_RB + 15) & ~(size_t)15;
+    f->scratch = malloc(f->scratch_per * fkv_attn_pool_threads(pool) * sizeof(float));
+    if (!f->rowbuf || !f->scratch) {
         fkv_fwd_destroy(f);
         return FKV_ENOMEM;
     }
@@ -65,6 +96,7 @@ void fkv_fwd_destroy(fkv_fwd *f)
     free(f->hb2);
     free(f->lg);
     free(f->rowbuf);
+    free(f->scratch);
     free(f);
 }
 
@@ -92,12 +124,17 @@ static fkv_status reserve(fkv_fwd *f, uint32_t T)
     return FKV_OK;
 }
 
-/* Row r of W as f32: a pointer into the weights (f32) or into buf (f16). */
+/* Row r of W as f32: a pointer into the weights (f32) or into buf
+ * (f16, Q8_0, Q4_0 converted). */
 static const float *wrow(const fkv_wmat *w, uint32_t r, float *buf, const float *h2f)
 {
     if (w->type == FKV_GGML_F32) return (const float *)w->data + (size_t)r * w->cols;
-    const uint16_t *h = (const uint16_t *)w->data + (size_t)r * w->cols;
-    for (uint32_t i = 0; i < w->cols; i++) buf[i] = h2f[h[i]];
+    if (w->type == FKV_GGML_F16) {
+        const uint16_t *h = (const uint16_t *)w->data + (size_t)r * w->cols;
+        for (uint32_t i = 0; i < w->cols; i++) buf[i] = h2f[h[i]];
+        return buf;
+    }
+    fkv_wq_row_f32(w->type, (const uint8_t *)w->data + (size_t)r * fkv_wq_row_bytes(w->type, w->cols), w->cols, buf);
     return buf;
 }
 
@@ -147,6 +184,7 @@ typedef struct mm_job {
     const float *x; /* [T][w->cols] */
     float *y;       /* [T][w->rows] */
     uint32_t T, n_tasks;
+    uint32_t n_rb, tiles_per_task; /* BLAS path: row blocks, token tiles per task */
 } mm_job;
 
 static void mm_task(void *ctx, size_t task, unsigned thread)
@@ -171,13 +209,82 @@ static void mm_task(void *ctx, size_t task, unsigned thread)
     }
 }
 
-/* y[T][rows] = x[T][cols] . W^T, rows split across the pool. */
+/* The BLAS path.  Every product is one SGEMM of a fixed shape: MM_TT
+ * tokens (the last tile zero-padded) by MM_RB weight rows (the last block
+ * of a matrix shorter) by all columns.  A (token, row) result then goes
+ * through the same kernel with the same operands whatever the batch, the
+ * token's place in it and the thread count, so results stay independent
+ * of batching (recomputed K/V equal the first computation's, bit for bit)
+ * while the kernel does the work; one SGEMM over the whole batch would
+ * pick other blockings and tail kernels for other batch sizes.  f16 and
+ * quantized rows are converted to f32 one row block at a time. */
+static void mm_blas_task(void *ctx, size_t task, unsigned thread)
+{
+    mm_job *j = ctx;
+    fkv_fwd *f = j->f;
+    const fkv_wmat *w = j->w;
+    uint32_t rb = (uint32_t)(task % j->n_rb), tg = (uint32_t)(task / j->n_rb);
+    uint32_t r0 = rb * MM_RB, m = w->rows - r0 < MM_RB ? w->rows - r0 : MM_RB;
+    uint32_t C = w->cols, R = w->rows;
+    float *scr = f->scratch + (size_t)thread * f->scratch_per;
+    float *wb = scr, *xp = wb + (size_t)MM_RB * f->max_cols, *yp = xp + (size_t)MM_TT * f->max_cols;
+    const float *wf;
+    if (w->type == FKV_GGML_F32) {
+        wf = (const float *)w->data + (size_t)r0 * C;
+    } else {
+        for (uint32_t r = 0; r < m; r++) {
+            const float *src = wrow(w, r0 + r, wb + (size_t)r * C, f->h2f);
+            if (src != wb + (size_t)r * C) memcpy(wb + (size_t)r * C, src, (size_t)C * sizeof(float));
+        }
+        wf = wb;
+    }
+    uint32_t t0 = tg * j->tiles_per_task * MM_TT;
+    uint32_t t1 = t0 + j->tiles_per_task * MM_TT;
+    if (t1 > j->T) t1 = j->T;
+    for (uint32_t t = t0; t < t1; t += MM_TT) {
+        if (t + MM_TT <= j->T) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MM_TT, (int)m, (int)C, 1.0f, j->x + (size_t)t * C,
+                        (int)C, wf, (int)C, 0.0f, j->y + (size_t)t * R + r0, (int)R);
+            continue;
+        }
+        uint32_t n = j->T - t;
+        memcpy(xp, j->x + (size_t)t * C, (size_t)n * C * sizeof(float));
+        memset(xp + (size_t)n * C, 0, (size_t)(MM_TT - n) * C * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, MM_TT, (int)m, (int)C, 1.0f, xp, (int)C, wf, (int)C,
+                    0.0f, yp, MM_RB);
+        for (uint32_t i = 0; i < n; i++)
+            memcpy(j->y + (size_t)(t + i) * R + r0, yp + (size_t)i * MM_RB, (size_t)m * sizeof(float));
+    }
+}
+
+/* Whether W goes through BLAS: the choice depends on the mode alone (never
+ * on the batch), so a token's result does not depend on what it was
+ * batched with.  The dot loops were measured slower than the tiles even for
+ * stories260K's 64 x 64 matrices and single-token decode (docs/EVALUATION.md,
+ * the engine's BLAS section), so auto is BLAS; FKV_MATMUL=loops keeps them
+ * for comparison. */
+static int use_blas(const fkv_fwd *f) { return f->matmul != FKV_MATMUL_LOOPS; }
+
+/* y[T][rows] = x[T][cols] . W^T, split across the pool. */
 static void matmul(fkv_fwd *f, const fkv_wmat *w, const float *x, float *y, uint32_t T)
 {
-    uint32_t n = (f->pool ? fkv_attn_pool_threads(f->pool) : 1) * 4;
+    uint32_t threads = f->pool ? fkv_attn_pool_threads(f->pool) : 1;
+    if (use_blas(f)) {
+        uint32_t n_rb = (w->rows + MM_RB - 1) / MM_RB, tiles = (T + MM_TT - 1) / MM_TT;
+        /* enough tasks to balance the threads; each task a run of tiles of one row block */
+        uint32_t groups = (4 * threads + n_rb - 1) / n_rb;
+        if (groups > tiles) groups = tiles;
+        if (groups < 1) groups = 1;
+        uint32_t per = (tiles + groups - 1) / groups;
+        groups = (tiles + per - 1) / per;
+        mm_job j = {f, w, x, y, T, n_rb * groups, n_rb, per};
+        fkv_attn_pool_run(f->pool, j.n_tasks, mm_blas_task, &j);
+        return;
+    }
+    uint32_t n = threads * 4;
     if (n > MAX_TASKS) n = MAX_TASKS;
     if (n > w->rows) n = w->rows;
-    mm_job j = {f, w, x, y, T, n};
+    mm_job j = {f, w, x, y, T, n, 0, 0};
     fkv_attn_pool_run(f->pool, n, mm_task, &j);
 }
 

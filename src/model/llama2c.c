@@ -8,6 +8,7 @@
 
 #include "model/half.h"
 #include "model/llama2c.h"
+#include "model/wquant.h"
 #include "util/err.h"
 
 /* Bounds of the model loader (model_load.c), so that whatever converts also loads. */
@@ -314,36 +315,50 @@ static fkv_status write_vocab(fkv_gguf_writer *w, const fkv_llama2c_vocab *v, co
 }
 
 /* One tensor of n0 x n1 floats (GGUF ne = {n0, n1}; n1 = 1: a vector) from
- * the checkpoint's little-endian data, as f32 or f16. */
+ * the checkpoint's little-endian data, as f32, f16 or a block type (rows of
+ * n0 elements that are not whole 32-element blocks: f16, as llama.cpp falls
+ * back for such tensors). */
 static fkv_status put_tensor(fkv_gguf_writer *w, const char *tname, const uint8_t *src, uint64_t n0, uint64_t n1,
                              uint32_t type, const char *ckpt_name, char *err, size_t errlen)
 {
     uint64_t n = n0 * n1;
-    void *data = malloc((size_t)n * (type == FKV_GGML_F16 ? 2 : 4));
-    if (!data) return FKV_ENOMEM;
-    float *f = data;
+    if (fkv_wq_is_block(type) && (n1 == 1 || n0 % FKV_GGML_QK)) type = FKV_GGML_F16;
+    float *f = malloc((size_t)n * 4);
+    void *data = type == FKV_GGML_F32 ? NULL : malloc((size_t)n * 4);
+    if (!f || (type != FKV_GGML_F32 && !data)) {
+        free(f);
+        free(data);
+        return FKV_ENOMEM;
+    }
     uint16_t *h = data;
     for (uint64_t i = 0; i < n; i++) {
         float x = rd_f32(src + 4 * i);
         if (!isfinite(x) || (type == FKV_GGML_F16 && fabsf(x) > 65504.0f)) {
+            free(f);
             free(data);
             return fkv_errf(err, errlen, FKV_EPARSE, "%s: %s[%llu] = %g is %s", ckpt_name, tname,
                             (unsigned long long)i, (double)x, isfinite(x) ? "out of f16 range" : "not finite");
         }
         if (type == FKV_GGML_F16) h[i] = fkv_f2h(x);
-        else f[i] = x;
+        f[i] = x;
     }
+    if (fkv_wq_is_block(type))
+        for (uint64_t r = 0; r < n1; r++)
+            fkv_wq_quantize_row(type, f + r * n0, (uint32_t)n0,
+                                (uint8_t *)data + r * fkv_wq_row_bytes(type, (uint32_t)n0));
     uint64_t ne[2] = {n0, n1};
-    fkv_status st = fkv_gguf_w_tensor(w, tname, type, n1 == 1 ? 1 : 2, ne, data);
+    fkv_status st = fkv_gguf_w_tensor(w, tname, type, n1 == 1 ? 1 : 2, ne, type == FKV_GGML_F32 ? (void *)f : data);
+    free(f);
     free(data);
     return st;
 }
 
 static fkv_status write_hparams(fkv_gguf_writer *w, const fkv_llama2c_config *c, uint32_t type, const char *model_name)
 {
-    /* general.file_type: 0 all f32, 1 mostly f16 (llama_ftype) */
+    /* general.file_type: 0 all f32, 1 mostly f16, 2 mostly q4_0, 7 mostly q8_0 (llama_ftype) */
     return fkv_gguf_w_str(w, "general.architecture", "llama") || fkv_gguf_w_str(w, "general.name", model_name) ||
-                   fkv_gguf_w_u32(w, "general.file_type", type == FKV_GGML_F16 ? 1 : 0) ||
+                   fkv_gguf_w_u32(w, "general.file_type",
+                                  type == FKV_GGML_F32 ? 0 : type == FKV_GGML_F16 ? 1 : type == FKV_GGML_Q4_0 ? 2 : 7) ||
                    fkv_gguf_w_u32(w, "llama.context_length", c->seq_len) ||
                    fkv_gguf_w_u32(w, "llama.embedding_length", c->dim) ||
                    fkv_gguf_w_u32(w, "llama.block_count", c->n_layers) ||
@@ -395,7 +410,8 @@ fkv_status fkv_llama2c_to_gguf(const fkv_llama2c *ck, const fkv_llama2c_vocab *v
                                size_t errlen)
 {
     *out = NULL;
-    if (type != FKV_GGML_F32 && type != FKV_GGML_F16) return fkv_errf(err, errlen, FKV_EINVAL, "type must be f32 or f16");
+    if (type != FKV_GGML_F32 && type != FKV_GGML_F16 && !fkv_wq_is_block(type))
+        return fkv_errf(err, errlen, FKV_EINVAL, "type must be f32, f16, q8_0 or q4_0");
     if (v->n != ck->cfg.vocab_size)
         return fkv_errf(err, errlen, FKV_EINVAL, "tokenizer has %u tokens, the checkpoint %u", v->n,
                         ck->cfg.vocab_size);

@@ -62,7 +62,7 @@ fkv_status fkv_llama2c_vocab_parse(const void *buf, size_t size, const char *nam
                                    fkv_llama2c_vocab *out, char *err, size_t errlen);
 void fkv_llama2c_vocab_free(fkv_llama2c_vocab *v);
 
-/* Builds the GGUF (matrices of ggml_type FKV_GGML_F32 or FKV_GGML_F16; norm
+/* Builds the GGUF (matrices of ggml_type FKV_GGML_F32, _F16, _Q8_0 or _Q4_0; norm
  * vectors stay f32, as llama.cpp keeps 1-D tensors).  general.name is
  * model_name.  A weight that is not finite, or out of f16 range for f16, is
  * FKV_EPARSE naming the tensor and element (prefixed by ckpt_name). */

@@ -1,5 +1,5 @@
 /* Llama-architecture decoder over GGUF weights (llama.cpp's tensor names and
- * llama.* metadata), f32 or f16 weights, computed in f32.
+ * llama.* metadata), f32, f16, Q8_0 or Q4_0 weights, computed in f32.
  *
  * One forward call processes a batch of sequences, each with some new tokens
  * at known positions (chunked prefill and decode alike).  K/V never live in
@@ -31,11 +31,12 @@ typedef struct fkv_llama_hparams {
     float rope_freq_scale; /* 1 / llama.rope.scaling.factor for linear scaling, else 1 */
 } fkv_llama_hparams;
 
-/* A weight matrix W[rows][cols] (rows = outputs), row-major, f32 or f16,
- * pointing into the GGUF data (GGUF ne = {cols, rows}). */
+/* A weight matrix W[rows][cols] (rows = outputs), row-major, f32, f16 or
+ * llama.cpp's Q8_0 / Q4_0 blocks (each row whole blocks), pointing into the
+ * GGUF data (GGUF ne = {cols, rows}). */
 typedef struct fkv_wmat {
     const void *data;
-    uint32_t type; /* FKV_GGML_F32 / FKV_GGML_F16 */
+    uint32_t type; /* FKV_GGML_F32 / _F16 / _Q8_0 / _Q4_0 */
     uint32_t rows, cols;
 } fkv_wmat;
 
@@ -112,6 +113,14 @@ typedef struct fkv_fwd fkv_fwd; /* scratch buffers, reusable across steps */
  * as the attention kernels split their work (one thread pool for a whole
  * engine).  Results do not depend on the thread count. */
 fkv_status fkv_fwd_create(const fkv_llama *m, fkv_attn_pool *pool, fkv_fwd **out);
+/* Which code multiplies the weight matrices: OpenBLAS SGEMM in fixed tiles
+ * (blas; auto is blas: measured faster for every matrix and batch size tried,
+ * single-token decode of 64 x 64 matrices included) or the hand-written dot
+ * loops (loops).  Either way results do not depend on batching or threads.
+ * fkv_fwd_create reads it from the environment, FKV_MATMUL=auto|blas|loops
+ * (for measurements and the reference check; unknown values warn and mean auto). */
+typedef enum { FKV_MATMUL_AUTO, FKV_MATMUL_BLAS, FKV_MATMUL_LOOPS } fkv_matmul_mode;
+fkv_matmul_mode fkv_matmul_mode_env(void);
 void fkv_fwd_destroy(fkv_fwd *f);
 fkv_fwd_geom fkv_llama_geom(const fkv_llama *m);
 

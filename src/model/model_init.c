@@ -10,6 +10,7 @@
 
 #include "model/half.h"
 #include "model/sampler.h"
+#include "model/wquant.h"
 #include "model/tokenizer.h"
 
 fkv_status fkv_model_init_preset(const char *name, fkv_model_init_cfg *c)
@@ -34,6 +35,18 @@ fkv_status fkv_model_init_preset(const char *name, fkv_model_init_cfg *c)
         c->n_heads = 6;
         c->n_kv_heads = 6;
         c->hidden = 768;
+    } else if (!strcmp(name, "prefill")) {
+        /* sized for a real prefill cost (docs/EVALUATION.md, the engine's
+         * BLAS section): Llama-shaped with grouped-query attention, context
+         * 4096; 6 x (attention 393,216 + MLP 1,179,648 + norms 768) + embedding
+         * 259 x 384 + output norm 384: 9,541,632 parameters, about 19 MFLOP of matrix products
+         * per token, so a 2,000-token prefill costs about a second on two cores */
+        c->dim = 384;
+        c->n_layers = 6;
+        c->n_heads = 6;
+        c->n_kv_heads = 2;
+        c->hidden = 1024;
+        c->ctx_len = 4096;
     } else {
         return FKV_ENOENT;
     }
@@ -72,22 +85,34 @@ fkv_status fkv_vocab_bytes_write(fkv_gguf_writer *w)
     return fkv_gguf_w_kv(w, "tokenizer.ggml.add_bos_token", FKV_GGUF_BOOL, &yes);
 }
 
-/* rows x cols (GGUF ne = {cols, rows}) uniform weights of std 1/sqrt(cols) */
-static fkv_status add_mat(fkv_gguf_writer *w, fkv_rng *rng, const char *name, uint32_t rows, uint32_t cols, int f16)
+/* rows x cols (GGUF ne = {cols, rows}) uniform weights of std 1/sqrt(cols),
+ * stored as type (a block type falls back to f16 for rows that are not
+ * whole blocks) */
+static fkv_status add_mat(fkv_gguf_writer *w, fkv_rng *rng, const char *name, uint32_t rows, uint32_t cols,
+                          uint32_t type)
 {
     size_t n = (size_t)rows * cols;
     float a = sqrtf(3.0f / (float)cols);
-    void *buf = malloc(n * (f16 ? 2 : 4));
-    if (!buf) return FKV_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        float v = (float)((2.0 * fkv_rng_unif(rng) - 1.0) * a);
-        if (f16)
-            ((uint16_t *)buf)[i] = fkv_f2h(v);
-        else
-            ((float *)buf)[i] = v;
+    if (fkv_wq_is_block(type) && cols % FKV_GGML_QK) type = FKV_GGML_F16;
+    float *v = malloc(n * sizeof *v);
+    void *buf = malloc(n * 4);
+    if (!v || !buf) {
+        free(v);
+        free(buf);
+        return FKV_ENOMEM;
     }
+    for (size_t i = 0; i < n; i++) v[i] = (float)((2.0 * fkv_rng_unif(rng) - 1.0) * a);
+    if (type == FKV_GGML_F16)
+        for (size_t i = 0; i < n; i++) ((uint16_t *)buf)[i] = fkv_f2h(v[i]);
+    else if (fkv_wq_is_block(type))
+        for (uint32_t r = 0; r < rows; r++)
+            fkv_wq_quantize_row(type, v + (size_t)r * cols, cols,
+                                (uint8_t *)buf + (size_t)r * fkv_wq_row_bytes(type, cols));
+    else
+        memcpy(buf, v, n * 4);
     uint64_t ne[2] = {cols, rows};
-    fkv_status st = fkv_gguf_w_tensor(w, name, f16 ? FKV_GGML_F16 : FKV_GGML_F32, 2, ne, buf);
+    fkv_status st = fkv_gguf_w_tensor(w, name, type, 2, ne, buf);
+    free(v);
     free(buf);
     return st;
 }
@@ -111,6 +136,10 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
         return FKV_EINVAL;
     uint32_t hd = c->head_dim ? c->head_dim : c->dim / c->n_heads, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     uint32_t rd = c->rope_dim ? c->rope_dim : hd;
+    uint32_t wt = c->wtype ? c->wtype : c->f16 ? FKV_GGML_F16 : FKV_GGML_F32;
+    if (wt != FKV_GGML_F32 && wt != FKV_GGML_F16 && !fkv_wq_is_block(wt)) return FKV_EINVAL;
+    /* llama_ftype: all f32, mostly f16, mostly q4_0, mostly q8_0 */
+    uint32_t ftype = wt == FKV_GGML_F32 ? 0 : wt == FKV_GGML_F16 ? 1 : wt == FKV_GGML_Q4_0 ? 2 : 7;
     fkv_gguf_writer *w = fkv_gguf_writer_new(FKV_GGUF_DEFAULT_ALIGNMENT);
     if (!w) return FKV_ENOMEM;
     fkv_rng rng;
@@ -119,7 +148,7 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
     fkv_status st;
     if ((st = fkv_gguf_w_str(w, "general.architecture", "llama")) ||
         (st = fkv_gguf_w_str(w, "general.name", "fairkv-random")) ||
-        (st = fkv_gguf_w_u32(w, "general.file_type", c->f16 ? 1 : 0)) ||
+        (st = fkv_gguf_w_u32(w, "general.file_type", ftype)) ||
         (st = fkv_gguf_w_u32(w, "llama.context_length", c->ctx_len ? c->ctx_len : 1024)) ||
         (st = fkv_gguf_w_u32(w, "llama.embedding_length", c->dim)) ||
         (st = fkv_gguf_w_u32(w, "llama.block_count", c->n_layers)) ||
@@ -147,11 +176,11 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
         uint64_t ne[1] = {rd / 2};
         if ((st = fkv_gguf_w_tensor(w, "rope_freqs.weight", FKV_GGML_F32, 1, ne, ff))) goto fail;
     }
-    if ((st = add_mat(w, &rng, "token_embd.weight", FKV_BYTE_VOCAB, c->dim, c->f16))) goto fail;
+    if ((st = add_mat(w, &rng, "token_embd.weight", FKV_BYTE_VOCAB, c->dim, wt))) goto fail;
     for (uint32_t l = 0; l < c->n_layers; l++) {
 #define MAT(suffix, r, cols)                                                        \
     snprintf(name, sizeof name, "blk.%u." suffix ".weight", l);                     \
-    if ((st = add_mat(w, &rng, name, r, cols, c->f16))) goto fail;
+    if ((st = add_mat(w, &rng, name, r, cols, wt))) goto fail;
 #define NORM(suffix)                                                                \
     snprintf(name, sizeof name, "blk.%u." suffix ".weight", l);                     \
     if ((st = add_norm(w, &rng, name, c->dim))) goto fail;
@@ -168,7 +197,7 @@ fkv_status fkv_model_init_build(const fkv_model_init_cfg *c, fkv_gguf_writer **o
 #undef NORM
     }
     if ((st = add_norm(w, &rng, "output_norm.weight", c->dim))) goto fail;
-    if (!c->tied && (st = add_mat(w, &rng, "output.weight", FKV_BYTE_VOCAB, c->dim, c->f16))) goto fail;
+    if (!c->tied && (st = add_mat(w, &rng, "output.weight", FKV_BYTE_VOCAB, c->dim, wt))) goto fail;
     *out = w;
     return FKV_OK;
 fail:

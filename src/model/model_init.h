@@ -18,11 +18,16 @@ typedef struct fkv_model_init_cfg {
     float rope_linear;  /* > 0: llama.rope.scaling.type linear with this factor */
     int rope_freqs;     /* write a rope_freqs.weight tensor (factors in [1, 4]) */
     int f16;            /* weight matrices in f16 (norms stay f32) */
+    uint32_t wtype;     /* 0: f32, or f16 with .f16; else FKV_GGML_F32/_F16/_Q8_0/_Q4_0 for the
+                         * matrices (block types: matrices whose rows are not whole
+                         * 32-element blocks stay f16) */
     int tied;           /* no output.weight: the head reuses token_embd */
     uint64_t seed;
 } fkv_model_init_cfg;
 
-/* "tiny" (~1.0M parameters) or "small" (llama2.c stories15M's shape). */
+/* "tiny" (~1.0M parameters), "small" (llama2.c stories15M's shape) or
+ * "prefill" (9.5M parameters, context 4096: a 2,000-token prefill costs
+ * about a second on two cores). */
 fkv_status fkv_model_init_preset(const char *name, fkv_model_init_cfg *cfg);
 /* Number of tokens of the byte-level vocabulary: <unk> <s> </s> <0x00>..<0xFF>. */
 #define FKV_BYTE_VOCAB 259u

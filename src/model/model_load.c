@@ -55,8 +55,14 @@ static fkv_status bind_mat(const fkv_gguf *g, const char *name, uint32_t rows, u
         return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' has shape [%llu, %llu] (%u dims), expected [%u, %u]", name,
                     (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], t->n_dims, cols, rows);
     if (t->ne[1] > UINT32_MAX) return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' has too many rows", name);
-    size_t es = t->type == FKV_GGML_F32 ? 4 : 2;
-    if ((uintptr_t)t->data % es)
+    size_t es = t->type == FKV_GGML_F32 ? 4 : 2; /* the block types' fp16 scales are read with memcpy */
+    if (t->type != FKV_GGML_F32 && t->type != FKV_GGML_F16 && t->type != FKV_GGML_Q8_0 && t->type != FKV_GGML_Q4_0)
+        return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "tensor '%s' has type %s (f32, f16, q8_0, q4_0 allowed)",
+                        name, fkv_ggml_type_name(t->type));
+    if ((t->type == FKV_GGML_Q8_0 || t->type == FKV_GGML_Q4_0) && cols % FKV_GGML_QK)
+        return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s': %u columns are not whole 32-element blocks", name,
+                        cols);
+    if ((t->type == FKV_GGML_F32 || t->type == FKV_GGML_F16) && (uintptr_t)t->data % es)
         return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "tensor '%s' data is not %zu-byte aligned", name, es);
     w->data = t->data;
     w->type = t->type;
@@ -73,6 +79,9 @@ static fkv_status bind_vec(const fkv_gguf *g, const char *name, uint32_t n, floa
     if (t->n_elements != n || t->ne[0] != n)
         return fkv_errf(err, errlen, FKV_EPARSE, "tensor '%s' has %llu elements, expected [%u]", name,
                     (unsigned long long)t->n_elements, n);
+    if (t->type != FKV_GGML_F32 && t->type != FKV_GGML_F16)
+        return fkv_errf(err, errlen, FKV_EUNSUPPORTED, "tensor '%s' has type %s (f32 or f16 for a norm vector)", name,
+                        fkv_ggml_type_name(t->type));
     float *v = malloc((size_t)n * sizeof *v);
     if (!v) return FKV_ENOMEM;
     const uint8_t *p = t->data;
