@@ -118,20 +118,27 @@ static double metric(unsigned port, const char *series)
     return v;
 }
 
+/* The in-process server over the fake backend (1 ms a token), on a free
+ * port; its base URL in url. */
+static void start_fake(fkv_backend *be, fkv_server **srv, const char *api_key, char url[64])
+{
+    char err[256];
+    const char *opts[] = {"pace_ms=1", "max_batch=64", NULL};
+    REQUIRE(fkv_backend_create("fake", opts, be, err, sizeof err) == FKV_OK);
+    fkv_server_config sc;
+    fkv_server_config_default(&sc);
+    sc.port = 0;
+    sc.api_key = api_key;
+    REQUIRE(fkv_server_start(&sc, be, srv, err, sizeof err) == FKV_OK);
+    snprintf(url, 64, "http://127.0.0.1:%u", (unsigned)fkv_server_port(*srv));
+}
+
 static void test_run(void)
 {
     fkv_backend be;
     fkv_server *srv;
-    char err[256];
-    const char *opts[] = {"pace_ms=1", "max_batch=64", NULL};
-    REQUIRE(fkv_backend_create("fake", opts, &be, err, sizeof err) == FKV_OK);
-    fkv_server_config sc;
-    fkv_server_config_default(&sc);
-    sc.port = 0;
-    sc.api_key = "k";
-    REQUIRE(fkv_server_start(&sc, &be, &srv, err, sizeof err) == FKV_OK);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%u", (unsigned)fkv_server_port(srv));
+    char err[256], url[64];
+    start_fake(&be, &srv, "k", url);
 
     /* short requests only, to keep the run short: 40/s for 1 s */
     fkv_load_workload w;
@@ -260,15 +267,8 @@ static void test_tenants_run(void)
 {
     fkv_backend be;
     fkv_server *srv;
-    char err[256];
-    const char *opts[] = {"pace_ms=1", "max_batch=64", NULL};
-    REQUIRE(fkv_backend_create("fake", opts, &be, err, sizeof err) == FKV_OK);
-    fkv_server_config sc;
-    fkv_server_config_default(&sc);
-    sc.port = 0;
-    REQUIRE(fkv_server_start(&sc, &be, &srv, err, sizeof err) == FKV_OK);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%u", (unsigned)fkv_server_port(srv));
+    char err[256], url[64];
+    start_fake(&be, &srv, NULL, url);
     fkv_load_tenants t;
     fkv_load_tenants_default(&t);
     t.heavy = 2, t.light = 3, t.heavy_prompt = 200, t.heavy_out = 8, t.light_prompt = 20, t.light_out = 4;

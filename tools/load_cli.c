@@ -80,10 +80,23 @@ static int has_roles(const fkv_load_result *r)
     return 0;
 }
 
-static void user_name(const fkv_load_result *r, uint32_t k, char *buf, size_t len)
+/* One user's row of either report; 0 when the user sent nothing. */
+typedef struct user_row {
+    char name[48];
+    summary ttft, e2e;
+    double tokens_s;
+} user_row;
+
+static int user_row_of(const fkv_load_result *r, uint32_t k, user_row *row)
 {
-    fkv_load_item it = {.client = k, .role = r->users[k].role};
-    fkv_load_user_name(&it, buf, len);
+    const fkv_load_user *u = &r->users[k];
+    if (!u->present) return 0;
+    fkv_load_item it = {.client = k, .role = u->role};
+    fkv_load_user_name(&it, row->name, sizeof row->name);
+    row->ttft = user_dist(&u->ttft);
+    row->e2e = user_dist(&u->e2e);
+    row->tokens_s = r->wall_s > 0 ? (double)u->tokens / r->wall_s : 0;
+    return 1;
 }
 
 void fkv_load_print_text(const fkv_load_result *r, FILE *f)
@@ -109,14 +122,12 @@ void fkv_load_print_text(const fkv_load_result *r, FILE *f)
     fprintf(f, "per user (ttft from the stream's first token event; tok/s over the run)\n");
     fprintf(f, "%-10s %5s %6s %6s %5s %9s %9s %9s %8s\n", "user", "light", "sent", "ok", "fail", "ttft_p50", "ttft_p99",
             "e2e_mean", "tok/s");
+    user_row w;
     for (uint32_t k = 0; k < r->n_users; k++) {
         const fkv_load_user *u = &r->users[k];
-        if (!u->present) continue;
-        char name[48];
-        user_name(r, k, name, sizeof name);
-        summary t = user_dist(&u->ttft), e = user_dist(&u->e2e);
-        fprintf(f, "%-10s %5s %6zu %6zu %5zu %9.1f %9.1f %9.1f %8.1f\n", name, u->role == FKV_LOAD_LIGHT ? "yes" : "no",
-                u->sent, u->ok, u->failed, t.p50, t.p99, e.mean, r->wall_s > 0 ? (double)u->tokens / r->wall_s : 0);
+        if (!user_row_of(r, k, &w)) continue;
+        fprintf(f, "%-10s %5s %6zu %6zu %5zu %9.1f %9.1f %9.1f %8.1f\n", w.name, u->role == FKV_LOAD_LIGHT ? "yes" : "no",
+                u->sent, u->ok, u->failed, w.ttft.p50, w.ttft.p99, w.e2e.mean, w.tokens_s);
     }
 }
 
@@ -146,19 +157,17 @@ void fkv_load_print_json(const fkv_load_result *r, FILE *f)
     }
     fprintf(f, "},\"users\":[");
     int first = 1;
+    user_row w;
     for (uint32_t k = 0; k < r->n_users; k++) {
         const fkv_load_user *u = &r->users[k];
-        if (!u->present) continue;
-        char name[48];
-        user_name(r, k, name, sizeof name);
-        summary t = user_dist(&u->ttft), e = user_dist(&u->e2e);
-        fprintf(f, "%s{\"user\":\"%s\",", first ? "" : ",", name);
+        if (!user_row_of(r, k, &w)) continue;
+        fprintf(f, "%s{\"user\":\"%s\",", first ? "" : ",", w.name);
         if (u->role != FKV_LOAD_CLIENT) fprintf(f, "\"light\":%s,", u->role == FKV_LOAD_LIGHT ? "true" : "false");
         fprintf(f,
                 "\"sent\":%zu,\"ok\":%zu,\"failed\":%zu,\"tokens\":%llu,\"ttft\":{\"n\":%zu,\"p50_ms\":%.3f,\"p99_ms\":%.3f},"
                 "\"e2e\":{\"n\":%zu,\"mean_ms\":%.3f},\"tokens_s\":%.3f}",
-                u->sent, u->ok, u->failed, (unsigned long long)u->tokens, t.n, t.p50, t.p99, e.n, e.mean,
-                r->wall_s > 0 ? (double)u->tokens / r->wall_s : 0);
+                u->sent, u->ok, u->failed, (unsigned long long)u->tokens, w.ttft.n, w.ttft.p50, w.ttft.p99, w.e2e.n,
+                w.e2e.mean, w.tokens_s);
         first = 0;
     }
     fprintf(f, "],\"errors\":{");
