@@ -45,6 +45,10 @@ typedef enum fkv_reclaim_action {
 #define FKV_VERSION_PATCH ...
 #define FKV_N_RECLAIM_SLOTS ...
 
+typedef enum fkv_tier_admission {
+    FKV_TIER_ADMIT_OFF = 0, FKV_TIER_ADMIT_TINYLFU = 1, FKV_TIER_ADMIT_SEEN = 2
+} fkv_tier_admission;
+
 typedef struct fkv_clock { int64_t (*now_ns)(void *ctx); void *ctx; } fkv_clock;
 typedef struct fkv_config {
     uint32_t n_layers; uint32_t n_kv_heads; uint32_t head_dim; fkv_dtype dtype;
@@ -53,7 +57,9 @@ typedef struct fkv_config {
     const char *policy; double alpha; double beta; int64_t age_unit_ns; int quotas; double temperature;
     uint32_t tenant_labels; int64_t min_chunk_retention_ns; int free_tail_first;
     fkv_quant_mode quant_mode; fkv_dtype quant_dtype; uint32_t quant_hot_tokens; double quant_pressure;
+    uint32_t quant_warm_tokens;
     uint64_t host_capacity_bytes; int host_demote;
+    int tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
     int prefix_cache; uint32_t block_tokens;
     uint32_t class_short_max; uint32_t class_medium_max;
     fkv_clock clock; const char *device_label; int thread_safe;
@@ -66,22 +72,26 @@ typedef struct fkv_seq fkv_seq;
 typedef struct fkv_cache_info {
     uint32_t page_tokens; uint32_t n_pages; uint32_t free_pages; uint64_t page_bytes;
     uint64_t token_bytes; uint32_t n_chunks; uint32_t n_seqs;
+    ...;
 } fkv_cache_info;
 
 typedef struct fkv_tenant_info {
     uint64_t tenant; double weight; uint64_t pages; double demand_pages; double share_pages;
     uint32_t seqs; uint64_t reclaimed_pages[7]; uint64_t prefix_query_tokens, prefix_hit_tokens;
     uint64_t host_bytes; double host_share_bytes;
+    ...;
 } fkv_tenant_info;
 
 typedef struct fkv_chunk_view {
     uint32_t start; uint32_t n_tokens; uint32_t cap_tokens; uint32_t n_pages;
     const uint32_t *pages; fkv_dtype dtype; int resident; const void *qmeta; int dropped; int offloaded;
+    ...;
 } fkv_chunk_view;
 
 typedef struct fkv_chunk_info {
     uint32_t refs; uint32_t pins; uint64_t access_count; int64_t create_ns; int64_t last_access_ns;
     int64_t expected_ttl_ns; uint64_t owner; uint64_t first_hash;
+    ...;
 } fkv_chunk_info;
 
 typedef struct fkv_seq_params {
@@ -93,13 +103,15 @@ typedef struct fkv_seq_params {
 
 typedef struct fkv_slot { uint32_t page; uint32_t slot; } fkv_slot;
 typedef struct fkv_range { uint32_t start, end; } fkv_range;
-typedef struct fkv_match_info { uint32_t device_tokens; uint32_t host_tokens; uint64_t host_bytes; } fkv_match_info;
+typedef struct fkv_match_info { uint32_t device_tokens; uint32_t host_tokens; uint64_t host_bytes; ...; } fkv_match_info;
 typedef struct fkv_reclaim_args { uint32_t sink_tokens, window_tokens; } fkv_reclaim_args;
 
 typedef struct fkv_counters {
     uint64_t hit_tokens[3]; uint64_t miss_tokens[3]; uint64_t evicted_chunks[3];
     uint64_t evicted_pages; uint64_t prefix_query_tokens; uint64_t prefix_hit_tokens;
     uint64_t quota_overruns; uint64_t cow_copies; uint32_t pages_used; uint32_t pages_free;
+    uint64_t host_demoted_chunks; uint64_t host_demoted_bytes; uint64_t host_refused_chunks;
+    ...;
 } fkv_counters;
 
 const char *fkv_strerror(fkv_status st);

@@ -72,6 +72,7 @@ _QDTYPES = {"int8": lib.FKV_INT8, "int4": lib.FKV_INT4}
 _STORAGE = {"phantom": lib.FKV_STORAGE_PHANTOM, "cpu": lib.FKV_STORAGE_CPU}
 _QUOTAS = {"off": lib.FKV_QUOTA_OFF, "request": lib.FKV_QUOTA_REQUEST, "tenant": lib.FKV_QUOTA_TENANT}
 _QMODES = {"off": lib.FKV_QUANT_OFF, "always": lib.FKV_QUANT_ALWAYS, "under_pressure": lib.FKV_QUANT_UNDER_PRESSURE}
+_TIER_ADMIT = {"off": lib.FKV_TIER_ADMIT_OFF, "tinylfu": lib.FKV_TIER_ADMIT_TINYLFU, "seen": lib.FKV_TIER_ADMIT_SEEN}
 
 # Every field of fkv_config a Python caller sets, with its kind: the one
 # table that validation, defaults and the docs read.  (clock and next_use
@@ -102,8 +103,12 @@ _FIELDS: Dict[str, Tuple[str, Any]] = {
     "quant_dtype": ("enum", _QDTYPES),
     "quant_hot_tokens": ("int", _U32),
     "quant_pressure": ("float", None),
+    "quant_warm_tokens": ("int", _U32),
     "host_capacity_bytes": ("int", _U64),
     "host_demote": ("bool", None),
+    "tier_admission": ("enum", _TIER_ADMIT),
+    "tier_admission_threshold": ("int", _U32),
+    "tier_admission_window": ("int", _U64),
     "prefix_cache": ("bool", None),
     "block_tokens": ("int", _U32),
     "class_short_max": ("int", _U32),
@@ -448,7 +453,7 @@ class Cache:
         out: Dict[str, Any] = {k: {cls[i]: getattr(c, k)[i] for i in range(3)}
                                for k in ("hit_tokens", "miss_tokens", "evicted_chunks")}
         for k in ("evicted_pages", "prefix_query_tokens", "prefix_hit_tokens", "quota_overruns", "cow_copies",
-                  "pages_used", "pages_free"):
+                  "pages_used", "pages_free", "host_demoted_chunks", "host_demoted_bytes", "host_refused_chunks"):
             out[k] = getattr(c, k)
         return out
 

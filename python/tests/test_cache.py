@@ -56,8 +56,9 @@ def test_every_field_round_trips():
                    storage="cpu", chunk_tokens=16, dynamic_chunking=True, chunk_min_tokens=16,
                    chunk_max_tokens=64, policy="lru", alpha=0.5, beta=0.5, age_unit_ns=10, quotas="tenant",
                    temperature=3.0, tenant_labels=4, min_chunk_retention_ns=5, free_tail_first=True,
-                   quant_mode="under-pressure", quant_dtype="int4", quant_hot_tokens=32, quant_pressure=0.8,
-                   host_capacity_bytes=1 << 20, host_demote=True, prefix_cache=True, block_tokens=64,
+                   quant_mode="under-pressure", quant_dtype="int8", quant_hot_tokens=32, quant_pressure=0.8,
+                   quant_warm_tokens=64, host_capacity_bytes=1 << 20, host_demote=True, tier_admission="seen",
+                   tier_admission_threshold=3, tier_admission_window=1000, prefix_cache=True, block_tokens=64,
                    class_short_max=100, class_medium_max=400, device_label="dev1", thread_safe=False)
     assert set(changed) | {"capacity_bytes"} == set(d)
     with fairkv.Cache(**changed) as c:
