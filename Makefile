@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 60
 # Debian packages needed to build and test; checked with dpkg-query.  A
 # package whose command is on PATH also counts as present: NodeSource's
 # nodejs bundles npm, and installing Debian's npm beside it would conflict.
-DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev gnuplot-nox libmicrohttpd-dev libcurl4-openssl-dev libssl-dev prometheus nodejs npm libutf8proc-dev python3-jinja2 python3-numpy redis-server libhiredis-dev python3 python3-venv python3-pip python3-setuptools python3-wheel python3-dev python3-cffi python3-pytest python3-redis libopenblas-serial-dev
+DEB_PKGS = cmake make gcc clang libclang-rt-14-dev pkg-config libxxhash-dev libcjson-dev gnuplot-nox libmicrohttpd-dev libcurl4-openssl-dev libssl-dev prometheus nodejs npm libutf8proc-dev python3-jinja2 python3-numpy redis-server libhiredis-dev python3 python3-venv python3-pip python3-setuptools python3-wheel python3-dev python3-cffi python3-pytest python3-redis libopenblas-pthread-dev
 
 .PHONY: all build deps test test-release test-asan test-tsan run fuzz fuzz-build fuzz-smoke clean
 

@@ -1,6 +1,9 @@
-/* Which BLAS for the engine: SGEMM GFLOP/s of OpenBLAS and BLIS (Debian's
- * serial builds) on the engine's shapes, for docs/EVALUATION.md (section 4,
- * "The engine's matrix products through BLAS").  The engine calls
+/* Which BLAS for the engine: single-threaded SGEMM GFLOP/s of OpenBLAS and
+ * BLIS on the engine's shapes, for docs/EVALUATION.md (section 4, "The
+ * engine's matrix products through BLAS"); measured with Debian's serial
+ * builds (the engine links OpenBLAS's pthread build, one thread per call:
+ * run the OpenBLAS binary with OPENBLAS_NUM_THREADS=1 if pkg-config names
+ * that build).  The engine calls
  * y[T][R] = x[T][C] . W^T; whole-batch products and its fixed 8 x 64 tiles.
  *
  *   cc -O2 $(pkg-config --cflags openblas) scripts/bench_blas.c -o /tmp/bb_openblas \

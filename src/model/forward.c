@@ -23,7 +23,10 @@
 
 /* The engine splits work over its own thread pool and calls BLAS from each
  * worker on its own tile: BLAS itself runs one thread per call, so no
- * second set of threads competes for the cores or spins between calls. */
+ * second set of threads competes for the cores.  OpenBLAS's pthread build
+ * is the one linked (CMakeLists.txt: its buffer allocation is locked, so
+ * concurrent calls are safe); its own workers, started when the library
+ * loads, never get work and sleep after OpenBLAS's spin timeout. */
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
 static void fkv_blas_init(void) { pthread_once(&blas_once, blas_single); }
