@@ -297,6 +297,67 @@ static void finishes(void)
            light_ttft[1] / 1e6, light_ttft[0] / 1e6);
 }
 
+/* Admissions under the share take no victim, as in the plain order: with
+ * four alike tenants and memory for about two prompts at once, the share
+ * preempts no more than the plain order does (a share whose admissions
+ * took victims would preempt the prefills of the tenants served before
+ * in the step, over and over). */
+static void no_admission_victims(void)
+{
+    uint64_t pre[2] = {0, 0};
+    for (int on = 0; on < 2; on++) {
+        int64_t now = 0;
+        fkv_config cc;
+        fkv_config_default(&cc);
+        cc.storage = FKV_STORAGE_PHANTOM;
+        cc.capacity_pages = 96;
+        cc.page_tokens = 16;
+        cc.chunk_tokens = 16;
+        cc.policy = "lru";
+        cc.prefix_cache = 0;
+        cc.clock.now_ns = fkv_virtual_clock_now;
+        cc.clock.ctx = &now;
+        cc.thread_safe = 0;
+        fkv_cache *c;
+        char err[256] = "";
+        REQUIRE(fkv_cache_create(&cc, &c, err, sizeof err) == FKV_OK);
+        fkv_sched_config sc;
+        fkv_sched_config_default(&sc);
+        sc.max_batch_tokens = 128;
+        sc.step_share = on ? FKV_STEP_DRR : FKV_STEP_SHARE_OFF;
+        fkv_sched *s;
+        REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
+        enum { N = 32 };
+        fkv_req q[N];
+        for (int i = 0; i < N; i++) {
+            q[i] = req(i + 1, 1 + i % 4, 500 + 37 * (i % 5), 20);
+            q[i].arrival_ns = (int64_t)i * MS(2);
+        }
+        fkv_batch b = {0};
+        size_t next = 0, steps = 0;
+        while (fkv_sched_finished(s) < N && steps < 200000) {
+            while (next < N && q[next].arrival_ns <= now) REQUIRE(fkv_sched_add(s, &q[next++]) == FKV_OK);
+            if (!fkv_sched_n_running(s) && !fkv_sched_n_waiting(s)) {
+                now = q[next].arrival_ns;
+                continue;
+            }
+            STEP(s, now, &b);
+            now += MS(1) + (int64_t)b.tokens * 20000;
+            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+            steps++;
+        }
+        CHECK(fkv_sched_finished(s) == N);
+        pre[on] = fkv_sched_preemptions(s);
+        fkv_batch_free(&b);
+        fkv_sched_destroy(s);
+        fkv_cache_destroy(c);
+    }
+    printf("no_admission_victims: %llu preemptions in the plain order, %llu with the share\n",
+           (unsigned long long)pre[0], (unsigned long long)pre[1]);
+    CHECKF(pre[1] <= pre[0], "the share preempted %llu times, the plain order %llu", (unsigned long long)pre[1],
+           (unsigned long long)pre[0]);
+}
+
 static void names(void)
 {
     CHECK(fkv_step_share_parse("drr") == FKV_STEP_DRR && fkv_step_share_parse("off") == FKV_STEP_SHARE_OFF);
@@ -322,5 +383,6 @@ int main(void)
     decodes_first();
     prefix_hits();
     finishes();
+    no_admission_victims();
     return check_done();
 }

@@ -676,7 +676,7 @@ int main(void)
     starvation("quantize8,evict", 2, FKV_STEP_SHARE_OFF);
     starvation("", 1, FKV_STEP_SHARE_OFF);
     starvation("", 2, FKV_STEP_DRR);
-    starvation("quantize8,evict", 2, FKV_STEP_DRR);
+    starvation("quantize8,evict", 1, FKV_STEP_DRR);
     step_share();
     vtc_memory(0, 0);
     vtc_memory(1, 1);

@@ -56,7 +56,6 @@ struct fkv_sched {
     size_t drr_first;      /* the entry that starts this step's rounds */
     int drr_on;            /* the share applies to the step being formed */
     int drr_limit;         /* serving within allotments (not the leftover pass) */
-    int admit_no_victim;   /* admissions of the share's pass take no victim */
     fkv_req **pick;        /* requests to visit in a pass of the share */
     size_t cap_pick;
     char err[256];
@@ -369,7 +368,6 @@ static fkv_req *pick_victim(fkv_sched *s, fkv_victim_rule rule, const fkv_req *e
 {
     fkv_req *best = NULL;
     *fair = 0;
-    if (s->admit_no_victim) return NULL;
     if (rule == FKV_VICTIM_FAIR && s->cache) {
         size_t n_over = 0;
         double best_over = 0;
@@ -998,6 +996,28 @@ static fkv_status drr_plan(fkv_sched *s, uint32_t budget)
     return FKV_OK;
 }
 
+/* Under the share, a tenant's admission must fit its prompt beside what
+ * the running requests hold and will still prefill, without taking
+ * anyone's memory (pages of idle cached chunks count as free); otherwise
+ * every tenant would start a prompt at once and they would push each
+ * other out.  Without a cache, or with nothing running (a prompt larger
+ * than the cache is then tried, and rejected, as in the plain order),
+ * always. */
+static int admission_fits(fkv_sched *s, const fkv_req *r)
+{
+    if (!s->cache || !s->n_run) return 1;
+    fkv_cache_info ci;
+    if (fkv_cache_get_info(s->cache, &ci) != FKV_OK || !ci.page_tokens) return 1;
+    uint64_t pt = ci.page_tokens, held = 0;
+    for (size_t i = 0; i < s->n_run; i++) {
+        const fkv_req *q = s->run[i];
+        held += q->seq ? fkv_seq_pages(q->seq) : 0;
+        held += (prefill_left(q) + pt - 1) / pt;
+    }
+    uint64_t need = (r->target > r->computed ? r->target - r->computed : 1) / pt + 1;
+    return held + need <= ci.n_pages;
+}
+
 /* The step under the share: decoders (and their restores) first, then each
  * tenant's prefills and admissions within its allotment, then a leftover
  * pass over what is still unserved. */
@@ -1038,9 +1058,8 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
     if ((st = serve_picked(s, n, b, budget, 0)) != FKV_OK) return st;
     size_t nt = s->n_drr, first = s->drr_first;
     s->drr_limit = 1;
-    /* every tenant's running prefills, then every tenant's admissions:
-     * admissions take no victim (as in the plain order, where everything
-     * running has been served when admission starts) */
+    /* every tenant's running prefills, then every tenant's admissions
+     * (each must fit: admission_fits) */
     for (size_t k = 0; k < nt; k++) {
         const struct drr_tenant *e = &s->drr[(first + k) % nt];
         if (!e->alloc && !e->extra) continue;
@@ -1051,7 +1070,6 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
      * this step's order, by weight (work conservation without serving a
      * request twice in a step) */
     uint32_t pool = 0;
-    s->admit_no_victim = 1;
     for (size_t k = 0; k < nt; k++) {
         struct drr_tenant *e = &s->drr[(first + k) % nt];
         uint64_t t = e->tenant;
@@ -1072,18 +1090,14 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
                !(s->cfg.no_admit_after_preempt && b->preempted && b->n)) {
             size_t wi = 0;
             while (wi < s->n_wait && s->wait[wi]->tenant != t) wi++;
-            if (wi == s->n_wait || !tenant_left(s, s->wait[wi])) break;
+            if (wi == s->n_wait || !tenant_left(s, s->wait[wi]) || !admission_fits(s, s->wait[wi])) break;
             int next = admit_one(s, wi, b, budget, &st);
-            if (st) {
-                s->admit_no_victim = 0;
-                return st;
-            }
+            if (st) return st;
             if (next == ADMIT_STOP) *stop_admit = 1;
         }
         e = &s->drr[(first + k) % nt]; /* admissions may have moved the table */
         if (e->alloc + e->extra > e->used) pool += e->alloc + e->extra - e->used;
     }
-    s->admit_no_victim = 0;
     s->drr_limit = 0;
     s->drr_first = nt ? (first + 1) % nt : 0;
     if ((n = pick_running(s, is_unserved, 0)) < 0) return FKV_ENOMEM;
@@ -1175,6 +1189,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
            (budget > 0 || s->cfg.mode == FKV_SCHED_DYNAMIC)) {
         size_t wi = pick_waiting(s);
         if (wi == s->n_wait) break; /* every waiting tenant used its step share */
+        if (s->drr_on && !admission_fits(s, s->wait[wi])) break;
         int next = admit_one(s, wi, b, &budget, &st);
         if (st) return st;
         if (next == ADMIT_STOP) break;

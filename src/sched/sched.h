@@ -121,10 +121,16 @@
  * later one takes its memory and every request ends), within its tenant's
  * allotment but never less than its tenant's weighted part of the step
  * and a token; then the decoding requests and their restores; then, in the
- * rounds' order, each tenant's running prefills (in admission order) and
- * waiting requests (in queue order) within its allotment, plus what the
- * tenants before it left unused, shared by weight among those after.  A
- * budget still left goes to whatever is unserved, as without the share.
+ * rounds' order, every tenant's running prefills (in admission order)
+ * within its allotment; then every tenant's waiting requests (in queue
+ * order) within what is left of its allotment, plus what the tenants
+ * before it left unused, shared by weight among those after.  An admission
+ * under the share must fit: the pages the running requests hold, plus
+ * those their prefills still need, plus the newcomer's prompt, at most the
+ * pool (idle cached pages count as free; with nothing running, always), so
+ * tenants do not all start prompts at once and push each other out.  A
+ * budget still left goes to whatever is unserved, as without the share
+ * (its admissions pass the same test).
  * Settle: a tenant is charged the tokens it took beyond its allotment and
  * the tokens it recomputed in restores; an allotment left unused is not
  * credited (prefix hits, memory or max_running stopped it); the debt is
