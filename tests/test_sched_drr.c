@@ -32,13 +32,13 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t outpu
     return r;
 }
 
-/* A phantom cache large enough for every case, LRU, prefix cache as asked. */
-static fkv_cache *cache_of(int64_t *now, int prefix)
+/* A phantom LRU cache of `pages` 16-token pages, prefix cache as asked. */
+static fkv_cache *cache_of(int64_t *now, int prefix, uint32_t pages)
 {
     fkv_config cc;
     fkv_config_default(&cc);
     cc.storage = FKV_STORAGE_PHANTOM;
-    cc.capacity_pages = 4096;
+    cc.capacity_pages = pages;
     cc.page_tokens = 16;
     cc.chunk_tokens = 16;
     cc.policy = "lru";
@@ -52,6 +52,29 @@ static fkv_cache *cache_of(int64_t *now, int prefix)
     CHECKF(st == FKV_OK, "fkv_cache_create: %s", err);
     REQUIRE(st == FKV_OK);
     return c;
+}
+
+/* Adds q[0..n) at their arrivals and runs steps (1 ms + 20 us a token)
+ * until all have finished; the largest step's tokens. */
+static uint32_t drive(fkv_sched *s, fkv_req *q, size_t n, int64_t *now)
+{
+    fkv_batch b = {0};
+    size_t next = 0, steps = 0;
+    uint32_t most = 0;
+    while (fkv_sched_finished(s) < n && steps < 200000) {
+        while (next < n && q[next].arrival_ns <= *now) REQUIRE(fkv_sched_add(s, &q[next++]) == FKV_OK);
+        if (!fkv_sched_n_running(s) && !fkv_sched_n_waiting(s)) {
+            *now = q[next].arrival_ns;
+            continue;
+        }
+        STEP(s, *now, &b);
+        if (b.tokens > most) most = b.tokens;
+        *now += MS(1) + (int64_t)b.tokens * 20000;
+        REQUIRE(fkv_sched_finish(s, &b, *now) == FKV_OK);
+        steps++;
+    }
+    fkv_batch_free(&b);
+    return most;
 }
 
 static void drr_config(fkv_sched_config *sc, uint32_t budget)
@@ -91,7 +114,7 @@ static void expect_drr(fkv_sched *s, uint64_t tenant, double deficit, uint32_t a
 static void hand_deficits(void)
 {
     int64_t now = 0;
-    fkv_cache *c = cache_of(&now, 0);
+    fkv_cache *c = cache_of(&now, 0, 4096);
     REQUIRE(fkv_cache_set_tenant_weight(c, 3, 2) == FKV_OK);
     fkv_sched_config sc;
     drr_config(&sc, 10);
@@ -213,7 +236,7 @@ static void decodes_first(void)
 static void prefix_hits(void)
 {
     int64_t now = 0;
-    fkv_cache *c = cache_of(&now, 1);
+    fkv_cache *c = cache_of(&now, 1, 4096);
     fkv_sched_config sc;
     drr_config(&sc, 64);
     fkv_sched *s;
@@ -252,7 +275,7 @@ static void finishes(void)
     double light_ttft[2] = {0, 0};
     for (int on = 0; on < 2; on++) {
         int64_t now = 0;
-        fkv_cache *c = cache_of(&now, 1);
+        fkv_cache *c = cache_of(&now, 1, 4096);
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
         sc.max_batch_tokens = 256;
@@ -266,21 +289,7 @@ static void finishes(void)
             q[i] = light ? req(i + 1, 2 + i % 2, 20, 4) : req(i + 1, 1, 1500, 8);
             q[i].arrival_ns = (int64_t)i * MS(5);
         }
-        fkv_batch b = {0};
-        size_t next = 0, steps = 0;
-        int within = 1;
-        while (fkv_sched_finished(s) < N && steps < 100000) {
-            while (next < N && q[next].arrival_ns <= now) REQUIRE(fkv_sched_add(s, &q[next++]) == FKV_OK);
-            if (!fkv_sched_n_running(s) && !fkv_sched_n_waiting(s)) {
-                now = q[next].arrival_ns;
-                continue;
-            }
-            STEP(s, now, &b);
-            within &= b.tokens <= 256;
-            now += MS(1) + (int64_t)b.tokens * 20000;
-            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
-            steps++;
-        }
+        int within = drive(s, q, N, &now) <= 256;
         CHECK(within && fkv_sched_finished(s) == N && fkv_sched_rejections(s) == 0);
         double sum = 0;
         int nl = 0;
@@ -289,7 +298,6 @@ static void finishes(void)
             if (i % 3 == 2) sum += (double)(q[i].first_token_ns - q[i].arrival_ns), nl++;
         }
         light_ttft[on] = sum / nl;
-        fkv_batch_free(&b);
         fkv_sched_destroy(s);
         fkv_cache_destroy(c);
     }
@@ -297,30 +305,16 @@ static void finishes(void)
            light_ttft[1] / 1e6, light_ttft[0] / 1e6);
 }
 
-/* Admissions under the share take no victim, as in the plain order: with
- * four alike tenants and memory for about two prompts at once, the share
- * preempts no more than the plain order does (a share whose admissions
- * took victims would preempt the prefills of the tenants served before
- * in the step, over and over). */
+/* The share's admission test (sched.h): with four alike tenants and
+ * memory for about two prompts at once, the share preempts no more than
+ * the plain order does (admitting every tenant's prompt at once, they
+ * would push each other out, over and over). */
 static void no_admission_victims(void)
 {
     uint64_t pre[2] = {0, 0};
     for (int on = 0; on < 2; on++) {
         int64_t now = 0;
-        fkv_config cc;
-        fkv_config_default(&cc);
-        cc.storage = FKV_STORAGE_PHANTOM;
-        cc.capacity_pages = 96;
-        cc.page_tokens = 16;
-        cc.chunk_tokens = 16;
-        cc.policy = "lru";
-        cc.prefix_cache = 0;
-        cc.clock.now_ns = fkv_virtual_clock_now;
-        cc.clock.ctx = &now;
-        cc.thread_safe = 0;
-        fkv_cache *c;
-        char err[256] = "";
-        REQUIRE(fkv_cache_create(&cc, &c, err, sizeof err) == FKV_OK);
+        fkv_cache *c = cache_of(&now, 0, 96);
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
         sc.max_batch_tokens = 128;
@@ -333,22 +327,9 @@ static void no_admission_victims(void)
             q[i] = req(i + 1, 1 + i % 4, 500 + 37 * (i % 5), 20);
             q[i].arrival_ns = (int64_t)i * MS(2);
         }
-        fkv_batch b = {0};
-        size_t next = 0, steps = 0;
-        while (fkv_sched_finished(s) < N && steps < 200000) {
-            while (next < N && q[next].arrival_ns <= now) REQUIRE(fkv_sched_add(s, &q[next++]) == FKV_OK);
-            if (!fkv_sched_n_running(s) && !fkv_sched_n_waiting(s)) {
-                now = q[next].arrival_ns;
-                continue;
-            }
-            STEP(s, now, &b);
-            now += MS(1) + (int64_t)b.tokens * 20000;
-            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
-            steps++;
-        }
+        drive(s, q, N, &now);
         CHECK(fkv_sched_finished(s) == N);
         pre[on] = fkv_sched_preemptions(s);
-        fkv_batch_free(&b);
         fkv_sched_destroy(s);
         fkv_cache_destroy(c);
     }
