@@ -909,32 +909,25 @@ static uint32_t prefill_left(const fkv_req *r)
     return r->target - r->computed;
 }
 
-/* The running requests that pass `want`, as they are now: a pass then
- * visits each one still running and not yet served, whatever preemptions
- * did to the running set's order meanwhile.  -1 on allocation failure. */
-static long pick_running(fkv_sched *s, int (*want)(const fkv_sched *, const fkv_req *, uint64_t), uint64_t tenant)
+/* Which running requests a pass of the share visits. */
+enum { PICK_DECODING, PICK_TENANT_PREFILL, PICK_UNSERVED };
+
+/* The running requests of kind `kind` (of `tenant` for
+ * PICK_TENANT_PREFILL), as they are now: a pass then visits each one still
+ * running and not yet served, whatever preemptions did to the running
+ * set's order meanwhile.  -1 on allocation failure. */
+static long pick_running(fkv_sched *s, int kind, uint64_t tenant)
 {
     if (fkv_grow(&s->pick, &s->cap_pick, s->n_run + 1, sizeof *s->pick)) return -1;
     long n = 0;
-    for (size_t i = 0; i < s->n_run; i++)
-        if (want(s, s->run[i], tenant)) s->pick[n++] = s->run[i];
+    for (size_t i = 0; i < s->n_run; i++) {
+        const fkv_req *r = s->run[i];
+        int want = kind == PICK_DECODING        ? !prefill_left(r)
+                   : kind == PICK_TENANT_PREFILL ? !r->served && r->tenant == tenant && prefill_left(r)
+                                                 : !r->served;
+        if (want) s->pick[n++] = s->run[i];
+    }
     return n;
-}
-
-static int is_decoding(const fkv_sched *s, const fkv_req *r, uint64_t t)
-{
-    (void)s, (void)t;
-    return !prefill_left(r);
-}
-static int is_tenant_prefill(const fkv_sched *s, const fkv_req *r, uint64_t t)
-{
-    (void)s;
-    return !r->served && r->tenant == t && prefill_left(r) > 0;
-}
-static int is_unserved(const fkv_sched *s, const fkv_req *r, uint64_t t)
-{
-    (void)s, (void)t;
-    return !r->served;
 }
 
 /* Serves the picked requests still running and unserved; with `limited`,
@@ -1054,7 +1047,7 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
         s->drr_limit = 0;
         if (st != FKV_OK) return st;
     }
-    if ((n = pick_running(s, is_decoding, 0)) < 0) return FKV_ENOMEM;
+    if ((n = pick_running(s, PICK_DECODING, 0)) < 0) return FKV_ENOMEM;
     if ((st = serve_picked(s, n, b, budget, 0)) != FKV_OK) return st;
     size_t nt = s->n_drr, first = s->drr_first;
     s->drr_limit = 1;
@@ -1063,7 +1056,7 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
     for (size_t k = 0; k < nt; k++) {
         const struct drr_tenant *e = &s->drr[(first + k) % nt];
         if (!e->alloc && !e->extra) continue;
-        if ((n = pick_running(s, is_tenant_prefill, e->tenant)) < 0) return FKV_ENOMEM;
+        if ((n = pick_running(s, PICK_TENANT_PREFILL, e->tenant)) < 0) return FKV_ENOMEM;
         if ((st = serve_picked(s, n, b, budget, 1)) != FKV_OK) return st;
     }
     /* what a tenant leaves of its allotment goes to those after it in
@@ -1100,7 +1093,7 @@ static fkv_status drr_serve(fkv_sched *s, fkv_batch *b, uint32_t *budget, int *s
     }
     s->drr_limit = 0;
     s->drr_first = nt ? (first + 1) % nt : 0;
-    if ((n = pick_running(s, is_unserved, 0)) < 0) return FKV_ENOMEM;
+    if ((n = pick_running(s, PICK_UNSERVED, 0)) < 0) return FKV_ENOMEM;
     return serve_picked(s, n, b, budget, 0);
 }
 
