@@ -46,7 +46,7 @@ static void formula(void)
         fkv_cache *c = open_cache(120, 1, temps[k], 0);
         fkv_seq *s[3];
         for (int i = 0; i < 3; i++) s[i] = fx_seq_full(c, (uint64_t)i + 1, (uint32_t)d[i] * 4, w[i], NULL, 0);
-        fkv__quota_refresh(c);
+        fkv__request_quotas(c, 0);
         double sum = 0, share[3];
         for (int i = 0; i < 3; i++) sum += share[i] = w[i] * (isinf(temps[k]) ? 1.0 : pow(d[i], 1.0 / temps[k]));
         for (int i = 0; i < 3; i++)
@@ -57,7 +57,7 @@ static void formula(void)
     /* T = inf, equal weights: equal shares */
     fkv_cache *c = open_cache(90, 1, INFINITY, 0);
     fkv_seq *a = fx_seq_full(c, 1, 8, 1, NULL, 0), *b = fx_seq_full(c, 2, 4000, 1, NULL, 0), *e = fx_seq_full(c, 3, 40, 1, NULL, 0);
-    fkv__quota_refresh(c);
+    fkv__request_quotas(c, 0);
     CHECK(fabs(a->quota_pages - 30) < 1e-9 && fabs(b->quota_pages - 30) < 1e-9 && fabs(e->quota_pages - 30) < 1e-9);
     fkv_cache_destroy(c);
 }
@@ -193,7 +193,7 @@ static void overruns(void)
     fkv_cache *c = open_cache(16, 1, INFINITY, 0);
     fkv_seq *a = fx_seq_full(c, 1, 0, 1, NULL, 0), *b = fx_seq_full(c, 2, 0, 1, NULL, 0);
     (void)b;
-    fkv__quota_refresh(c); /* 8 pages each */
+    fkv__request_quotas(c, 0); /* 8 pages each */
     REQUIRE(fkv_seq_append(a, NULL, 32, NULL) == FKV_OK);
     fkv_counters cn;
     fkv_cache_counters(c, &cn);

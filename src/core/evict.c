@@ -19,19 +19,20 @@
  *   4. young:   the oldest chunk of the young FIFO.
  * With quotas off: the policy's victim over all chunks, then young.
  *
- * Quota of open request i (pages):
+ * Quota of open request i (pages; shares.h rule 2, fkv__request_quotas):
  *     quota_i = capacity * w_i * d_i^(1/T) / sum_j w_j * d_j^(1/T)
  * where d_i is its demand in pages (its length, or expected_tokens if
  * larger) and T the temperature: T = 1 gives every request the same
  * fraction of its demand, T -> inf equal (weighted) shares, values between
- * smooth from one to the other.  Quotas are refreshed when a request
+ * smooth from one to the other.  "Largest excess" is rule 3 of shares.h
+ * (ties: the first tenant, the first open request).  Quotas are refreshed when a request
  * arrives or leaves and otherwise at most every capacity/64 allocated pages:
  * demands change by one page at a time, so a stale quota is off by little,
  * and a refresh costs O(open requests). */
-#include <math.h>
 #include <stddef.h>
 
 #include "core/internal.h"
+#include "core/shares.h"
 
 void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
 {
@@ -133,28 +134,6 @@ void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta)
     s->over_quota = over;
 }
 
-void fkv__quota_refresh(fkv_cache *c)
-{
-    double inv_t = isinf(c->cfg.temperature) ? 0.0 : 1.0 / c->cfg.temperature;
-    uint32_t pt = c->cfg.page_tokens;
-    double sum = 0;
-    for (uint32_t i = 0; i < c->n_owners; i++) {
-        fkv_seq *s = c->owners[i];
-        uint32_t toks = s->len > s->expected_tokens ? s->len : s->expected_tokens;
-        double d = (double)((toks + pt - 1) / pt);
-        if (d < 1) d = 1;
-        s->quota_pages = s->weight * (inv_t == 1.0 ? d : pow(d, inv_t)); /* share, normalised below */
-        sum += s->quota_pages;
-    }
-    for (uint32_t i = 0; i < c->n_owners; i++) {
-        fkv_seq *s = c->owners[i];
-        s->quota_pages = sum > 0 ? (double)c->n_pages * s->quota_pages / sum : 0;
-        s->over_quota = (double)s->usage_pages > s->quota_pages;
-    }
-    c->quota_dirty = 0;
-    c->quota_epoch_allocs = 0;
-}
-
 /* Quotas (or shares) are stale: a request or tenant came or left, or
  * capacity/64 pages were allocated since the last refresh. */
 static int quota_stale(const fkv_cache *c)
@@ -162,35 +141,43 @@ static int quota_stale(const fkv_cache *c)
     return c->quota_dirty || c->quota_epoch_allocs * 64 >= c->n_pages;
 }
 
-/* Tenant mode: the tenant furthest over its share (pages - share) among
- * those with an evictable chunk; in it, a cached chunk first, then the
- * open request furthest over its quota within the tenant. */
+/* The open request furthest over its quota (shares.h, rule 3; ties: the
+ * first in c->owners) among those with an evictable chunk, of tenant t
+ * only unless t is NULL; *excess is its usage - quota. */
+static fkv_seq *furthest_request(fkv_cache *c, const fkv__tenant *t, double *excess)
+{
+    fkv__over_rank r = {0};
+    fkv_seq *best = NULL;
+    for (uint32_t i = 0; i < c->n_owners; i++) {
+        fkv_seq *s = c->owners[i];
+        if ((t && s->tenant != t) || !s->inst->n) continue;
+        if (fkv__over_offer(&r, (double)s->usage_pages, s->quota_pages, 0)) best = s;
+    }
+    *excess = r.excess;
+    return best;
+}
+
+/* Tenant mode: the tenant furthest over its share (pages - share; ties:
+ * the first) among those with an evictable chunk; in it, a cached chunk
+ * first, then the open request furthest over its quota within the tenant. */
 static fkv__chunk *pick_tenant(fkv_cache *c, int *tier)
 {
     if (quota_stale(c)) fkv__tenant_shares(c);
+    fkv__over_rank r = {0};
     fkv__tenant *bt = NULL;
-    double bex = 0;
     for (uint32_t i = 0; i < c->n_tenants; i++) {
         fkv__tenant *t = c->tenants[i];
-        if (!t->n_evictable) continue;
-        double ex = (double)t->pages - t->share;
-        if (!bt || ex > bex) bt = t, bex = ex;
+        if (t->n_evictable && fkv__over_offer(&r, (double)t->pages, t->share, 0)) bt = t;
     }
     if (!bt) return NULL;
     if (bt->cached->n) {
         *tier = FKV__TIER_CACHED;
         return bt->cached->ops->victim(bt->cached->state);
     }
-    fkv_seq *bs = NULL; /* within the tenant: the request furthest over its quota */
-    double bs_ex = 0;
-    for (uint32_t i = 0; i < c->n_owners; i++) {
-        fkv_seq *s = c->owners[i];
-        if (s->tenant != bt || !s->inst->n) continue;
-        double ex = (double)s->usage_pages - s->quota_pages;
-        if (!bs || ex > bs_ex) bs = s, bs_ex = ex;
-    }
+    double ex;
+    fkv_seq *bs = furthest_request(c, bt, &ex);
     if (!bs) return NULL; /* cannot happen: n_evictable counts these */
-    *tier = bex > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
+    *tier = r.excess > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
     return bs->inst->ops->victim(bs->inst->state);
 }
 
@@ -202,17 +189,11 @@ static fkv__chunk *pick_request(fkv_cache *c, int *tier)
         *tier = FKV__TIER_CACHED;
         return c->shared_inst->ops->victim(c->shared_inst->state);
     }
-    if (quota_stale(c)) fkv__quota_refresh(c);
-    fkv_seq *best = NULL;
-    double best_excess = 0;
-    for (uint32_t i = 0; i < c->n_owners; i++) {
-        fkv_seq *s = c->owners[i];
-        if (!s->inst->n) continue;
-        double ex = (double)s->usage_pages - s->quota_pages;
-        if (!best || ex > best_excess) best = s, best_excess = ex;
-    }
+    if (quota_stale(c)) fkv__request_quotas(c, 0);
+    double ex;
+    fkv_seq *best = furthest_request(c, NULL, &ex);
     if (!best) return NULL;
-    *tier = best_excess > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
+    *tier = ex > 0 ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
     return best->inst->ops->victim(best->inst->state);
 }
 

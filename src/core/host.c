@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/shares.h"
 
 /* ---------------------------------------------------------------- tree */
 
@@ -265,44 +266,27 @@ void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
 
 /* ---------------------------------------------------------------- shares */
 
-/* Weighted max-min over the tenants' host demands, the water-filling of
- * tenant.c over the host's capacity: a tenant's demand is the bytes it
- * holds there (offloaded chunks count, though only demoted ones can be
- * taken), plus `need` for `who`, the tenant whose chunk is coming in (so
- * that when the host is full, whoever holds more than its share of what
- * is asked for gives way, the newcomer included). */
+/* A tenant's host demand: the bytes it holds there (offloaded chunks
+ * count, though only demoted ones can be taken), plus `need` for `who`,
+ * the tenant whose chunk is coming in (so that when the host is full,
+ * whoever holds more than its share of what is asked for gives way, the
+ * newcomer included). */
+static double host_demand(const fkv__tenant *t, const fkv__tenant *who, uint64_t need)
+{
+    return (double)t->host_bytes + (t == who ? (double)need : 0);
+}
+
+/* The tenants' host shares: water-filling (shares.h, rule 1) of their
+ * host demands over the host's capacity, spare bytes unassigned. */
 static void host_shares(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
-    double cap = (double)c->cfg.host_capacity_bytes, wsum = 0;
-    uint32_t left = 0;
+    fkv__claim *cl = c->torder;
     for (uint32_t i = 0; i < c->n_tenants; i++) {
         fkv__tenant *t = c->tenants[i];
-        t->host_share = -1; /* not given yet */
-        if (t->host_bytes || t == who) wsum += t->weight, left++;
-        else t->host_share = 0;
+        cl[i] = (fkv__claim){.demand = host_demand(t, who, need), .weight = t->weight, .id = i};
     }
-    /* each round gives their whole demand to those below the fair level;
-     * at most one round per tenant */
-    while (left) {
-        int gave = 0;
-        for (uint32_t i = 0; i < c->n_tenants; i++) {
-            fkv__tenant *t = c->tenants[i];
-            if (t->host_share >= 0) continue;
-            double d = (double)t->host_bytes + (t == who ? (double)need : 0);
-            if (d <= cap * t->weight / wsum) {
-                t->host_share = d;
-                cap -= t->host_share;
-                wsum -= t->weight;
-                left--;
-                gave = 1;
-            }
-        }
-        if (!gave) break;
-    }
-    for (uint32_t i = 0; i < c->n_tenants; i++) {
-        fkv__tenant *t = c->tenants[i];
-        if (t->host_share < 0) t->host_share = wsum > 0 ? cap * t->weight / wsum : 0;
-    }
+    fkv__water_fill(cl, c->n_tenants, (double)c->cfg.host_capacity_bytes, FKV__SPARE_KEEP);
+    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[cl[i].id]->host_share = cl[i].share;
 }
 
 double fkv__host_share(fkv_cache *c, const fkv__tenant *t)
@@ -322,13 +306,13 @@ static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t ne
     fkv__chunk *v = c->host_head;
     if (c->cfg.quotas == FKV_QUOTA_TENANT) {
         host_shares(c, who, need);
+        fkv__over_rank r = {0};
         fkv__tenant *bt = NULL;
-        double bex = 0;
         for (uint32_t i = 0; i < c->n_tenants; i++) {
             fkv__tenant *t = c->tenants[i];
-            if (!t->host_head) continue;
-            double ex = (double)t->host_bytes + (t == who ? (double)need : 0) - t->host_share;
-            if (!bt || ex > bex || (ex == bex && t->host_head->hstamp < bt->host_head->hstamp)) bt = t, bex = ex;
+            /* ties: the tenant whose oldest chunk is older */
+            if (t->host_head && fkv__over_offer(&r, host_demand(t, who, need), t->host_share, ~t->host_head->hstamp))
+                bt = t;
         }
         v = bt->host_head;
     }

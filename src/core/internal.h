@@ -162,7 +162,7 @@ struct fkv_cache {
     uint32_t *tmap;           /* open addressing id -> index + 1; [tmap_mask + 1] */
     uint32_t tmap_mask;
     uint32_t n_slots;         /* label slots given out */
-    void *torder;             /* [cap_tenants] scratch of the share refresh (tenant.c) */
+    struct fkv__claim *torder; /* [cap_tenants] scratch of the water-filling (tenant.c, host.c) */
 
     /* cold-chunk quantization */
     fkv__chunk *cold_head, *cold_tail; /* candidates, oldest first (under-pressure) */
@@ -262,7 +262,6 @@ fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
 /* pages for s's restore or reload, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
 fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who);
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
-void fkv__quota_refresh(fkv_cache *c);
 void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached chunk with a TTL (evict.c) */
 void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch);    /* files it under last_req + ttl_req */
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch); /* no-op if not in the tier */
@@ -333,6 +332,8 @@ fkv_status fkv__tenants_init(fkv_cache *c);
 void fkv__tenants_fini(fkv_cache *c);
 fkv__tenant *fkv__tenant_get(fkv_cache *c, uint64_t id, int create); /* NULL: unknown (or no memory) */
 void fkv__tenant_shares(fkv_cache *c); /* weighted max-min shares and request quotas (tenant mode) */
+/* every open request's quota in its group: its tenant's share (by_tenant) or the pool */
+void fkv__request_quotas(fkv_cache *c, int by_tenant);
 static inline void fkv__tenant_pages(fkv__chunk *ch, int64_t delta)
 {
     ch->tenant->pages = (uint64_t)((int64_t)ch->tenant->pages + delta);

@@ -15,28 +15,19 @@
  * (O(1) per allocation) and makes the tenant that asked for memory pay
  * for it; the publisher of a shared system prompt pays once for everyone.
  *
- * Fair shares (tenant mode): weighted max-min over demands.  The demand of
- * tenant t is the pages it holds plus what its open requests expect to
- * grow into (expected_tokens, or their length, minus their pages).  With
- * capacity C, shares are water-filled: tenants in ascending order of
- * demand/weight get their whole demand while it is below weight * C' / W'
- * (C', W' = capacity and weight not yet given); the rest get weight * C' /
- * W'.  A tenant that wants less than its share leaves the rest to others;
- * when all demands fit, the spare pages are spread by weight, so shares
- * always sum to the pool.  Within a tenant, its share is split among its
- * open requests as in request mode (weight * demand^(1/T), T =
- * temperature): that split orders the tenant's own requests when it is
- * the one that must give memory back. */
-#include <math.h>
+ * Fair shares (tenant mode): the pool water-filled over the tenants'
+ * demands (src/core/shares.h, rule 1, spare pages spread by weight, so
+ * shares always sum to the pool).  The demand of tenant t is the pages it
+ * holds plus what its open requests expect to grow into (expected_tokens,
+ * or their length, minus their pages).  Within a tenant, its share is
+ * split among its open requests by rule 2 (weight * demand^(1/T)), as the
+ * pool is in request mode: that split orders the tenant's own requests when
+ * it is the one that must give memory back. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
-
-typedef struct order {
-    double key;
-    uint32_t idx;
-} order;
+#include "core/shares.h"
 
 static uint32_t slot_of(uint64_t id, uint32_t mask)
 {
@@ -77,7 +68,7 @@ fkv__tenant *fkv__tenant_get(fkv_cache *c, uint64_t id, int create)
         fkv__tenant **nt = realloc(c->tenants, ncap * sizeof *nt);
         if (!nt) return NULL;
         c->tenants = nt;
-        order *no = realloc(c->torder, ncap * sizeof *no);
+        fkv__claim *no = realloc(c->torder, ncap * sizeof *no);
         if (!no) return NULL;
         c->torder = no;
         c->cap_tenants = ncap;
@@ -118,13 +109,6 @@ void fkv__tenants_fini(fkv_cache *c)
     free(c->torder);
 }
 
-static int by_key(const void *a, const void *b)
-{
-    const order *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 static uint64_t seq_demand(const fkv_cache *c, const fkv_seq *s)
 {
     uint32_t pt = c->cfg.page_tokens;
@@ -140,53 +124,30 @@ void fkv__tenant_shares(fkv_cache *c)
         uint64_t d = seq_demand(c, s);
         if (d > s->usage_pages) s->tenant->demand += (double)(d - s->usage_pages);
     }
-    /* water-filling in ascending demand / weight */
-    order *o = c->torder;
-    uint32_t n = 0;
-    double wsum = 0;
-    for (uint32_t i = 0; i < c->n_tenants; i++) {
-        fkv__tenant *t = c->tenants[i];
-        t->share = 0;
-        if (t->demand > 0) {
-            o[n++] = (order){t->demand / t->weight, i};
-            wsum += t->weight;
-        }
-    }
-    qsort(o, n, sizeof *o, by_key);
-    double left = (double)c->n_pages, w = wsum;
-    uint32_t k = 0;
-    for (; k < n; k++) {
-        fkv__tenant *t = c->tenants[o[k].idx];
-        if (t->demand > t->weight * left / w) break;
-        t->share = t->demand;
-        left -= t->demand;
-        w -= t->weight;
-    }
-    if (k < n) {
-        for (uint32_t j = k; j < n; j++) {
-            fkv__tenant *t = c->tenants[o[j].idx];
-            t->share = t->weight * left / w;
-        }
-    } else if (n && left > 0) { /* every demand fits: the spare pages by weight */
-        for (uint32_t j = 0; j < n; j++) {
-            fkv__tenant *t = c->tenants[o[j].idx];
-            t->share += t->weight * left / wsum;
-        }
-    }
-    if (c->cfg.quotas != FKV_QUOTA_TENANT) return; /* request quotas are evict.c's */
-    /* within a tenant: its share split among its open requests */
-    double inv_t = isinf(c->cfg.temperature) ? 0.0 : 1.0 / c->cfg.temperature;
+    fkv__claim *cl = c->torder;
+    for (uint32_t i = 0; i < c->n_tenants; i++)
+        cl[i] = (fkv__claim){.demand = c->tenants[i]->demand, .weight = c->tenants[i]->weight, .id = i};
+    fkv__water_fill(cl, c->n_tenants, (double)c->n_pages, FKV__SPARE_SPREAD);
+    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[cl[i].id]->share = cl[i].share;
+    if (c->cfg.quotas == FKV_QUOTA_TENANT) fkv__request_quotas(c, 1); /* request mode: evict.c refreshes them */
+}
+
+/* Rule 2 of shares.h: every open request's quota within its group, the
+ * whole pool (request mode) or its tenant's share (tenant mode). */
+void fkv__request_quotas(fkv_cache *c, int by_tenant)
+{
+    double inv_t = fkv__quota_exponent(c->cfg.temperature), sum = 0;
     for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[i]->qsum = 0;
     for (uint32_t i = 0; i < c->n_owners; i++) {
         fkv_seq *s = c->owners[i];
-        double d = (double)seq_demand(c, s);
-        if (d < 1) d = 1;
-        s->quota_pages = s->weight * (inv_t == 1.0 ? d : pow(d, inv_t));
-        s->tenant->qsum += s->quota_pages;
+        s->quota_pages = fkv__quota_weight(s->weight, (double)seq_demand(c, s), inv_t);
+        if (by_tenant) s->tenant->qsum += s->quota_pages;
+        else sum += s->quota_pages;
     }
     for (uint32_t i = 0; i < c->n_owners; i++) {
         fkv_seq *s = c->owners[i];
-        s->quota_pages = s->tenant->qsum > 0 ? s->tenant->share * s->quota_pages / s->tenant->qsum : 0;
+        s->quota_pages = by_tenant ? fkv__quota_of(s->tenant->share, s->quota_pages, s->tenant->qsum)
+                                   : fkv__quota_of((double)c->n_pages, s->quota_pages, sum);
         s->over_quota = (double)s->usage_pages > s->quota_pages;
     }
     c->quota_dirty = 0;

@@ -1,0 +1,88 @@
+/* Fair shares: the rules the cache, the host tier and the scheduler apply
+ * to divide memory, written once.  Pure arithmetic on numbers the caller
+ * gathers (no cache state), so any floor above the core may include it.
+ *
+ * 1. Weighted max-min water-filling (fkv__water_fill).  Claimants with a
+ *    positive demand d_i and weight w_i share a capacity C.  In ascending
+ *    order of d_i / w_i (ties: lower id first), a claimant whose demand is
+ *    at most w_i * C' / W' (C', W': capacity and weight not given yet) gets
+ *    its whole demand; the first that wants more, and everyone after it,
+ *    gets w_i * C' / W'.  A claimant with no demand gets 0 and takes no
+ *    part.  Spare capacity -- what is left when every demand is met --
+ *    follows `spare`: FKV__SPARE_SPREAD adds it to every claimant's share
+ *    in proportion to its weight (the shares then sum to C: the device
+ *    pool), FKV__SPARE_KEEP leaves it unassigned (share == demand: the host
+ *    tier, whose shares are reported as what each holder may keep).  The
+ *    two agree whenever the demands exceed C, the only case in which a
+ *    share ranks victims.
+ * 2. The request quota weight q_i = w_i * max(d_i, 1)^(1/T) (d_i: the
+ *    request's demand in pages, T: temperature; 1/T == 0 for T = inf);
+ *    a request's quota is its group's capacity * q_i / sum of the group's
+ *    q_j (fkv__quota_of).
+ * 3. "Furthest over its share": candidates are ranked by excess = held -
+ *    share; the larger excess wins, an equal one goes to the larger tie
+ *    key (fkv__over_offer).  The caller names the tie key: 0 for "the
+ *    first one seen", an age for "the oldest", an order for "the latest". */
+#ifndef FKV_CORE_SHARES_H
+#define FKV_CORE_SHARES_H
+
+#include <math.h>
+#include <stdint.h>
+
+enum fkv__spare {
+    FKV__SPARE_KEEP = 0, /* spare capacity stays unassigned: share == demand when all fit */
+    FKV__SPARE_SPREAD    /* spare capacity spread by weight: shares sum to the capacity */
+};
+
+/* One claimant of a water-filling.  The caller sets demand, weight (> 0)
+ * and id (its own index: the tie-break, and how it finds its claimant
+ * again, since the array is reordered); fkv__water_fill sets share. */
+typedef struct fkv__claim {
+    double demand, weight;
+    double share;
+    uint32_t id;
+} fkv__claim;
+
+/* Rule 1 over cl[0..n) (reordered by demand / weight). */
+void fkv__water_fill(fkv__claim *cl, uint32_t n, double capacity, enum fkv__spare spare);
+
+/* Rule 2: 1/T, the exponent of the demand (0 for an infinite temperature). */
+static inline double fkv__quota_exponent(double temperature)
+{
+    return isinf(temperature) ? 0.0 : 1.0 / temperature;
+}
+
+/* Rule 2: the quota weight of a request of weight w and demand d pages. */
+static inline double fkv__quota_weight(double w, double d, double inv_t)
+{
+    if (d < 1) d = 1;
+    return w * (inv_t == 1.0 ? d : pow(d, inv_t));
+}
+
+/* Rule 2: the quota of a request of quota weight q in a group whose quota
+ * weights sum to qsum and which holds `capacity` pages. */
+static inline double fkv__quota_of(double capacity, double q, double qsum)
+{
+    return qsum > 0 ? capacity * q / qsum : 0;
+}
+
+/* Rule 3: the best candidate so far.  Start from {0} (no candidate). */
+typedef struct fkv__over_rank {
+    double excess; /* held - share of the best so far */
+    uint64_t tie;  /* its tie key */
+    int any;       /* a candidate was offered */
+} fkv__over_rank;
+
+/* Offers a candidate holding `held` of its `share`, with tie key `tie`;
+ * 1 when it is now the best (the caller remembers which it was). */
+static inline int fkv__over_offer(fkv__over_rank *r, double held, double share, uint64_t tie)
+{
+    double ex = held - share;
+    if (r->any && !(ex > r->excess || (ex == r->excess && tie > r->tie))) return 0;
+    r->excess = ex;
+    r->tie = tie;
+    r->any = 1;
+    return 1;
+}
+
+#endif
