@@ -168,7 +168,7 @@ static void test_demote_match_promote(fkv_storage_kind storage)
     CHECK(sound(c));
     CHECK(c->stats.fairkv_tier_demotions_total[0] == 1);
     CHECK(c->host_used == CHUNK_BYTES);
-    CHECK((storage == FKV_STORAGE_CPU) == (c->host_head && c->host_head->host != NULL));
+    CHECK((storage == FKV_STORAGE_CPU) == (c->host_lru.head && c->host_lru.head->host.kv != NULL));
     fkv_tenant_info ti;
     REQUIRE(fkv_cache_tenant_info(c, 0, &ti) == FKV_OK);
     CHECK(ti.host_bytes == CHUNK_BYTES);
@@ -239,7 +239,7 @@ static void test_host_closure(void)
     CHECK(c->stats.fairkv_tier_demotions_total[0] == 2);
     fkv_match_info mi = match_tiers(c, 2, 0, p, 24, NULL); /* matched, then let go: B then C */
     CHECK(mi.device_tokens == 8 && mi.host_tokens == 16);
-    REQUIRE(c->host_head && c->host_head->v.start == 8 && c->host_n == 2); /* B is the oldest */
+    REQUIRE(c->host_lru.head && c->host_lru.head->v.start == 8 && c->host_n == 2); /* B is the oldest */
     CHECK(sound(c));
     REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK); /* A goes down; room: C, not B */
     CHECK(c->stats.fairkv_tier_demotions_total[0] == 3);
@@ -286,7 +286,7 @@ static void test_host_tenant_share(void)
     cached_prompt(c, 3, 1, y2, 8);
     cached_prompt(c, 4, 1, y3, 8);
     REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK); /* the host is full: 1 of tenant 2, 3 of tenant 1 */
-    CHECK(c->host_used == 4 * CHUNK_BYTES && c->host_head && c->host_head->tenant->id == 2);
+    CHECK(c->host_used == 4 * CHUNK_BYTES && c->host_lru.head && c->host_lru.head->tenant->id == 2);
     cached_prompt(c, 5, 2, z, 8);
     REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK); /* z comes in: tenant 1, 3 of a fair 2, gives way */
     CHECK(c->stats.fairkv_tier_demotions_total[0] == 5 && c->stats.fairkv_tier_evictions_total[1] == 1);

@@ -160,10 +160,10 @@ static void ttl_tier(void)
     REQUIRE(fkv_seq_match(r, p, 4, 4, &m) == FKV_OK && m == 4);
     fkv_seq_free(r);
     fkv__chunk *pc = NULL;
-    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-        if (ch->prefix_hits) pc = ch;
+    for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
+        if (ch->ttl.prefix_hits) pc = ch;
     REQUIRE(pc);
-    CHECK(pc->ttl_req == 8 && pc->m.owner == 0); /* 4 x 2 requests */
+    CHECK(pc->ttl.req == 8 && pc->m.owner == 0); /* 4 x 2 requests */
     CHECK(pc->m.expected_ttl_ns == 8 * 50); /* at the mean arrival gap, 50 ns */
     /* a long idle period changes nothing: still within 8 requests */
     now = 1000000;

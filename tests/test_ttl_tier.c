@@ -43,14 +43,14 @@ static void run(uint64_t seed)
         int i = (int)(next(&r) % N);
         uint32_t kind = next(&r) % 16;
         if (kind < 6 && !in[i]) { /* a chunk enters the tier */
-            ch[i].last_req = clock - (clock ? next(&r) % (clock < 50 ? clock : 50) : 0);
-            ch[i].ttl_req = ttl_of(&r);
+            ch[i].ttl.last_req = clock - (clock ? next(&r) % (clock < 50 ? clock : 50) : 0);
+            ch[i].ttl.req = ttl_of(&r);
             fkv__ttl_add(c, &ch[i]);
-            filed[i] = (double)ch[i].last_req + ch[i].ttl_req;
+            filed[i] = (double)ch[i].ttl.last_req + ch[i].ttl.req;
             in[i] = 1, n_in++;
         } else if (kind < 9 && in[i]) { /* read: the real expiry moves, the filed key does not */
-            ch[i].last_req = clock;
-            ch[i].ttl_req = ttl_of(&r);
+            ch[i].ttl.last_req = clock;
+            ch[i].ttl.req = ttl_of(&r);
         } else if (kind < 11 && in[i]) {
             fkv__ttl_remove(c, &ch[i]);
             in[i] = 0, n_in--;
@@ -69,7 +69,7 @@ static void run(uint64_t seed)
                     (best < 0 || filed[k] < filed[best] || (filed[k] == filed[best] && ch[k].id < ch[best].id)))
                     best = k;
             if (best < 0) break;
-            double real = (double)ch[best].last_req + ch[best].ttl_req;
+            double real = (double)ch[best].ttl.last_req + ch[best].ttl.req;
             if (real < (double)clock) {
                 want = &ch[best];
                 break;
@@ -90,7 +90,7 @@ static void run(uint64_t seed)
         }
         uint32_t listed = c->ttl_heap.n;
         for (int b = 0; b <= FKV__TTL_NB; b++)
-            for (fkv__chunk *x = b < FKV__TTL_NB ? c->ttl_wheel[b] : c->ttl_over; x; x = x->lk.ttl.next) listed++;
+            for (fkv__chunk *x = b < FKV__TTL_NB ? c->ttl_wheel[b].head : c->ttl_over.head; x; x = x->lk.ttl.next) listed++;
         if (c->ttl_n != (uint32_t)n_in || listed != (uint32_t)n_in) {
             wrong++;
             fprintf(stderr, "seed %llu op %d: tier holds %u (listed %u), model %d\n", (unsigned long long)seed, op,

@@ -294,7 +294,7 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
         return FKV_ENOMEM;
     }
     c->ttl_end = FKV__TTL_NB; /* the TTL wheel starts at bucket 0 */
-    fkv__heap_init(&c->ttl_heap, offsetof(fkv__chunk, ttl_idx), offsetof(fkv__chunk, id));
+    fkv__heap_init(&c->ttl_heap, offsetof(fkv__chunk, ttl.idx), offsetof(fkv__chunk, id));
     c->cfg = *cfg;
     snprintf(c->policy_name, sizeof c->policy_name, "%s", cfg->policy);
     snprintf(c->device_label, sizeof c->device_label, "%s", cfg->device_label ? cfg->device_label : "cpu0");
@@ -359,14 +359,14 @@ void fkv_cache_destroy(fkv_cache *c)
     while (c->n_owners) fkv_seq_free(c->owners[c->n_owners - 1]);
     /* what is left is cached, unreferenced chunks: the demoted ones go, and
      * the resident ones are not demoted on the way out */
-    while (c->host_head) fkv__chunk_destroy(c, c->host_head);
+    while (c->host_lru.head) fkv__chunk_destroy(c, c->host_lru.head);
     c->cfg.host_demote = 0;
     while (c->n_resident) {
         if (fkv__evict_one(c) != FKV_OK) break;
     }
     for (int i = 0; i < FKV__CHUNK_LISTS; i++)
         while (c->chunk_free[i]) {
-            fkv__chunk *n = c->chunk_free[i]->all_next;
+            fkv__chunk *n = c->chunk_free[i]->all.next;
             if (c->chunk_free[i]->own_mem) free(c->chunk_free[i]);
             c->chunk_free[i] = n;
         }

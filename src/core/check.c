@@ -47,7 +47,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     /* chunks: pages, accounting, placement */
     uint64_t by_dtype[FKV_N_DTYPES] = {0}, qmeta[FKV_N_DTYPES] = {0}, tokens = 0, fill = 0;
     uint32_t resident = 0, in_young = 0;
-    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+    for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
         if (ch->v.resident) {
             resident++;
             tokens += ch->v.n_tokens;
@@ -61,10 +61,10 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                 if (ch->v.n_pages != fkv_quant_pages_needed(&g, ch->v.dtype, ch->v.n_tokens))
                     FAIL("chunk %llu: %u %s pages for %u tokens", (unsigned long long)ch->id, ch->v.n_pages,
                          fkv_dtype_name(ch->v.dtype), ch->v.n_tokens);
-                if (ch->qmeta_bytes != fkv_quant_meta_bytes(&g, ch->v.dtype, ch->v.n_tokens) ||
+                if (ch->quant.qmeta_bytes != fkv_quant_meta_bytes(&g, ch->v.dtype, ch->v.n_tokens) ||
                     (c->k && !ch->v.qmeta))
                     FAIL("chunk %llu: scales missing or of the wrong size", (unsigned long long)ch->id);
-                qmeta[ch->v.dtype] += ch->qmeta_bytes;
+                qmeta[ch->v.dtype] += ch->quant.qmeta_bytes;
             }
             if (ch->v.n_tokens > ch->v.cap_tokens) FAIL("chunk %llu: over its size", (unsigned long long)ch->id);
             for (uint32_t j = 0; j < ch->v.n_pages; j++) {
@@ -77,7 +77,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                 FAIL("chunk %llu: pins=%u but place=%d", (unsigned long long)ch->id, ch->m.pins, ch->place);
         } else {
             if (ch->v.n_pages || ch->v.pages) FAIL("evicted chunk %llu still has pages", (unsigned long long)ch->id);
-            if (ch->m.refs == 0 && !ch->demoted) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
+            if (ch->m.refs == 0 && !ch->host.demoted) FAIL("evicted chunk %llu is referenced by nobody but alive", (unsigned long long)ch->id);
             if (ch->place != FKV__PLACE_NONE) FAIL("evicted chunk %llu is still evictable", (unsigned long long)ch->id);
         }
         if (ch->place == FKV__PLACE_YOUNG) in_young++;
@@ -100,10 +100,10 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     {
         uint64_t host = 0;
         uint32_t listed = 0;
-        for (fkv__chunk *ch = c->host_head, *prev = NULL; ch; prev = ch, ch = ch->hnext) {
-            if (ch->hprev != prev) FAIL("host list: chunk %llu mislinked", (unsigned long long)ch->id);
-            if (!ch->demoted || ch->m.refs) FAIL("host list: chunk %llu demoted=%d refs=%u", (unsigned long long)ch->id, ch->demoted, ch->m.refs);
-            if (ch == c->host_tail && ch->hnext) FAIL("host list: tail not last");
+        for (fkv__chunk *ch = c->host_lru.head, *prev = NULL; ch; prev = ch, ch = ch->host.lru.next) {
+            if (ch->host.lru.prev != prev) FAIL("host list: chunk %llu mislinked", (unsigned long long)ch->id);
+            if (!ch->host.demoted || ch->m.refs) FAIL("host list: chunk %llu demoted=%d refs=%u", (unsigned long long)ch->id, ch->host.demoted, ch->m.refs);
+            if (ch == c->host_lru.tail && ch->host.lru.next) FAIL("host list: tail not last");
             if (++listed > c->host_n) FAIL("host list longer than its count %u", c->host_n);
         }
         if (listed != c->host_n) FAIL("host list holds %u chunks, counts %u", listed, c->host_n);
@@ -113,50 +113,50 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             const fkv__tenant *t = c->tenants[i];
             uint32_t n = 0;
             const fkv__chunk *last = NULL;
-            for (fkv__chunk *ch = t->host_head, *prev = NULL; ch; prev = ch, last = ch, ch = ch->thnext) {
-                if (ch->thprev != prev || ch->htenant != t)
+            for (fkv__chunk *ch = t->host_lru.head, *prev = NULL; ch; prev = ch, last = ch, ch = ch->host.tlru.next) {
+                if (ch->host.tlru.prev != prev || ch->host.tenant != t)
                     FAIL("tenant %llu host list: chunk %llu mislinked", (unsigned long long)t->id, (unsigned long long)ch->id);
-                if (prev && prev->hstamp >= ch->hstamp)
+                if (prev && prev->host.stamp >= ch->host.stamp)
                     FAIL("tenant %llu host list: chunk %llu out of order", (unsigned long long)t->id, (unsigned long long)ch->id);
-                if (!ch->hprev && c->host_head != ch)
+                if (!ch->host.lru.prev && c->host_lru.head != ch)
                     FAIL("tenant %llu host list: chunk %llu not on the host list", (unsigned long long)t->id, (unsigned long long)ch->id);
                 if (++n > t->host_n) FAIL("tenant %llu host list longer than its count %u", (unsigned long long)t->id, t->host_n);
             }
-            if (n != t->host_n || t->host_tail != last)
+            if (n != t->host_n || t->host_lru.tail != last)
                 FAIL("tenant %llu host list holds %u chunks, counts %u", (unsigned long long)t->id, n, t->host_n);
             per_tenant += n;
         }
         if (per_tenant != c->host_n) FAIL("tenants' host lists hold %u chunks, the host list %u", per_tenant, c->host_n);
-        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
-            if (ch->demoted && (!ch->v.offloaded || !c->cfg.host_demote))
+        for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
+            if (ch->host.demoted && (!ch->v.offloaded || !c->cfg.host_demote))
                 FAIL("chunk %llu: demoted but not in the host tier", (unsigned long long)ch->id);
-            if (ch->demoted && !ch->m.refs && !ch->hprev && c->host_head != ch)
+            if (ch->host.demoted && !ch->m.refs && !ch->host.lru.prev && c->host_lru.head != ch)
                 FAIL("chunk %llu: demoted and idle, not on the host list", (unsigned long long)ch->id);
             if (!ch->v.offloaded) {
-                if (ch->host || ch->host_qmeta || ch->host_pages)
+                if (ch->host.kv || ch->host.qmeta || ch->host.pages)
                     FAIL("chunk %llu: a host copy but not offloaded", (unsigned long long)ch->id);
                 continue;
             }
             if (ch->v.resident || ch->v.dropped)
                 FAIL("chunk %llu: offloaded but resident=%d dropped=%d", (unsigned long long)ch->id, ch->v.resident,
                      ch->v.dropped);
-            if (!ch->host_pages || (c->k && !ch->host))
+            if (!ch->host.pages || (c->k && !ch->host.kv))
                 FAIL("chunk %llu: offloaded without its bytes", (unsigned long long)ch->id);
-            host += (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+            host += (uint64_t)ch->host.pages * c->page_bytes + ch->host.qmeta_bytes;
         }
         if (host != c->host_used) FAIL("host tier holds %llu bytes, its chunks %llu", (unsigned long long)c->host_used, (unsigned long long)host);
         if (host > c->cfg.host_capacity_bytes) FAIL("host tier over its capacity: %llu bytes", (unsigned long long)host);
         for (uint32_t i = 0; i < c->n_tenants; i++) {
             fkv__tenant *t = c->tenants[i];
             uint64_t tb = 0;
-            for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-                if (ch->v.offloaded && ch->tenant == t) tb += (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+            for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
+                if (ch->v.offloaded && ch->tenant == t) tb += (uint64_t)ch->host.pages * c->page_bytes + ch->host.qmeta_bytes;
             if (tb != t->host_bytes) FAIL("tenant %llu: %llu host bytes charged, its chunks hold %llu", (unsigned long long)t->id, (unsigned long long)t->host_bytes, (unsigned long long)tb);
         }
         /* device bytes as the metric reports them: pages by precision and scales */
         double dev = 0, want = 0;
-        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-            if (ch->v.resident) want += (double)ch->v.n_pages * (double)c->page_bytes + (double)ch->qmeta_bytes;
+        for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
+            if (ch->v.resident) want += (double)ch->v.n_pages * (double)c->page_bytes + (double)ch->quant.qmeta_bytes;
         for (int d = 0; d < FKV_N_DTYPES; d++) dev += (double)c->pages_by_dtype[d] * (double)c->page_bytes + (double)c->qmeta_bytes[d];
         if (dev != want) FAIL("device tier accounts %.0f bytes, its chunks hold %.0f", dev, want);
         if (fkv__tree_check(c, msg, len)) {
@@ -182,7 +182,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
     if (fill != c->fill_sum) FAIL("fill_sum=%llu, counted %llu", (unsigned long long)c->fill_sum, (unsigned long long)fill);
     /* young list */
     uint32_t ny = 0;
-    for (fkv__chunk *ch = c->young_head; ch; ch = ch->lk.young.next) ny++;
+    for (fkv__chunk *ch = c->young.head; ch; ch = ch->lk.young.next) ny++;
     if (ny != in_young) FAIL("young list has %u chunks, %u are marked young", ny, in_young);
     /* TTL tier: exactly the cached chunks with a prediction, each filed
      * where its key says (ttl.c), the lists and the heap consistent */
@@ -191,40 +191,40 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
         double near = (double)c->ttl_next * FKV__TTL_W, far = (double)c->ttl_end * FKV__TTL_W;
         if (c->ttl_end <= c->ttl_next && c->ttl_n) FAIL("TTL wheel ends at bucket %llu before %llu", (unsigned long long)c->ttl_end, (unsigned long long)c->ttl_next);
         if (c->ttl_end - c->ttl_next > FKV__TTL_NB) FAIL("TTL wheel spans %llu buckets", (unsigned long long)(c->ttl_end - c->ttl_next));
-        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
-            int want = c->cfg.quotas && !ch->owner && ch->ttl_req > 0 && ch->place == FKV__PLACE_POLICY;
-            if (ch->ttl_where == FKV__TTL_NONE) {
+        for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
+            int want = c->cfg.quotas && !ch->owner && ch->ttl.req > 0 && ch->place == FKV__PLACE_POLICY;
+            if (ch->ttl.where == FKV__TTL_NONE) {
                 /* (a failed heap push leaves one out: tolerated when the heap is full) */
                 if (want && c->ttl_heap.n < c->ttl_heap.cap) FAIL("chunk %llu: cached with a TTL but not in the TTL tier", (unsigned long long)ch->id);
                 continue;
             }
             n_ttl++;
             if (!want) FAIL("chunk %llu: in the TTL tier without a cached TTL", (unsigned long long)ch->id);
-            if (ch->ttl_where == FKV__TTL_HEAP) {
-                uint32_t i = ch->ttl_idx - 1;
-                if (!ch->ttl_idx || i >= c->ttl_heap.n || c->ttl_heap.a[i].item != ch) FAIL("chunk %llu: TTL heap index %u wrong", (unsigned long long)ch->id, ch->ttl_idx);
-                if (c->ttl_heap.a[i].key != fkv__key_enc(ch->ttl_key) || !(ch->ttl_key < near)) FAIL("chunk %llu: TTL heap key %g, near below %g", (unsigned long long)ch->id, ch->ttl_key, near);
-            } else if (ch->ttl_where == FKV__TTL_WHEEL) {
-                if (ch->ttl_key < near || !(ch->ttl_key < far)) FAIL("chunk %llu: TTL key %g on the wheel [%g, %g)", (unsigned long long)ch->id, ch->ttl_key, near, far);
-            } else if (ch->ttl_key < far) {
-                FAIL("chunk %llu: TTL key %g in the overflow, wheel ends at %g", (unsigned long long)ch->id, ch->ttl_key, far);
+            if (ch->ttl.where == FKV__TTL_HEAP) {
+                uint32_t i = ch->ttl.idx - 1;
+                if (!ch->ttl.idx || i >= c->ttl_heap.n || c->ttl_heap.a[i].item != ch) FAIL("chunk %llu: TTL heap index %u wrong", (unsigned long long)ch->id, ch->ttl.idx);
+                if (c->ttl_heap.a[i].key != fkv__key_enc(ch->ttl.key) || !(ch->ttl.key < near)) FAIL("chunk %llu: TTL heap key %g, near below %g", (unsigned long long)ch->id, ch->ttl.key, near);
+            } else if (ch->ttl.where == FKV__TTL_WHEEL) {
+                if (ch->ttl.key < near || !(ch->ttl.key < far)) FAIL("chunk %llu: TTL key %g on the wheel [%g, %g)", (unsigned long long)ch->id, ch->ttl.key, near, far);
+            } else if (ch->ttl.key < far) {
+                FAIL("chunk %llu: TTL key %g in the overflow, wheel ends at %g", (unsigned long long)ch->id, ch->ttl.key, far);
             }
         }
         if (n_ttl != c->ttl_n) FAIL("TTL tier counts %u chunks, %u are in it", c->ttl_n, n_ttl);
         uint32_t listed = 0;
         for (uint32_t b = 0; b <= FKV__TTL_NB; b++) {
             fkv__chunk *prev = NULL;
-            for (fkv__chunk *ch = b < FKV__TTL_NB ? c->ttl_wheel[b] : c->ttl_over; ch; prev = ch, ch = ch->lk.ttl.next) {
+            for (fkv__chunk *ch = b < FKV__TTL_NB ? c->ttl_wheel[b].head : c->ttl_over.head; ch; prev = ch, ch = ch->lk.ttl.next) {
                 int where = b < FKV__TTL_NB ? FKV__TTL_WHEEL : FKV__TTL_OVER;
-                if (ch->ttl_where != where || ch->lk.ttl.prev != prev) FAIL("TTL list %u: chunk %llu misfiled or mislinked", b, (unsigned long long)ch->id);
-                if (where == FKV__TTL_WHEEL && (uint64_t)(ch->ttl_key / FKV__TTL_W) % FKV__TTL_NB != b) FAIL("TTL key %g in wheel slot %u", ch->ttl_key, b);
+                if (ch->ttl.where != where || ch->lk.ttl.prev != prev) FAIL("TTL list %u: chunk %llu misfiled or mislinked", b, (unsigned long long)ch->id);
+                if (where == FKV__TTL_WHEEL && (uint64_t)(ch->ttl.key / FKV__TTL_W) % FKV__TTL_NB != b) FAIL("TTL key %g in wheel slot %u", ch->ttl.key, b);
                 if (++listed > n_ttl) FAIL("TTL lists hold more chunks than the tier (a cycle?)");
             }
         }
         if (listed + c->ttl_heap.n != n_ttl) FAIL("TTL lists %u + heap %u != %u chunks", listed, c->ttl_heap.n, n_ttl);
         uint32_t on_wheel = 0;
         for (uint32_t b = 0; b < FKV__TTL_NB; b++)
-            for (fkv__chunk *ch = c->ttl_wheel[b]; ch && on_wheel <= n_ttl; ch = ch->lk.ttl.next) on_wheel++;
+            for (fkv__chunk *ch = c->ttl_wheel[b].head; ch && on_wheel <= n_ttl; ch = ch->lk.ttl.next) on_wheel++;
         if (on_wheel != c->ttl_n_wheel) FAIL("TTL wheel counts %u chunks, holds %u", c->ttl_n_wheel, on_wheel);
     }
     /* sequences: tables, refs, pins, usage */
@@ -243,13 +243,13 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
                 pos += ch->v.n_tokens;
             }
             if (pos != s->len) FAIL("request %llu: chunks hold %u tokens, len=%u", (unsigned long long)s->request_id, pos, s->len);
-            for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+            for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
                 if (ch->owner == s) usage += ch->v.n_pages;
             if (usage != s->usage_pages) FAIL("request %llu: usage %llu pages, counted %llu", (unsigned long long)s->request_id, (unsigned long long)s->usage_pages, (unsigned long long)usage);
             if (s->inst) inst_total += s->inst->n;
         }
         uint64_t placed = 0;
-        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+        for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
             uint32_t r = 0, p = 0;
             for (uint32_t i = 0; i < c->n_owners; i++) {
                 fkv_seq *s = c->owners[i];
@@ -270,7 +270,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             fkv__pentry *e = &c->ptab[i];
             if (!e->key) continue;
             n++;
-            uint32_t lp = e->chunk->v.resident || e->chunk->demoted ? fkv__lpages(c, e->chunk) : 0, j = 0;
+            uint32_t lp = e->chunk->v.resident || e->chunk->host.demoted ? fkv__lpages(c, e->chunk) : 0, j = 0;
             while (j < lp && e->chunk->phash[j] != e->key) j++;
             if (j == lp || e->chunk->v.start % c->cfg.page_tokens)
                 FAIL("prefix entry %llx does not match its chunk", (unsigned long long)e->key);
@@ -279,8 +279,8 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
         /* every entry must point at a live chunk: count the entries reached
          * from live chunks */
         uint64_t live = 0;
-        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
-            for (uint32_t j = 0; (ch->v.resident || ch->demoted) && j < fkv__lpages(c, ch); j++) {
+        for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
+            for (uint32_t j = 0; (ch->v.resident || ch->host.demoted) && j < fkv__lpages(c, ch); j++) {
                 fkv__pentry *e = ch->phash[j] ? fkv__prefix_find(c, ch->phash[j]) : NULL;
                 live += e && e->chunk == ch;
             }
@@ -309,7 +309,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
      * request that allocated its pages, so an owned chunk's is its
      * owner's), the page, seq and evictable counts, the shares */
     {
-        for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
+        for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
             uint32_t i = 0;
             while (i < c->n_tenants && c->tenants[i] != ch->tenant) i++;
             if (i == c->n_tenants) FAIL("chunk %llu: charged to no known tenant", (unsigned long long)ch->id);
@@ -323,7 +323,7 @@ int fkv__cache_check(fkv_cache *c, char *msg, size_t len)
             fkv__tenant *t = c->tenants[i];
             uint64_t pages = 0, evictable = 0, seqs = 0;
             double qsum = 0;
-            for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next)
+            for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
                 if (ch->tenant == t) pages += ch->v.n_pages, evictable += ch->place == FKV__PLACE_POLICY;
             for (uint32_t k = 0; k < c->n_owners; k++)
                 if (c->owners[k]->tenant == t) seqs++, qsum += c->owners[k]->quota_pages;

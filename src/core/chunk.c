@@ -89,7 +89,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     size_t bytes = sizeof *ch + (size_t)cap * (sizeof(uint64_t) + sizeof(uint32_t));
     if (cap < FKV__CHUNK_LISTS && c->chunk_free[cap]) {
         ch = c->chunk_free[cap];
-        c->chunk_free[cap] = ch->all_next;
+        c->chunk_free[cap] = ch->all.next;
         own = ch->own_mem;
     } else if (cap < FKV__CHUNK_LISTS) {
         ch = chunk_mem(c, bytes, &own);
@@ -105,7 +105,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
     memset(ch->phash, 0, (size_t)cap * sizeof *ch->phash);
     int64_t now = fkv__now(c);
     ch->id = ++c->next_chunk_id;
-    ch->create_req = ch->last_req = c->n_requests;
+    ch->ttl.create_req = ch->ttl.last_req = c->n_requests;
     ch->create_tick = c->pages_taken;
     ch->v.start = start;
     ch->v.cap_tokens = cap_tokens;
@@ -125,9 +125,7 @@ fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_
             ch->m.expected_ttl_ns =
                 (int64_t)((double)(now - owner->create_ns) / owner->len * (owner->expected_tokens - owner->len));
     }
-    ch->all_next = c->all_chunks;
-    if (c->all_chunks) c->all_chunks->all_prev = ch;
-    c->all_chunks = ch;
+    fkv__list_push_front(&c->all, ch, FKV__LINK(all));
     c->n_resident++;
     /* the prefix tree (host.c): it extends the owner's chunk that ends where
      * it starts (the last one; the one before when it replaces the last) */
@@ -146,11 +144,9 @@ void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch)
     fkv__tree_unlink(ch);
     fkv__cold_remove(c, ch);
     fkv__chunk_free_qmeta(c, ch);
-    if (ch->all_prev) ch->all_prev->all_next = ch->all_next;
-    else c->all_chunks = ch->all_next;
-    if (ch->all_next) ch->all_next->all_prev = ch->all_prev;
+    fkv__list_unlink(&c->all, ch, FKV__LINK(all));
     if (ch->page_cap < FKV__CHUNK_LISTS) {
-        ch->all_next = c->chunk_free[ch->page_cap];
+        ch->all.next = c->chunk_free[ch->page_cap];
         c->chunk_free[ch->page_cap] = ch;
     } else {
         free(ch);
@@ -184,14 +180,14 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner)
  * every shared prefix look dead.  A chunk never matched has no prediction. */
 void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch)
 {
-    if (!ch->prefix_hits) {
-        ch->ttl_req = 0;
+    if (!ch->ttl.prefix_hits) {
+        ch->ttl.req = 0;
         ch->m.expected_ttl_ns = 0;
         return;
     }
-    ch->ttl_req = 4.0 * (double)(ch->last_req - ch->create_req) / (double)ch->prefix_hits;
-    if (ch->ttl_req < 1) ch->ttl_req = 1;
-    ch->m.expected_ttl_ns = (int64_t)(ch->ttl_req * c->ns_per_request);
+    ch->ttl.req = 4.0 * (double)(ch->ttl.last_req - ch->ttl.create_req) / (double)ch->ttl.prefix_hits;
+    if (ch->ttl.req < 1) ch->ttl.req = 1;
+    ch->m.expected_ttl_ns = (int64_t)(ch->ttl.req * c->ns_per_request);
     if (ch->m.expected_ttl_ns <= 0) ch->m.expected_ttl_ns = 1;
 }
 

@@ -10,9 +10,8 @@
 #include <stdint.h>
 
 #include "fairkv.h"
+#include "core/list.h"
 #include "core/policy.h"
-
-typedef struct fkv__chunk fkv__chunk;
 
 /* Where an evictable chunk currently waits. */
 enum fkv__place {
@@ -28,51 +27,61 @@ struct fkv__chunk {
     uint64_t *phash;       /* [page_cap] prefix hash of each full page, 0 = none */
     uint32_t page_cap;
     uint8_t own_mem;       /* its own malloc (else carved from an arena: chunk.c) */
+    uint8_t kv_pending;    /* restored, K/V not yet written: set by fkv_seq_restore, cleared by the next
+                            * fkv_seq_touch of a holder (the engine computes a restore in the step that
+                            * made it; coldq.c does not quantize it, host.c does not demote it before) */
     uint64_t id;           /* creation order, unique: tie-break of every ordering */
     fkv_seq *owner;        /* sequence charged for the pages; NULL = cached */
     struct fkv__tenant *tenant; /* tenant charged for the pages (never NULL) */
     fkv_class cls;         /* class of the request that created it */
-    uint8_t place;         /* enum fkv__place */
+    uint64_t create_tick;  /* pages the cache had allocated before it (F-LRU's turnover clock) */
+    fkv__link all;         /* every live chunk (cache->all); once freed, .next links its free list */
+    /* where it waits to be evicted (place.c) */
+    uint8_t place;          /* enum fkv__place */
     fkv__policy_inst *inst; /* instance holding it when place == POLICY */
     fkv__policy_node pn;    /* policy-private links and key */
     union {                 /* list links, by where the chunk waits: */
-        struct {
-            fkv__chunk *prev, *next;
-        } young;            /* place YOUNG: the young FIFO */
-        struct {
-            fkv__chunk *prev, *next;
-        } ttl;              /* place POLICY, ttl_where WHEEL or OVER: a TTL list */
+        fkv__link young;    /* place YOUNG: the young FIFO */
+        fkv__link ttl;      /* place POLICY, ttl.where WHEEL or OVER: a TTL list */
     } lk;
-    uint32_t ttl_idx;       /* index in the TTL heap + 1 (ttl_where HEAP) */
-    uint8_t ttl_where;      /* enum fkv__ttl_where */
-    double ttl_key;         /* expiry it is filed under in the TTL tier, requests */
-    uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
-    uint64_t create_tick;   /* pages the cache had allocated before it (F-LRU's turnover clock) */
-    double ttl_req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
-    uint64_t prefix_hits;   /* times a new request matched it */
-    fkv__chunk *all_prev, *all_next; /* every live chunk (invariant checks) */
-    fkv__chunk *qprev, *qnext; /* cold FIFO (under-pressure quantization) */
-    uint8_t in_cold;
-    uint8_t kv_pending;        /* restored, K/V not yet written: set by fkv_seq_restore, cleared by
-                                * the next fkv_seq_touch of a holder (the engine computes a restore
-                                * in the step that made it; coldq.c does not quantize it before) */
-    size_t qmeta_bytes;        /* bytes of v.qmeta (accounted even for phantom storage) */
-    /* host tier (v.offloaded): the K/V of its pages, layer by layer, K then
-     * V, page by page (NULL with phantom storage), and its scales */
-    uint8_t *host;
-    void *host_qmeta;
-    size_t host_qmeta_bytes;
-    uint32_t host_pages;
-    uint8_t host_dtype;
-    uint8_t demoted;           /* in the host tier by demotion: its index entries stay (host.c) */
-    fkv__chunk *hprev, *hnext; /* host LRU (demoted, no holder) */
-    fkv__chunk *thprev, *thnext; /* the same chunks, per tenant: htenant's host list */
-    struct fkv__tenant *htenant; /* whose host list it is on (ch->tenant when pushed) */
-    uint64_t hstamp;             /* push order on the host list: ties between tenants' oldest */
-    /* prefix tree (host.c): the chunk this one extends in the sequence that
-     * created it, and the chunks that extend this one; eviction at every
-     * tier takes leaves only (host_demote) */
-    fkv__chunk *tparent, *tkids, *tsib_prev, *tsib_next;
+    /* the TTL tier (ttl.c) and the prediction it is filed by (chunk.c) */
+    struct {
+        uint32_t idx;       /* index in the TTL heap + 1 (where HEAP) */
+        uint8_t where;      /* enum fkv__ttl_where */
+        double key;         /* expiry it is filed under, requests */
+        double req;         /* predicted TTL of a cached chunk, in requests; 0 = none */
+        uint64_t create_req, last_req; /* request clock at creation / last prefix hit */
+        uint64_t prefix_hits; /* times a new request matched it */
+    } ttl;
+    /* cold-chunk quantization (coldq.c) */
+    struct {
+        fkv__link lk;       /* the cold FIFO (under-pressure) */
+        uint8_t queued;     /* on it */
+        size_t qmeta_bytes; /* bytes of v.qmeta (accounted even for phantom storage) */
+    } quant;
+    /* the host tier (host.c; v.offloaded): the K/V of its pages, layer by
+     * layer, K then V, page by page (NULL with phantom storage), and its
+     * scales; the demoted ones wait on two lists while no one holds them */
+    struct {
+        uint8_t *kv;
+        void *qmeta;
+        size_t qmeta_bytes;
+        uint32_t pages;
+        uint8_t dtype;
+        uint8_t demoted;      /* in the host tier by demotion: its index entries stay */
+        fkv__link lru;        /* the host LRU (cache->host_lru) */
+        fkv__link tlru;       /* the same chunks, per tenant: tenant's host_lru */
+        struct fkv__tenant *tenant; /* whose list it is on (ch->tenant when pushed) */
+        uint64_t stamp;       /* push order: ties between tenants' oldest */
+    } host;
+    /* the prefix tree (tree.c): the chunk this one extends in the sequence
+     * that created it, and the chunks that extend this one; eviction at
+     * every tier takes leaves only (host_demote) */
+    struct {
+        fkv__chunk *parent;
+        fkv__list kids;
+        fkv__link sib;        /* among its parent's kids */
+    } tree;
 };
 
 /* F-LRU's age is beta * (now - origin) / unit: the origin on the clock the

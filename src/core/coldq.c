@@ -62,11 +62,11 @@ static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
 
 void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch)
 {
-    if (!ch->qmeta_bytes && !ch->v.qmeta) return;
-    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
+    if (!ch->quant.qmeta_bytes && !ch->v.qmeta) return;
+    if (ch->quant.qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->quant.qmeta_bytes;
     free((void *)ch->v.qmeta);
     ch->v.qmeta = NULL;
-    ch->qmeta_bytes = 0;
+    ch->quant.qmeta_bytes = 0;
 }
 
 /* The codec needs finite values within fp16 range (its scales are fp16)
@@ -112,7 +112,7 @@ static void shrink_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, uint32_t need,
     ch->v.n_pages = need;
     ch->v.dtype = dt;
     ch->v.qmeta = qm;
-    ch->qmeta_bytes = meta;
+    ch->quant.qmeta_bytes = meta;
     c->qmeta_bytes[dt] += meta;
     c->stats.fairkv_quantized_chunks_total[reason]++;
 }
@@ -196,7 +196,7 @@ static fkv_status requantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype to)
         fkv_kv_geom sg = g;
         sg.n_pages = (uint32_t)tp;
         char err[160];
-        fkv_status st = fkv_dequant_chunk(&sg, tl, nt, ch->v.dtype, ids, n8, ch->v.qmeta, ch->qmeta_bytes, ids + n8,
+        fkv_status st = fkv_dequant_chunk(&sg, tl, nt, ch->v.dtype, ids, n8, ch->v.qmeta, ch->quant.qmeta_bytes, ids + n8,
                                           nb, err, sizeof err);
         if (!st) st = fkv_quant_chunk(&sg, tl, nt, ids + n8, nb, to, ids, n4, qm, meta, err, sizeof err);
         if (!st)
@@ -236,26 +236,18 @@ int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt)
 
 void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch)
 {
-    if (!ch->in_cold) return;
-    if (ch->qprev) ch->qprev->qnext = ch->qnext;
-    else c->cold_head = ch->qnext;
-    if (ch->qnext) ch->qnext->qprev = ch->qprev;
-    else c->cold_tail = ch->qprev;
-    ch->qprev = ch->qnext = NULL;
-    ch->in_cold = 0;
+    if (!ch->quant.queued) return;
+    fkv__list_unlink(&c->cold, ch, FKV__LINK(quant.lk));
+    ch->quant.queued = 0;
 }
 
 static void found_cold(fkv_cache *c, fkv__chunk *ch)
 {
     if (c->cfg.quant_mode == FKV_QUANT_ALWAYS) {
         if (quantizable(c, ch, 1)) quantize(c, ch, 0);
-    } else if (!ch->in_cold && ch->v.resident && ch->v.dtype == c->cfg.dtype) {
-        ch->qprev = c->cold_tail;
-        ch->qnext = NULL;
-        if (c->cold_tail) c->cold_tail->qnext = ch;
-        else c->cold_head = ch;
-        c->cold_tail = ch;
-        ch->in_cold = 1;
+    } else if (!ch->quant.queued && ch->v.resident && ch->v.dtype == c->cfg.dtype) {
+        fkv__list_push_back(&c->cold, ch, FKV__LINK(quant.lk));
+        ch->quant.queued = 1;
     }
 }
 
@@ -285,7 +277,7 @@ void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all)
             if (!all && ch->v.start + ch->v.n_tokens + old > s->len) break;
             /* under pressure, a full-precision chunk waiting in the cold
              * FIFO may still turn int8: wait for it */
-            if (!all && ch->in_cold) break;
+            if (!all && ch->quant.queued) break;
             if (ch->v.dtype == FKV_INT8) fkv__reclaim_quantize(c, ch, FKV_INT4);
         }
         if (!all) s->ladder_scan = j;
@@ -300,9 +292,9 @@ void fkv__cold_relieve(fkv_cache *c, uint32_t need)
 {
     if (c->cfg.quant_mode != FKV_QUANT_UNDER_PRESSURE) return;
     double limit = c->cfg.quant_pressure * c->n_pages;
-    while (c->cold_head &&
+    while (c->cold.head &&
            ((double)(c->n_pages - c->n_free) + need > limit || c->n_free < need)) {
-        fkv__chunk *ch = c->cold_head;
+        fkv__chunk *ch = c->cold.head;
         fkv__cold_remove(c, ch);
         if (quantizable(c, ch, ch->owner && ch->owner == c->cur_seq)) quantize(c, ch, 1);
     }

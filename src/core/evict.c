@@ -44,11 +44,7 @@ void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
         ch->inst = NULL;
         break;
     case FKV__PLACE_YOUNG:
-        if (ch->lk.young.prev) ch->lk.young.prev->lk.young.next = ch->lk.young.next;
-        else c->young_head = ch->lk.young.next;
-        if (ch->lk.young.next) ch->lk.young.next->lk.young.prev = ch->lk.young.prev;
-        else c->young_tail = ch->lk.young.prev;
-        ch->lk.young.prev = ch->lk.young.next = NULL;
+        fkv__list_unlink(&c->young, ch, FKV__LINK(lk.young));
         break;
     default: break;
     }
@@ -66,7 +62,7 @@ static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
 /* Puts ch in the TTL tier or takes it out, as its state now says. */
 void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch)
 {
-    int want = c->cfg.quotas && !ch->owner && ch->ttl_req > 0 && ch->place == FKV__PLACE_POLICY;
+    int want = c->cfg.quotas && !ch->owner && ch->ttl.req > 0 && ch->place == FKV__PLACE_POLICY;
     if (want) fkv__ttl_add(c, ch);
     else fkv__ttl_remove(c, ch);
 }
@@ -96,11 +92,7 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
     if (young) {
         if (ch->place == FKV__PLACE_YOUNG) return;
         fkv__place_remove(c, ch);
-        ch->lk.young.prev = c->young_tail;
-        ch->lk.young.next = NULL;
-        if (c->young_tail) c->young_tail->lk.young.next = ch;
-        else c->young_head = ch;
-        c->young_tail = ch;
+        fkv__list_push_back(&c->young, ch, FKV__LINK(lk.young));
         ch->place = FKV__PLACE_YOUNG;
         return;
     }
@@ -118,8 +110,8 @@ void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
 static void mature(fkv_cache *c, int64_t now)
 {
     int64_t ret = c->cfg.min_chunk_retention_ns;
-    while (c->young_head && now - c->young_head->m.create_ns >= ret) {
-        fkv__chunk *ch = c->young_head;
+    while (c->young.head && now - c->young.head->m.create_ns >= ret) {
+        fkv__chunk *ch = c->young.head;
         fkv__place_remove(c, ch);
         place_policy(c, ch);
     }
@@ -199,7 +191,7 @@ static fkv__chunk *pick_request(fkv_cache *c, int *tier)
 
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
-    if (c->young_head) mature(c, fkv__now(c));
+    if (c->young.head) mature(c, fkv__now(c));
     if (c->cfg.quotas) {
         /* nothing can have expired while the heap is empty and the clock
          * has not reached the wheel's next bucket */
@@ -215,9 +207,9 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
         *tier = FKV__TIER_GLOBAL;
         return c->shared_inst->ops->victim(c->shared_inst->state);
     }
-    if (c->young_head) {
+    if (c->young.head) {
         *tier = FKV__TIER_YOUNG;
-        return c->young_head;
+        return c->young.head;
     }
     return NULL;
 }

@@ -36,33 +36,28 @@
 
 void fkv__tree_link(fkv__chunk *parent, fkv__chunk *kid)
 {
-    kid->tparent = parent;
-    kid->tsib_prev = NULL;
-    kid->tsib_next = parent->tkids;
-    if (parent->tkids) parent->tkids->tsib_prev = kid;
-    parent->tkids = kid;
+    kid->tree.parent = parent;
+    fkv__list_push_front(&parent->tree.kids, kid, FKV__LINK(tree.sib));
 }
 
 void fkv__tree_leave(fkv__chunk *ch)
 {
-    fkv__chunk *p = ch->tparent;
+    fkv__chunk *p = ch->tree.parent;
     if (!p) return;
-    if (ch->tsib_prev) ch->tsib_prev->tsib_next = ch->tsib_next;
-    else p->tkids = ch->tsib_next;
-    if (ch->tsib_next) ch->tsib_next->tsib_prev = ch->tsib_prev;
-    ch->tparent = ch->tsib_prev = ch->tsib_next = NULL;
+    fkv__list_unlink(&p->tree.kids, ch, FKV__LINK(tree.sib));
+    ch->tree.parent = NULL;
 }
 
 void fkv__tree_unlink(fkv__chunk *ch)
 {
     fkv__tree_leave(ch);
-    while (ch->tkids) fkv__tree_leave(ch->tkids);
+    while (ch->tree.kids.head) fkv__tree_leave(ch->tree.kids.head);
 }
 
 void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to)
 {
-    while (from->tkids) {
-        fkv__chunk *k = from->tkids;
+    while (from->tree.kids.head) {
+        fkv__chunk *k = from->tree.kids.head;
         fkv__tree_leave(k);
         fkv__tree_link(to, k);
     }
@@ -74,13 +69,13 @@ void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to)
  * dtype and its page count; the scales leave the resident accounting. */
 void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np)
 {
-    ch->host_qmeta = (void *)ch->v.qmeta;
-    ch->host_qmeta_bytes = ch->qmeta_bytes;
-    if (ch->qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->qmeta_bytes;
+    ch->host.qmeta = (void *)ch->v.qmeta;
+    ch->host.qmeta_bytes = ch->quant.qmeta_bytes;
+    if (ch->quant.qmeta_bytes) c->qmeta_bytes[ch->v.dtype] -= ch->quant.qmeta_bytes;
     ch->v.qmeta = NULL;
-    ch->qmeta_bytes = 0;
-    ch->host_dtype = (uint8_t)ch->v.dtype;
-    ch->host_pages = np;
+    ch->quant.qmeta_bytes = 0;
+    ch->host.dtype = (uint8_t)ch->v.dtype;
+    ch->host.pages = np;
 }
 
 /* A chunk's K/V pages copied out to one host buffer, layer by layer, K
@@ -103,17 +98,17 @@ uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch)
 static int idle_level(const fkv__chunk *ch)
 {
     if (ch->m.refs) return 0;
-    return ch->v.resident ? 2 : ch->demoted ? 1 : 0;
+    return ch->v.resident ? 2 : ch->host.demoted ? 1 : 0;
 }
 
 fkv__chunk *fkv__tree_device_leaf(fkv__chunk *v)
 {
-    for (fkv__chunk *k = v->tkids; k;) {
+    for (fkv__chunk *k = v->tree.kids.head; k;) {
         if (k->v.resident && k->place != FKV__PLACE_NONE) { /* evictable, not already leaving */
             v = k;
-            k = v->tkids;
+            k = v->tree.kids.head;
         } else {
-            k = k->tsib_next;
+            k = k->tree.sib.next;
         }
     }
     return v;
@@ -121,12 +116,12 @@ fkv__chunk *fkv__tree_device_leaf(fkv__chunk *v)
 
 static fkv__chunk *host_leaf(fkv__chunk *v)
 {
-    for (fkv__chunk *k = v->tkids; k;) {
+    for (fkv__chunk *k = v->tree.kids.head; k;) {
         if (idle_level(k) == 1) {
             v = k;
-            k = v->tkids;
+            k = v->tree.kids.head;
         } else {
-            k = k->tsib_next;
+            k = k->tree.sib.next;
         }
     }
     return v;
@@ -137,8 +132,8 @@ static fkv__chunk *host_leaf(fkv__chunk *v)
  * a hole), become roots. */
 void fkv__tree_orphan_idle(fkv__chunk *ch)
 {
-    for (fkv__chunk *k = ch->tkids; k;) {
-        fkv__chunk *next = k->tsib_next;
+    for (fkv__chunk *k = ch->tree.kids.head; k;) {
+        fkv__chunk *next = k->tree.sib.next;
         if (idle_level(k) == 2) fkv__tree_leave(k);
         k = next;
     }
@@ -147,36 +142,36 @@ void fkv__tree_orphan_idle(fkv__chunk *ch)
 int fkv__tree_check(fkv_cache *c, char *msg, size_t len)
 {
     uint64_t n = 0;
-    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) n++;
-    for (fkv__chunk *ch = c->all_chunks; ch; ch = ch->all_next) {
-        if (!c->cfg.host_demote && (ch->tparent || ch->tkids)) {
+    for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) n++;
+    for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
+        if (!c->cfg.host_demote && (ch->tree.parent || ch->tree.kids.head)) {
             snprintf(msg, len, "chunk %llu: prefix tree links without host_demote", (unsigned long long)ch->id);
             return 1;
         }
         uint64_t depth = 0;
-        for (fkv__chunk *p = ch->tparent; p; p = p->tparent)
+        for (fkv__chunk *p = ch->tree.parent; p; p = p->tree.parent)
             if (++depth > n) {
                 snprintf(msg, len, "chunk %llu: a cycle in the prefix tree", (unsigned long long)ch->id);
                 return 1;
             }
         int found = 0;
-        if (ch->tparent)
-            for (fkv__chunk *k = ch->tparent->tkids; k && !found; k = k->tsib_next) found = k == ch;
-        if (ch->tparent && !found) {
+        if (ch->tree.parent)
+            for (fkv__chunk *k = ch->tree.parent->tree.kids.head; k && !found; k = k->tree.sib.next) found = k == ch;
+        if (ch->tree.parent && !found) {
             snprintf(msg, len, "chunk %llu: not among its parent's extensions", (unsigned long long)ch->id);
             return 1;
         }
-        for (fkv__chunk *k = ch->tkids; k; k = k->tsib_next)
-            if (k->tparent != ch) {
+        for (fkv__chunk *k = ch->tree.kids.head; k; k = k->tree.sib.next)
+            if (k->tree.parent != ch) {
                 snprintf(msg, len, "chunk %llu: lists chunk %llu that extends another", (unsigned long long)ch->id,
                          (unsigned long long)k->id);
                 return 1;
             }
         /* closed under prefixes at every tier: an idle prefix is at least
          * as high as each idle chunk extending it */
-        if (ch->tparent && idle_level(ch) && idle_level(ch->tparent) && idle_level(ch->tparent) < idle_level(ch)) {
+        if (ch->tree.parent && idle_level(ch) && idle_level(ch->tree.parent) && idle_level(ch->tree.parent) < idle_level(ch)) {
             snprintf(msg, len, "chunk %llu is on the device, its prefix %llu only in the host tier",
-                     (unsigned long long)ch->id, (unsigned long long)ch->tparent->id);
+                     (unsigned long long)ch->id, (unsigned long long)ch->tree.parent->id);
             return 1;
         }
     }
@@ -187,7 +182,7 @@ int fkv__tree_check(fkv_cache *c, char *msg, size_t len)
 
 uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch)
 {
-    return (uint64_t)ch->host_pages * c->page_bytes + ch->host_qmeta_bytes;
+    return (uint64_t)ch->host.pages * c->page_bytes + ch->host.qmeta_bytes;
 }
 
 void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign)
@@ -203,44 +198,28 @@ void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign)
  * walking the whole list to it. */
 static void list_push(fkv_cache *c, fkv__chunk *ch) /* most recent at the tail */
 {
-    ch->hnext = NULL;
-    ch->hprev = c->host_tail;
-    if (c->host_tail) c->host_tail->hnext = ch;
-    else c->host_head = ch;
-    c->host_tail = ch;
+    fkv__list_push_back(&c->host_lru, ch, FKV__LINK(host.lru));
     c->host_n++;
     fkv__tenant *t = ch->tenant;
-    ch->htenant = t;
-    ch->hstamp = c->host_stamp++;
-    ch->thnext = NULL;
-    ch->thprev = t->host_tail;
-    if (t->host_tail) t->host_tail->thnext = ch;
-    else t->host_head = ch;
-    t->host_tail = ch;
+    ch->host.tenant = t;
+    ch->host.stamp = c->host_stamp++;
+    fkv__list_push_back(&t->host_lru, ch, FKV__LINK(host.tlru));
     t->host_n++;
 }
 
 static int on_list(const fkv_cache *c, const fkv__chunk *ch)
 {
-    return ch->hprev || ch->hnext || c->host_head == ch;
+    return fkv__list_has(&c->host_lru, ch, FKV__LINK(host.lru));
 }
 
 void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch)
 {
     if (!on_list(c, ch)) return;
-    if (ch->hprev) ch->hprev->hnext = ch->hnext;
-    else c->host_head = ch->hnext;
-    if (ch->hnext) ch->hnext->hprev = ch->hprev;
-    else c->host_tail = ch->hprev;
-    ch->hprev = ch->hnext = NULL;
+    fkv__list_unlink(&c->host_lru, ch, FKV__LINK(host.lru));
     c->host_n--;
-    fkv__tenant *t = ch->htenant;
-    if (ch->thprev) ch->thprev->thnext = ch->thnext;
-    else t->host_head = ch->thnext;
-    if (ch->thnext) ch->thnext->thprev = ch->thprev;
-    else t->host_tail = ch->thprev;
-    ch->thprev = ch->thnext = NULL;
-    ch->htenant = NULL;
+    fkv__tenant *t = ch->host.tenant;
+    fkv__list_unlink(&t->host_lru, ch, FKV__LINK(host.tlru));
+    ch->host.tenant = NULL;
     t->host_n--;
 }
 
@@ -248,19 +227,19 @@ void fkv__host_free(fkv_cache *c, fkv__chunk *ch)
 {
     if (!ch->v.offloaded) return;
     fkv__host_charge(c, ch, -1);
-    if (ch->demoted) { /* its index entries stayed with it in the host tier */
+    if (ch->host.demoted) { /* its index entries stayed with it in the host tier */
         fkv__host_list_remove(c, ch);
         uint32_t lp = fkv__lpages(c, ch);
         for (uint32_t j = 0; j < lp; j++)
             if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
-        ch->demoted = 0;
+        ch->host.demoted = 0;
     }
-    free(ch->host);
-    free(ch->host_qmeta);
-    ch->host = NULL;
-    ch->host_qmeta = NULL;
-    ch->host_qmeta_bytes = 0;
-    ch->host_pages = 0;
+    free(ch->host.kv);
+    free(ch->host.qmeta);
+    ch->host.kv = NULL;
+    ch->host.qmeta = NULL;
+    ch->host.qmeta_bytes = 0;
+    ch->host.pages = 0;
     ch->v.offloaded = 0;
 }
 
@@ -302,8 +281,8 @@ double fkv__host_share(fkv_cache *c, const fkv__tenant *t)
  * closure's leaf below it. */
 static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
-    if (!c->host_head) return NULL;
-    fkv__chunk *v = c->host_head;
+    if (!c->host_lru.head) return NULL;
+    fkv__chunk *v = c->host_lru.head;
     if (c->cfg.quotas == FKV_QUOTA_TENANT) {
         host_shares(c, who, need);
         fkv__over_rank r = {0};
@@ -311,10 +290,10 @@ static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t ne
         for (uint32_t i = 0; i < c->n_tenants; i++) {
             fkv__tenant *t = c->tenants[i];
             /* ties: the tenant whose oldest chunk is older */
-            if (t->host_head && fkv__over_offer(&r, host_demand(t, who, need), t->host_share, ~t->host_head->hstamp))
+            if (t->host_lru.head && fkv__over_offer(&r, host_demand(t, who, need), t->host_share, ~t->host_lru.head->host.stamp))
                 bt = t;
         }
-        v = bt->host_head;
+        v = bt->host_lru.head;
     }
     return host_leaf(v);
 }
@@ -353,15 +332,15 @@ int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need)
 {
     /* an extension of it went down already: its prefix follows, or that
      * one could not be matched */
-    for (const fkv__chunk *k = ch->tkids; k; k = k->tsib_next)
-        if (k->demoted) return 1;
+    for (const fkv__chunk *k = ch->tree.kids.head; k; k = k->tree.sib.next)
+        if (k->host.demoted) return 1;
     uint32_t n = seen(c, ch), t = c->cfg.tier_admission_threshold;
     int by_count = c->cfg.tier_admission == FKV_TIER_ADMIT_SEEN;
     if (by_count && n < t) return 0;
-    const fkv__chunk *p = ch->tparent;
+    const fkv__chunk *p = ch->tree.parent;
     if (!p) {
         if (ch->v.start) return 0;
-    } else if (!p->m.refs && !p->demoted && !(p->v.resident && (!by_count || seen(c, p) >= t))) {
+    } else if (!p->m.refs && !p->host.demoted && !(p->v.resident && (!by_count || seen(c, p) >= t))) {
         return 0;
     }
     if (by_count || c->host_used + need <= c->cfg.host_capacity_bytes) return 1;
@@ -385,7 +364,7 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     if (!np || !whole || !ch->phash[0] || (c->k && ch->kv_pending)) return 0;
     fkv__pentry *e = fkv__prefix_find(c, ch->phash[0]);
     if (!e || e->chunk != ch) return 0;
-    uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
+    uint64_t need = (uint64_t)np * c->page_bytes + ch->quant.qmeta_bytes;
     if (c->admit && !fkv__host_admits(c, ch, need)) {
         c->stats.fairkv_tier_refused_total[0]++;
         return 0;
@@ -396,14 +375,14 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     uint32_t free_before = c->n_free;
     for (uint32_t j = 0; j < np; j++) fkv__page_unref(c, ch->pages[j]);
     c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
-    ch->host = buf;
+    ch->host.kv = buf;
     fkv__host_take_scales(c, ch, np);
     ch->v.n_pages = 0;
     ch->v.pages = NULL;
     ch->v.resident = 0;
     ch->v.dtype = c->cfg.dtype;
     ch->v.offloaded = 1;
-    ch->demoted = 1;
+    ch->host.demoted = 1;
     fkv__host_charge(c, ch, +1);
     list_push(c, ch);
     c->stats.fairkv_tier_demotions_total[0]++;
@@ -417,7 +396,7 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
  * not indexed and goes, as without demotion. */
 void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch)
 {
-    if (!ch->demoted) {
+    if (!ch->host.demoted) {
         fkv__chunk_destroy(c, ch);
         return;
     }

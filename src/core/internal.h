@@ -51,7 +51,7 @@ typedef struct fkv__tenant {
     uint64_t prefix_queries, prefix_hits;
     uint64_t host_bytes;      /* bytes of its chunks in the host tier (charged to ch->tenant on entry) */
     double host_share;        /* scratch of fkv__host_share_refresh: its host share, bytes */
-    fkv__chunk *host_head, *host_tail; /* its chunks on the host list, in that list's order (host.c) */
+    fkv__list host_lru;       /* its chunks on the host list, in that list's order (host.c) */
     uint32_t host_n;          /* chunks on its list */
 } fkv__tenant;
 
@@ -120,13 +120,13 @@ struct fkv_cache {
 
     /* chunks */
 #define FKV__CHUNK_LISTS 65
-    fkv__chunk *chunk_free[FKV__CHUNK_LISTS]; /* freed chunks by page_cap, linked by all_next */
+    fkv__chunk *chunk_free[FKV__CHUNK_LISTS]; /* freed chunks by page_cap, linked by all.next */
 #define FKV__ARENA_BYTES ((size_t)2 << 20)
     void **arenas;            /* [cap_arenas] chunk memory (chunk.c) */
     uint32_t n_arenas, cap_arenas;
     char *arena_cur;
     size_t arena_left;
-    fkv__chunk *all_chunks;   /* list of every live chunk, resident or hole */
+    fkv__list all;            /* every live chunk, resident or hole, newest first */
     uint64_t pinned_evictions; /* must stay 0: checked by fkv__cache_check */
     uint64_t next_chunk_id;
     uint32_t n_resident;
@@ -137,11 +137,11 @@ struct fkv_cache {
     const fkv__policy_ops *ops;
     fkv__policy_params pparams;
     fkv__policy_inst *shared_inst; /* unowned chunks; every chunk when quotas are off */
-    fkv__chunk *young_head, *young_tail;
+    fkv__list young;          /* the young FIFO (place.c) */
     /* TTL tier: cached chunks by expiry on the request clock (quotas on; ttl.c) */
     fkv__heap ttl_heap;       /* the near ones: keys below ttl_next buckets */
-    fkv__chunk *ttl_wheel[FKV__TTL_NB]; /* buckets ttl_next .. ttl_end - 1, unordered lists */
-    fkv__chunk *ttl_over;     /* keys from bucket ttl_end on */
+    fkv__list ttl_wheel[FKV__TTL_NB]; /* buckets ttl_next .. ttl_end - 1, unordered lists */
+    fkv__list ttl_over;       /* keys from bucket ttl_end on */
     uint64_t ttl_next, ttl_end;
     uint32_t ttl_n;           /* chunks in the tier */
     uint32_t ttl_n_wheel;     /* of which on the wheel */
@@ -164,15 +164,18 @@ struct fkv_cache {
     uint32_t n_slots;         /* label slots given out */
     struct fkv__claim *torder; /* [cap_tenants] scratch of the water-filling (tenant.c, host.c) */
 
-    /* cold-chunk quantization */
-    fkv__chunk *cold_head, *cold_tail; /* candidates, oldest first (under-pressure) */
+    /* cold-chunk quantization (coldq.c) */
+    fkv__list cold;                     /* candidates, oldest first (under-pressure) */
     uint64_t qmeta_bytes[FKV_N_DTYPES]; /* scale bytes of quantized chunks */
+    /* the allocating call */
     fkv_seq *cur_seq;                   /* the sequence whose call is allocating */
     int reclaiming;                     /* in fkv_seq_reclaim: its pinned chunks may go */
-    uint64_t host_used;                 /* bytes of offloaded and demoted chunks (host tier) */
-    fkv__chunk *host_head, *host_tail;  /* demoted, unheld chunks, least recently used first (host.c) */
+
+    /* host tier (host.c, demote.c) */
+    uint64_t host_used;                 /* bytes of offloaded and demoted chunks */
+    fkv__list host_lru;                 /* demoted, unheld chunks, least recently used first */
     uint32_t host_n;                    /* chunks on that list */
-    uint64_t host_stamp;                /* pushes so far: the next chunk's hstamp */
+    uint64_t host_stamp;                /* pushes so far: the next chunk's host.stamp */
     fkv__admit *admit;                  /* tier_admission's filter (admit.h); NULL when off */
 
     /* prefix index */

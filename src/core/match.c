@@ -52,11 +52,11 @@ static fkv__chunk *split(fkv_cache *c, fkv__chunk *ch, uint32_t r)
     t->m.create_ns = ch->m.create_ns;
     t->m.last_access_ns = ch->m.last_access_ns;
     t->m.expected_ttl_ns = ch->m.expected_ttl_ns;
-    t->create_req = ch->create_req;
+    t->ttl.create_req = ch->ttl.create_req;
     t->create_tick = ch->create_tick;
-    t->last_req = ch->last_req;
-    t->ttl_req = ch->ttl_req;
-    t->prefix_hits = ch->prefix_hits;
+    t->ttl.last_req = ch->ttl.last_req;
+    t->ttl.req = ch->ttl.req;
+    t->ttl.prefix_hits = ch->ttl.prefix_hits;
     /* move the page accounting from ch to t */
     fkv__place_remove(c, ch);
     if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)moved);
@@ -145,7 +145,7 @@ static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t 
         for (m = from; m < nk; m++) {
             fkv__pentry *e = fkv__prefix_find(c, keys[m]);
             /* key m names sequence page m: the chunk's page m - start/pt */
-            if (!e || !(e->chunk->v.resident || (tiers && e->chunk->demoted)) || e->chunk->v.start > m * pt ||
+            if (!e || !(e->chunk->v.resident || (tiers && e->chunk->host.demoted)) || e->chunk->v.start > m * pt ||
                 m - e->chunk->v.start / pt >= fkv__lpages(c, e->chunk)) {
                 done = 1;
                 break;
@@ -170,9 +170,9 @@ static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t 
         if (!ch->v.resident) { /* in the host tier: whole, or the match ends */
             if (!r || r != np || !whole(c, ch)) break;
             attach_host(c, s, ch, mi);
-            ch->prefix_hits++;
+            ch->ttl.prefix_hits++;
             ch->m.last_access_ns = now;
-            ch->last_req = c->n_requests;
+            ch->ttl.last_req = c->n_requests;
             fkv__chunk_touch(c, ch, now);
             i += r;
             continue;
@@ -189,9 +189,9 @@ static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t 
         }
         if (ch) {
             fkv__seq_attach(s, ch, s->n_chunks);
-            ch->prefix_hits++;
+            ch->ttl.prefix_hits++;
             ch->m.last_access_ns = now;
-            ch->last_req = c->n_requests;
+            ch->ttl.last_req = c->n_requests;
             if (!ch->owner) {
                 fkv__chunk_predict_ttl(c, ch);
                 fkv__ttl_sync(c, ch); /* a first match gives it a prediction */
@@ -215,9 +215,9 @@ static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t 
             own->pages[k] = pg;
             own->phash[k] = keys[i];
             if (k == 0 || ent[i - 1].chunk != src) {
-                src->prefix_hits++;
+                src->ttl.prefix_hits++;
                 src->m.last_access_ns = now;
-                src->last_req = c->n_requests;
+                src->ttl.last_req = c->n_requests;
                 if (!src->owner) {
                     fkv__chunk_predict_ttl(c, src);
                     fkv__ttl_sync(c, src);

@@ -18,7 +18,7 @@
 static int offload(fkv_cache *c, fkv__chunk *ch)
 {
     uint32_t np = ch->v.n_pages;
-    uint64_t need = (uint64_t)np * c->page_bytes + ch->qmeta_bytes;
+    uint64_t need = (uint64_t)np * c->page_bytes + ch->quant.qmeta_bytes;
     /* a running request's chunks come before idle demoted copies */
     if (!np || !fkv__host_room(c, ch->tenant, need)) return 0;
     uint8_t *buf = NULL;
@@ -27,7 +27,7 @@ static int offload(fkv_cache *c, fkv__chunk *ch)
      * eviction does not free them */
     fkv__host_take_scales(c, ch, np);
     fkv__chunk_evict(c, ch); /* refs >= 1: it stays, as a hole */
-    ch->host = buf;
+    ch->host.kv = buf;
     ch->v.offloaded = 1;
     fkv__host_charge(c, ch, +1);
     return 1;
@@ -49,7 +49,7 @@ static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_t
     uint64_t pages = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (ch->v.offloaded && ch->v.start < end && ch->v.start + ch->v.n_tokens > start) pages += ch->host_pages;
+        if (ch->v.offloaded && ch->v.start < end && ch->v.start + ch->v.n_tokens > start) pages += ch->host.pages;
     }
     if ((st = fkv__reserve_for_seq(c, s, pages, who))) goto out;
     const uint32_t *fresh = c->scratch;
@@ -59,8 +59,8 @@ static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_t
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
         if (!ch->v.offloaded || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
-        uint32_t np = ch->host_pages;
-        fkv_dtype dt = (fkv_dtype)ch->host_dtype;
+        uint32_t np = ch->host.pages;
+        fkv_dtype dt = (fkv_dtype)ch->host.dtype;
         uint32_t tpp = dt == c->cfg.dtype ? pt : fkv_quant_tokens_per_page(&g, dt);
         for (uint32_t j = 0; j < np; j++) {
             ch->pages[j] = *fresh++;
@@ -72,7 +72,7 @@ static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_t
                 for (int kv = 0; kv < 2; kv++)
                     for (uint32_t j = 0; j < np; j++)
                         memcpy((kv ? c->v[l] : c->k[l]) + (size_t)ch->pages[j] * stride,
-                               ch->host + (((size_t)l * 2 + (size_t)kv) * np + j) * stride, stride);
+                               ch->host.kv + (((size_t)l * 2 + (size_t)kv) * np + j) * stride, stride);
         }
         /* a demoted chunk kept its entries; an offloaded one gets back
          * those nobody took meanwhile (insert keeps the first writer) */
@@ -81,17 +81,17 @@ static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_t
             if (ch->phash[j]) fkv__prefix_insert(c, ch->phash[j], ch);
         bytes += fkv__host_bytes(c, ch);
         fkv__host_charge(c, ch, -1); /* from the tenant charged on entry */
-        ch->demoted = 0;
+        ch->host.demoted = 0;
         c->stats.fairkv_tier_promotions_total[1]++;
         ch->v.dtype = dt;
-        ch->v.qmeta = ch->host_qmeta;
-        ch->qmeta_bytes = ch->host_qmeta_bytes;
-        if (ch->qmeta_bytes) c->qmeta_bytes[dt] += ch->qmeta_bytes;
-        ch->host_qmeta = NULL;
-        ch->host_qmeta_bytes = 0;
-        free(ch->host);
-        ch->host = NULL;
-        ch->host_pages = 0;
+        ch->v.qmeta = ch->host.qmeta;
+        ch->quant.qmeta_bytes = ch->host.qmeta_bytes;
+        if (ch->quant.qmeta_bytes) c->qmeta_bytes[dt] += ch->quant.qmeta_bytes;
+        ch->host.qmeta = NULL;
+        ch->host.qmeta_bytes = 0;
+        free(ch->host.kv);
+        ch->host.kv = NULL;
+        ch->host.pages = 0;
         ch->v.offloaded = 0;
         ch->v.pages = ch->pages;
         ch->v.resident = 1;

@@ -84,7 +84,7 @@ static void release_if_unused(fkv_cache *c, fkv__chunk *ch)
             fkv__host_unheld(c, ch);
             return;
         }
-        if (ch->v.resident && ch->tparent && !ch->tparent->v.resident) fkv__tree_leave(ch);
+        if (ch->v.resident && ch->tree.parent && !ch->tree.parent->v.resident) fkv__tree_leave(ch);
     }
     if (!ch->v.resident) fkv__chunk_destroy(c, ch);
     else if (!c->cfg.prefix_cache) fkv__chunk_evict(c, ch);

@@ -28,40 +28,34 @@ static uint64_t bucket(double key)
     return (uint64_t)(key / FKV__TTL_W);
 }
 
-static fkv__chunk **list_of(fkv_cache *c, const fkv__chunk *ch)
+static fkv__list *list_of(fkv_cache *c, const fkv__chunk *ch)
 {
-    return ch->ttl_where == FKV__TTL_WHEEL ? &c->ttl_wheel[bucket(ch->ttl_key) % FKV__TTL_NB] : &c->ttl_over;
+    return ch->ttl.where == FKV__TTL_WHEEL ? &c->ttl_wheel[bucket(ch->ttl.key) % FKV__TTL_NB] : &c->ttl_over;
 }
 
-static void list_push(fkv__chunk **head, fkv__chunk *ch)
+static void list_push(fkv__list *l, fkv__chunk *ch)
 {
-    ch->lk.ttl.prev = NULL;
-    ch->lk.ttl.next = *head;
-    if (*head) (*head)->lk.ttl.prev = ch;
-    *head = ch;
+    fkv__list_push_front(l, ch, FKV__LINK(lk.ttl));
 }
 
-static void list_unlink(fkv__chunk **head, fkv__chunk *ch)
+static void list_unlink(fkv__list *l, fkv__chunk *ch)
 {
-    if (ch->lk.ttl.prev) ch->lk.ttl.prev->lk.ttl.next = ch->lk.ttl.next;
-    else *head = ch->lk.ttl.next;
-    if (ch->lk.ttl.next) ch->lk.ttl.next->lk.ttl.prev = ch->lk.ttl.prev;
-    ch->lk.ttl.prev = ch->lk.ttl.next = NULL;
+    fkv__list_unlink(l, ch, FKV__LINK(lk.ttl));
 }
 
 /* Files ch under `key` where the tier's invariant says it belongs. */
 static void file(fkv_cache *c, fkv__chunk *ch, double key)
 {
-    ch->ttl_key = key;
+    ch->ttl.key = key;
     if (key < (double)c->ttl_next * FKV__TTL_W) {
         if (fkv__heap_push(&c->ttl_heap, ch, key) != FKV_OK) return; /* out of memory: not in the tier */
-        ch->ttl_where = FKV__TTL_HEAP;
+        ch->ttl.where = FKV__TTL_HEAP;
     } else if (key < (double)c->ttl_end * FKV__TTL_W) {
-        ch->ttl_where = FKV__TTL_WHEEL;
+        ch->ttl.where = FKV__TTL_WHEEL;
         list_push(list_of(c, ch), ch);
         c->ttl_n_wheel++;
     } else {
-        ch->ttl_where = FKV__TTL_OVER;
+        ch->ttl.where = FKV__TTL_OVER;
         list_push(&c->ttl_over, ch);
     }
     c->ttl_n++;
@@ -69,20 +63,20 @@ static void file(fkv_cache *c, fkv__chunk *ch, double key)
 
 void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch)
 {
-    if (ch->ttl_where == FKV__TTL_NONE) file(c, ch, (double)ch->last_req + ch->ttl_req);
+    if (ch->ttl.where == FKV__TTL_NONE) file(c, ch, (double)ch->ttl.last_req + ch->ttl.req);
 }
 
 void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch)
 {
-    switch (ch->ttl_where) {
+    switch (ch->ttl.where) {
     case FKV__TTL_NONE: return;
     case FKV__TTL_HEAP: fkv__heap_remove(&c->ttl_heap, ch); break;
     default:
-        c->ttl_n_wheel -= ch->ttl_where == FKV__TTL_WHEEL;
+        c->ttl_n_wheel -= ch->ttl.where == FKV__TTL_WHEEL;
         list_unlink(list_of(c, ch), ch);
         break;
     }
-    ch->ttl_where = FKV__TTL_NONE;
+    ch->ttl.where = FKV__TTL_NONE;
     c->ttl_n--;
 }
 
@@ -98,12 +92,12 @@ static void advance(fkv_cache *c, double clock)
         }
         if (c->ttl_next == c->ttl_end) { /* a full turn: what now fits comes onto the wheel */
             c->ttl_end += FKV__TTL_NB;
-            fkv__chunk *ch = c->ttl_over;
+            fkv__chunk *ch = c->ttl_over.head;
             while (ch) {
                 fkv__chunk *nx = ch->lk.ttl.next;
-                if (bucket(ch->ttl_key) < c->ttl_end) {
+                if (bucket(ch->ttl.key) < c->ttl_end) {
                     list_unlink(&c->ttl_over, ch);
-                    ch->ttl_where = FKV__TTL_WHEEL;
+                    ch->ttl.where = FKV__TTL_WHEEL;
                     list_push(list_of(c, ch), ch);
                     c->ttl_n_wheel++;
                 }
@@ -115,12 +109,12 @@ static void advance(fkv_cache *c, double clock)
             c->ttl_next = b < c->ttl_end ? b : c->ttl_end;
             continue;
         }
-        fkv__chunk **head = &c->ttl_wheel[c->ttl_next % FKV__TTL_NB];
-        while (*head) {
-            fkv__chunk *ch = *head;
-            if (fkv__heap_push(&c->ttl_heap, ch, ch->ttl_key) != FKV_OK) return; /* retried next time */
+        fkv__list *head = &c->ttl_wheel[c->ttl_next % FKV__TTL_NB];
+        while (head->head) {
+            fkv__chunk *ch = head->head;
+            if (fkv__heap_push(&c->ttl_heap, ch, ch->ttl.key) != FKV_OK) return; /* retried next time */
             list_unlink(head, ch);
-            ch->ttl_where = FKV__TTL_HEAP;
+            ch->ttl.where = FKV__TTL_HEAP;
             c->ttl_n_wheel--;
         }
         c->ttl_next++;
@@ -134,10 +128,10 @@ fkv__chunk *fkv__ttl_expired(fkv_cache *c)
     uint64_t clock_enc = fkv__key_enc(clock);
     while (c->ttl_heap.n && c->ttl_heap.a[0].key < clock_enc) {
         fkv__chunk *top = (fkv__chunk *)c->ttl_heap.a[0].item;
-        double real = (double)top->last_req + top->ttl_req;
+        double real = (double)top->ttl.last_req + top->ttl.req;
         if (real < clock) return top;
         if (real < (double)c->ttl_next * FKV__TTL_W) {
-            top->ttl_key = real;
+            top->ttl.key = real;
             fkv__heap_fix(&c->ttl_heap, top, real);
         } else { /* far again: back to the wheel */
             fkv__ttl_remove(c, top);
