@@ -10,7 +10,13 @@
  * cuts per-chunk metadata and policy work to O(log L) chunks per doubling of
  * the context while evicting one chunk still loses at most ~1/4 of what
  * precedes it.  Chunks also split where a new request's prefix diverges
- * (seq.c, fkv_seq_match).  See docs/ARCHITECTURE.md. */
+ * (match.c).  See docs/ARCHITECTURE.md.
+ *
+ * A chunk's lifecycle reaches every subsystem it takes part in, all below
+ * this file in the core's order: creation links it into the prefix tree
+ * (tree.c); destruction takes it off its cold FIFO, tree and host copy;
+ * a change of owner re-places it (place.c).  Eviction, which chooses
+ * chunks, is above (evict.c, demote.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,65 +202,5 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
     ch->m.access_count++;
     if (now > ch->m.last_access_ns) ch->m.last_access_ns = now;
     if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
-    (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (evict.c) */
-}
-
-/* Eviction in two halves, so that a batch of victims can be chosen first
- * and their memory touched together (evict.c):
- *  - detach: out of every place and count; from here on nothing chooses
- *    it again, and quotas see its owner's usage without it;
- *  - release: its index entries and pages go, and the chunk struct too
- *    unless a sequence still holds it (then it stays as a hole (resident
- *    = 0) that fkv_seq_missing reports). */
-void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch)
-{
-    if (ch->m.pins && !ch->v.dropped && !c->reclaiming) c->pinned_evictions++;
-    fkv__place_remove(c, ch);
-    fkv__cold_remove(c, ch);
-    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
-    c->pages_by_dtype[ch->v.dtype] -= ch->v.n_pages;
-    fkv__tenant_pages(ch, -(int64_t)ch->v.n_pages);
-    c->resident_tokens -= ch->v.n_tokens;
-    c->n_resident--;
-    c->stats.fairkv_evicted_chunks_total[ch->cls]++;
-}
-
-/* Starts the loads release() will wait on: the index slots of the pages */
-void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
-{
-    uint32_t lp = fkv__lpages(c, ch);
-    for (uint32_t j = 0; j < lp; j++)
-        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
-    if (ch->v.n_pages) __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
-}
-
-void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
-{
-    if (c->cfg.host_demote) {
-        fkv__tree_orphan_idle(ch); /* none when the closure chose it (host.c) */
-        /* an idle chunk goes down a tier, not out of the cache */
-        if (!ch->m.refs && !ch->v.dropped && fkv__host_demote(c, ch)) return;
-    }
-    c->stats.fairkv_tier_evictions_total[0]++;
-    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch), np = ch->v.n_pages;
-    for (uint32_t j = 0; j < np; j++) {
-        if (j < lp && ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
-        fkv__page_unref(c, ch->pages[j]);
-    }
-    for (uint32_t j = np; j < lp; j++) /* a quantized chunk holds fewer pages than its logical ones */
-        if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
-    fkv__chunk_free_qmeta(c, ch);
-    c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
-    ch->v.n_pages = 0;
-    ch->v.pages = NULL;
-    ch->v.resident = 0;
-    ch->v.dtype = c->cfg.dtype;
-    if (ch->m.refs == 0) fkv__chunk_destroy(c, ch);
-}
-
-void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
-{
-    fkv__chunk_detach(c, ch);
-    fkv__chunk_release_prefetch(c, ch);
-    fkv__chunk_release(c, ch);
+    (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (ttl.c) */
 }

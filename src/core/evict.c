@@ -1,12 +1,7 @@
 /* Victim selection around the policy: pinning, quotas, TTL and
- * min_chunk_retention live here, once, for every policy.
- *
- * Every resident, unpinned chunk waits in exactly one place:
- *  - the young FIFO while it is younger than min_chunk_retention;
- *  - otherwise a policy instance: its owner's (quotas on) or the shared one
- *    (unowned chunks of finished requests; every chunk when quotas are off).
- * Cached chunks with a predicted TTL are also in the TTL tier's order by
- * expiry (ttl.c).
+ * min_chunk_retention live here, once, for every policy.  Candidates wait
+ * in the places of place.c (the young FIFO, policy instances, the TTL
+ * tier).
  *
  * With quotas on, the victim comes from the first non-empty tier:
  *   1. expired: a cached chunk not matched for longer than its predicted
@@ -25,106 +20,14 @@
  * larger) and T the temperature: T = 1 gives every request the same
  * fraction of its demand, T -> inf equal (weighted) shares, values between
  * smooth from one to the other.  "Largest excess" is rule 3 of shares.h
- * (ties: the first tenant, the first open request).  Quotas are refreshed when a request
- * arrives or leaves and otherwise at most every capacity/64 allocated pages:
- * demands change by one page at a time, so a stale quota is off by little,
- * and a refresh costs O(open requests). */
+ * (ties: the first tenant, the first open request).  Quotas are refreshed
+ * when a request arrives or leaves and otherwise at most every capacity/64
+ * allocated pages: demands change by one page at a time, so a stale quota
+ * is off by little, and a refresh costs O(open requests). */
 #include <stddef.h>
 
 #include "core/internal.h"
 #include "core/shares.h"
-
-void fkv__place_remove(fkv_cache *c, fkv__chunk *ch)
-{
-    switch (ch->place) {
-    case FKV__PLACE_POLICY:
-        ch->inst->ops->remove(ch->inst->state, ch);
-        ch->inst->n--;
-        ch->tenant->n_evictable--;
-        ch->inst = NULL;
-        break;
-    case FKV__PLACE_YOUNG:
-        fkv__list_unlink(&c->young, ch, FKV__LINK(lk.young));
-        break;
-    default: break;
-    }
-    ch->place = FKV__PLACE_NONE;
-    fkv__ttl_remove(c, ch);
-}
-
-static fkv__policy_inst *home(fkv_cache *c, const fkv__chunk *ch)
-{
-    if (!c->cfg.quotas) return c->shared_inst;
-    if (ch->owner) return ch->owner->inst;
-    return c->cfg.quotas == FKV_QUOTA_TENANT ? ch->tenant->cached : c->shared_inst;
-}
-
-/* Puts ch in the TTL tier or takes it out, as its state now says. */
-void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch)
-{
-    int want = c->cfg.quotas && !ch->owner && ch->ttl.req > 0 && ch->place == FKV__PLACE_POLICY;
-    if (want) fkv__ttl_add(c, ch);
-    else fkv__ttl_remove(c, ch);
-}
-
-static void place_policy(fkv_cache *c, fkv__chunk *ch)
-{
-    fkv__policy_inst *in = home(c, ch);
-    if (in->ops->insert(in->state, ch) != FKV_OK) return; /* out of memory: stays unevictable */
-    in->n++;
-    ch->tenant->n_evictable++;
-    ch->inst = in;
-    ch->place = FKV__PLACE_POLICY;
-    fkv__ttl_sync(c, ch);
-}
-
-/* Puts the chunk where its state says it belongs.  A chunk already in the
- * right place stays where it is, so list policies (SIEVE) keep its
- * position when a request merely starts or stops holding it. */
-void fkv__place_update(fkv_cache *c, fkv__chunk *ch)
-{
-    if (!ch->v.resident || ch->m.pins > 0) {
-        fkv__place_remove(c, ch);
-        return;
-    }
-    int64_t ret = c->cfg.min_chunk_retention_ns;
-    int young = ret > 0 && fkv__now(c) - ch->m.create_ns < ret;
-    if (young) {
-        if (ch->place == FKV__PLACE_YOUNG) return;
-        fkv__place_remove(c, ch);
-        fkv__list_push_back(&c->young, ch, FKV__LINK(lk.young));
-        ch->place = FKV__PLACE_YOUNG;
-        return;
-    }
-    if (ch->place == FKV__PLACE_POLICY && ch->inst == home(c, ch)) {
-        fkv__ttl_sync(c, ch);
-        return;
-    }
-    fkv__place_remove(c, ch);
-    place_policy(c, ch);
-}
-
-/* Moves chunks that have outlived min_chunk_retention into their policy.
- * The FIFO is in order of entry, which is creation order except for chunks
- * re-entering after a pin; those wait at most one retention period more. */
-static void mature(fkv_cache *c, int64_t now)
-{
-    int64_t ret = c->cfg.min_chunk_retention_ns;
-    while (c->young.head && now - c->young.head->m.create_ns >= ret) {
-        fkv__chunk *ch = c->young.head;
-        fkv__place_remove(c, ch);
-        place_policy(c, ch);
-    }
-}
-
-void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta)
-{
-    s->usage_pages = (uint64_t)((int64_t)s->usage_pages + delta);
-    if (!c->cfg.quotas) return;
-    int over = (double)s->usage_pages > s->quota_pages;
-    if (over && !s->over_quota && delta > 0) c->stats.fairkv_quota_overruns_total[0]++;
-    s->over_quota = over;
-}
 
 /* Quotas (or shares) are stale: a request or tenant came or left, or
  * capacity/64 pages were allocated since the last refresh. */
@@ -191,7 +94,7 @@ static fkv__chunk *pick_request(fkv_cache *c, int *tier)
 
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
-    if (c->young.head) mature(c, fkv__now(c));
+    if (c->young.head) fkv__place_mature(c, fkv__now(c));
     if (c->cfg.quotas) {
         /* nothing can have expired while the heap is empty and the clock
          * has not reached the wheel's next bucket */
@@ -212,6 +115,66 @@ static fkv__chunk *pick(fkv_cache *c, int *tier)
         return c->young.head;
     }
     return NULL;
+}
+
+/* Eviction in two halves, so that a batch of victims can be chosen first
+ * and their memory touched together (fkv__evict_until):
+ *  - detach: out of every place and count; from here on nothing chooses
+ *    it again, and quotas see its owner's usage without it;
+ *  - release: its index entries and pages go, and the chunk struct too
+ *    unless a sequence still holds it (then it stays as a hole (resident
+ *    = 0) that fkv_seq_missing reports). */
+void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch)
+{
+    if (ch->m.pins && !ch->v.dropped && !c->reclaiming) c->pinned_evictions++;
+    fkv__place_remove(c, ch);
+    fkv__cold_remove(c, ch);
+    if (ch->owner) fkv__owner_usage(c, ch->owner, -(int64_t)ch->v.n_pages);
+    c->pages_by_dtype[ch->v.dtype] -= ch->v.n_pages;
+    fkv__tenant_pages(ch, -(int64_t)ch->v.n_pages);
+    c->resident_tokens -= ch->v.n_tokens;
+    c->n_resident--;
+    c->stats.fairkv_evicted_chunks_total[ch->cls]++;
+}
+
+/* Starts the loads release() will wait on: the index slots of the pages */
+void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
+{
+    uint32_t lp = fkv__lpages(c, ch);
+    for (uint32_t j = 0; j < lp; j++)
+        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
+    if (ch->v.n_pages) __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
+}
+
+void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
+{
+    if (c->cfg.host_demote) {
+        fkv__tree_orphan_idle(ch); /* none when the closure chose it (host.c) */
+        /* an idle chunk goes down a tier, not out of the cache */
+        if (!ch->m.refs && !ch->v.dropped && fkv__host_demote(c, ch)) return;
+    }
+    c->stats.fairkv_tier_evictions_total[0]++;
+    uint32_t free_before = c->n_free, lp = fkv__lpages(c, ch), np = ch->v.n_pages;
+    for (uint32_t j = 0; j < np; j++) {
+        if (j < lp && ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+        fkv__page_unref(c, ch->pages[j]);
+    }
+    for (uint32_t j = np; j < lp; j++) /* a quantized chunk holds fewer pages than its logical ones */
+        if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+    fkv__chunk_free_qmeta(c, ch);
+    c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
+    ch->v.n_pages = 0;
+    ch->v.pages = NULL;
+    ch->v.resident = 0;
+    ch->v.dtype = c->cfg.dtype;
+    if (ch->m.refs == 0) fkv__chunk_destroy(c, ch);
+}
+
+void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch)
+{
+    fkv__chunk_detach(c, ch);
+    fkv__chunk_release_prefetch(c, ch);
+    fkv__chunk_release(c, ch);
 }
 
 fkv_status fkv__evict_one(fkv_cache *c)

@@ -217,8 +217,12 @@ static inline void fkv__prefix_drain(fkv_cache *c)
     if (c->n_pdefer) fkv__prefix_drain_queue(c);
 }
 
-/* core helpers shared between files (all called with the lock held) */
-static inline int64_t fkv__now(fkv_cache *c);
+/* The helpers the core's files share, all called with the lock held, by
+ * file, in the core's one-way order (docs/ARCHITECTURE.md): a file calls
+ * the files listed before it, never one listed after it.  Infrastructure
+ * first (page pool, table, prefix index, clock), then
+ *   shares < ttl < tenant < place < coldq < tree < host < chunk < demote
+ *   < evict < seq < match, step, reclaim < cache, metrics, check. */
 
 /* page_pool.c */
 fkv_status fkv__pool_init(fkv_cache *c);
@@ -241,35 +245,6 @@ static inline void fkv__page_set_fill(fkv_cache *c, uint32_t page, uint32_t fill
     c->page_fill[page] = (uint16_t)fill;
 }
 
-/* chunk.c */
-fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens);
-void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch);
-uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start);
-fkv_status fkv__chunk_reserve(fkv__chunk *ch, uint32_t pages);
-void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
-void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
-void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch); /* detach + release */
-void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch);
-void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch);
-void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch);
-void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
-void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
-
-/* evict.c */
-void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */
-void fkv__place_remove(fkv_cache *c, fkv__chunk *ch);
-fkv_status fkv__evict_one(fkv_cache *c);
-fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
-/* relieve -> evict -> take n pages; FKV_EFULL takes none */
-fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
-/* pages for s's restore or reload, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
-fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who);
-void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
-void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached chunk with a TTL (evict.c) */
-void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch);    /* files it under last_req + ttl_req */
-void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch); /* no-op if not in the tier */
-fkv__chunk *fkv__ttl_expired(fkv_cache *c);         /* the first expired chunk, or NULL */
-
 /* table.c */
 void *fkv__table_alloc(size_t bytes); /* 64-byte aligned, huge pages when large; free() */
 
@@ -284,8 +259,8 @@ void fkv__prefix_repoint(fkv_cache *c, uint64_t key, const fkv__chunk *from, fkv
 uint64_t fkv__hash_tokens(uint64_t parent, const int32_t *tokens, uint32_t n);
 uint64_t fkv__hash_block(uint64_t parent, uint64_t block_id, uint32_t page_in_block);
 
-/* coldq.c: cold-chunk quantization */
-/* Fill of page j of a chunk of n tokens stored tpp to a page: quantized
+/* Sizes of a chunk's pages (coldq.c and every reader of a quantized chunk).
+ * Fill of page j of a chunk of n tokens stored tpp to a page: quantized
  * pages hold more tokens, and their fill follows the bytes used, in base
  * token slots (tpp == page_tokens: the tokens themselves). */
 static inline uint32_t fkv__stored_fill(uint32_t page_tokens, uint32_t tpp, uint32_t n, uint32_t j)
@@ -297,49 +272,35 @@ static inline uint32_t fkv__lpages(const fkv_cache *c, const fkv__chunk *ch) /* 
 {
     return (ch->v.n_tokens + c->cfg.page_tokens - 1) / c->cfg.page_tokens;
 }
-void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all);  /* chunks of s that became cold */
-void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
-void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
-void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
-int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if quantized */
-/* host.c: the host tier (offloaded and demoted chunks) and the prefix tree the tiers' closure rests on */
-void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops a chunk's host copy, if it has one */
-uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch); /* bytes its host copy holds */
-void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign);     /* host_used and its tenant's bytes */
-/* evicts demoted chunks until `need` more bytes of tenant `who` fit; 1 if they do */
-int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need);
-uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch);
-void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np);
-int fkv__host_demote(fkv_cache *c, fkv__chunk *ch); /* 1 if the released chunk now waits in the host tier */
-int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need); /* tier_admission's test (admit.h) */
-void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
-void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let go of an offloaded chunk */
-double fkv__host_share(fkv_cache *c, const fkv__tenant *t); /* its weighted max-min share of the host, bytes */
-void fkv__tree_link(fkv__chunk *parent, fkv__chunk *kid);
-void fkv__tree_unlink(fkv__chunk *ch);             /* leaves its parent; its kids become roots */
-void fkv__tree_leave(fkv__chunk *ch);              /* leaves its parent only */
-void fkv__tree_orphan_idle(fkv__chunk *ch);        /* its idle device-resident extensions become roots */
-void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to); /* split: from's kids extend its tail `to` now */
-fkv__chunk *fkv__tree_device_leaf(fkv__chunk *v);  /* v, or an evictable device extension with none itself */
-int fkv__tree_check(fkv_cache *c, char *msg, size_t len); /* closure at every tier (check.c) */
 
-/* seq.c */
-fkv_class fkv__seq_class(const fkv_seq *s);
-void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */
-fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
-void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
-void fkv__seq_detach(fkv_seq *s, uint32_t at);
+/* ttl.c: the TTL tier's order */
+void fkv__ttl_add(fkv_cache *c, fkv__chunk *ch);    /* files it under ttl.last_req + ttl.req */
+void fkv__ttl_remove(fkv_cache *c, fkv__chunk *ch); /* no-op if not in the tier */
+fkv__chunk *fkv__ttl_expired(fkv_cache *c);         /* the first expired chunk, or NULL */
 
-/* tenant.c */
+/* tenant.c: tenants, their shares of the pool and of the host, request quotas */
 fkv_status fkv__tenants_init(fkv_cache *c);
 void fkv__tenants_fini(fkv_cache *c);
 fkv__tenant *fkv__tenant_get(fkv_cache *c, uint64_t id, int create); /* NULL: unknown (or no memory) */
 void fkv__tenant_shares(fkv_cache *c); /* weighted max-min shares and request quotas (tenant mode) */
 /* every open request's quota in its group: its tenant's share (by_tenant) or the pool */
 void fkv__request_quotas(fkv_cache *c, int by_tenant);
+void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
+/* host demand of t: its host bytes, plus `need` if it is `who` (the tenant whose chunk comes in) */
+double fkv__host_demand(const fkv__tenant *t, const fkv__tenant *who, uint64_t need);
+void fkv__host_shares(fkv_cache *c, const fkv__tenant *who, uint64_t need); /* every tenant's host_share */
+double fkv__host_share(fkv_cache *c, const fkv__tenant *t); /* its weighted max-min share of the host, bytes */
 static inline void fkv__tenant_pages(fkv__chunk *ch, int64_t delta)
 {
     ch->tenant->pages = (uint64_t)((int64_t)ch->tenant->pages + delta);
+}
+static inline fkv_class fkv__seq_class(const fkv_seq *s)
+{
+    const fkv_config *cfg = &s->cache->cfg;
+    uint32_t n = s->expected_tokens ? s->expected_tokens : s->len;
+    if (n < cfg->class_short_max) return FKV_CLASS_SHORT;
+    if (n <= cfg->class_medium_max) return FKV_CLASS_MEDIUM;
+    return FKV_CLASS_LONG;
 }
 static inline uint64_t fkv__ns_mix(uint64_t parent, uint64_t ns) /* the namespace step of a key chain */
 {
@@ -356,6 +317,72 @@ static inline uint64_t fkv__ns_parent(const fkv_seq *s, uint64_t parent, uint32_
     if (page == s->shared_pages && s->ns_private) parent = fkv__ns_mix(parent, s->ns_private);
     return parent;
 }
+
+/* place.c: where an evictable chunk waits */
+void fkv__place_update(fkv_cache *c, fkv__chunk *ch); /* re-place after a state change */
+void fkv__place_remove(fkv_cache *c, fkv__chunk *ch);
+void fkv__place_mature(fkv_cache *c, int64_t now);   /* young chunks past min_chunk_retention into their policy */
+void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);    /* in the TTL tier iff a cached chunk with a TTL */
+
+/* coldq.c: cold-chunk quantization */
+void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all);  /* chunks of s that became cold */
+void fkv__cold_remove(fkv_cache *c, fkv__chunk *ch);
+void fkv__cold_relieve(fkv_cache *c, uint32_t need);    /* quantize before evicting */
+void fkv__chunk_free_qmeta(fkv_cache *c, fkv__chunk *ch);
+int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt); /* 1 if quantized */
+
+/* tree.c: the prefix tree the tiers' closure rests on */
+void fkv__tree_link(fkv__chunk *parent, fkv__chunk *kid);
+void fkv__tree_unlink(fkv__chunk *ch);             /* leaves its parent; its kids become roots */
+void fkv__tree_leave(fkv__chunk *ch);              /* leaves its parent only */
+void fkv__tree_orphan_idle(fkv__chunk *ch);        /* its idle device-resident extensions become roots */
+void fkv__tree_adopt(fkv__chunk *from, fkv__chunk *to); /* split: from's kids extend its tail `to` now */
+fkv__chunk *fkv__tree_device_leaf(fkv__chunk *v);  /* v, or an evictable device extension with none itself */
+fkv__chunk *fkv__tree_host_leaf(fkv__chunk *v);    /* v, or a demoted idle extension with none itself */
+int fkv__tree_check(fkv_cache *c, char *msg, size_t len); /* closure at every tier (for check.c) */
+
+/* host.c: a chunk's host copy, its bytes, the host lists */
+void fkv__host_free(fkv_cache *c, fkv__chunk *ch); /* drops a chunk's host copy, if it has one */
+uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch); /* bytes its host copy holds */
+void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign);     /* host_used and its tenant's bytes */
+uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch);
+void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np);
+void fkv__host_list_push(fkv_cache *c, fkv__chunk *ch);   /* an idle demoted chunk, most recent */
+void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
+
+/* chunk.c */
+fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens);
+void fkv__chunk_destroy(fkv_cache *c, fkv__chunk *ch);
+uint32_t fkv__chunk_target(const fkv_cache *c, uint32_t start);
+void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
+void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
+void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
+void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
+
+/* demote.c: the host tier's rules */
+/* evicts demoted chunks until `need` more bytes of tenant `who` fit; 1 if they do */
+int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need);
+int fkv__host_demote(fkv_cache *c, fkv__chunk *ch); /* 1 if the released chunk now waits in the host tier */
+int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need); /* tier_admission's test (admit.h) */
+void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let go of an offloaded chunk */
+
+/* evict.c: victims, eviction (detach + release), the reservation of pages */
+void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch); /* detach + release */
+void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch);
+void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch);
+void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch);
+fkv_status fkv__evict_one(fkv_cache *c);
+fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
+/* relieve -> evict -> take n pages; FKV_EFULL takes none */
+fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
+/* pages for s's restore or reload, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
+fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who);
+
+/* seq.c */
+void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */
+fkv_status fkv__seq_reserve(fkv_seq *s, uint32_t more); /* table room */
+void fkv__seq_attach(fkv_seq *s, fkv__chunk *ch, uint32_t at); /* insert at table index */
+void fkv__seq_detach(fkv_seq *s, uint32_t at);
 
 /* metrics.c: fills the gauges from the cache state */
 void fkv__metrics_refresh(fkv_cache *c);

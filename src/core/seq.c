@@ -14,15 +14,6 @@ void fkv_seq_params_default(fkv_seq_params *p)
     p->weight = 1.0;
 }
 
-fkv_class fkv__seq_class(const fkv_seq *s)
-{
-    const fkv_config *cfg = &s->cache->cfg;
-    uint32_t n = s->expected_tokens ? s->expected_tokens : s->len;
-    if (n < cfg->class_short_max) return FKV_CLASS_SHORT;
-    if (n <= cfg->class_medium_max) return FKV_CLASS_MEDIUM;
-    return FKV_CLASS_LONG;
-}
-
 fkv_class fkv_seq_class(const fkv_seq *s)
 {
     if (!s) return FKV_CLASS_SHORT;

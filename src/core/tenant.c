@@ -154,6 +154,47 @@ void fkv__request_quotas(fkv_cache *c, int by_tenant)
     c->quota_epoch_allocs = 0;
 }
 
+/* A request's usage moved by delta pages: its quota state, and the
+ * overrun counter when it crosses its quota growing. */
+void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta)
+{
+    s->usage_pages = (uint64_t)((int64_t)s->usage_pages + delta);
+    if (!c->cfg.quotas) return;
+    int over = (double)s->usage_pages > s->quota_pages;
+    if (over && !s->over_quota && delta > 0) c->stats.fairkv_quota_overruns_total[0]++;
+    s->over_quota = over;
+}
+
+/* A tenant's host demand: the bytes it holds there (offloaded chunks
+ * count, though only demoted ones can be taken), plus `need` for `who`,
+ * the tenant whose chunk is coming in (so that when the host is full,
+ * whoever holds more than its share of what is asked for gives way, the
+ * newcomer included). */
+double fkv__host_demand(const fkv__tenant *t, const fkv__tenant *who, uint64_t need)
+{
+    return (double)t->host_bytes + (t == who ? (double)need : 0);
+}
+
+/* The tenants' host shares: water-filling (shares.h, rule 1) of their
+ * host demands over the host's capacity, spare bytes unassigned. */
+void fkv__host_shares(fkv_cache *c, const fkv__tenant *who, uint64_t need)
+{
+    fkv__claim *cl = c->torder;
+    for (uint32_t i = 0; i < c->n_tenants; i++) {
+        fkv__tenant *t = c->tenants[i];
+        cl[i] = (fkv__claim){.demand = fkv__host_demand(t, who, need), .weight = t->weight, .id = i};
+    }
+    fkv__water_fill(cl, c->n_tenants, (double)c->cfg.host_capacity_bytes, FKV__SPARE_KEEP);
+    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[cl[i].id]->host_share = cl[i].share;
+}
+
+double fkv__host_share(fkv_cache *c, const fkv__tenant *t)
+{
+    if (!c->cfg.host_capacity_bytes) return 0;
+    fkv__host_shares(c, NULL, 0);
+    return t->host_share;
+}
+
 /* ---------------------------------------------------------------- API */
 
 fkv_status fkv_cache_set_tenant_weight(fkv_cache *c, uint64_t tenant, double weight)
