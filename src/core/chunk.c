@@ -204,3 +204,15 @@ void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now)
     if (ch->place == FKV__PLACE_POLICY && ch->inst->ops->access) ch->inst->ops->access(ch->inst->state, ch);
     (void)c; /* the TTL heap is re-keyed lazily, when its top is examined (ttl.c) */
 }
+
+/* Starts the loads fkv__chunk_release (evict.c) will wait on: the index
+ * slots of the pages.  It lives here, apart from its caller: in evict.c's
+ * translation unit GCC finds it free of side effects (prefetches only) and
+ * drops the calls, and eviction got 30% slower (fairkv micro cache). */
+void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
+{
+    uint32_t lp = fkv__lpages(c, ch);
+    for (uint32_t j = 0; j < lp; j++)
+        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
+    if (ch->v.n_pages) __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
+}

@@ -137,15 +137,6 @@ void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch)
     c->stats.fairkv_evicted_chunks_total[ch->cls]++;
 }
 
-/* Starts the loads release() will wait on: the index slots of the pages */
-void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch)
-{
-    uint32_t lp = fkv__lpages(c, ch);
-    for (uint32_t j = 0; j < lp; j++)
-        if (ch->phash[j]) fkv__prefix_prefetch(c, ch->phash[j]);
-    if (ch->v.n_pages) __builtin_prefetch(&c->page_ref[ch->pages[0]], 1);
-}
-
 void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch)
 {
     if (c->cfg.host_demote) {

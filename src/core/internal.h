@@ -358,6 +358,7 @@ void fkv__chunk_set_owner(fkv_cache *c, fkv__chunk *ch, fkv_seq *owner);
 void fkv__chunk_add_pages(fkv_cache *c, fkv__chunk *ch, uint32_t n_new); /* accounting */
 void fkv__chunk_touch(fkv_cache *c, fkv__chunk *ch, int64_t now);
 void fkv__chunk_predict_ttl(const fkv_cache *c, fkv__chunk *ch);
+void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch); /* before fkv__chunk_release */
 
 /* demote.c: the host tier's rules */
 /* evicts demoted chunks until `need` more bytes of tenant `who` fit; 1 if they do */
@@ -369,7 +370,6 @@ void fkv__host_unheld(fkv_cache *c, fkv__chunk *ch);      /* its last holder let
 /* evict.c: victims, eviction (detach + release), the reservation of pages */
 void fkv__chunk_evict(fkv_cache *c, fkv__chunk *ch); /* detach + release */
 void fkv__chunk_detach(fkv_cache *c, fkv__chunk *ch);
-void fkv__chunk_release_prefetch(fkv_cache *c, const fkv__chunk *ch);
 void fkv__chunk_release(fkv_cache *c, fkv__chunk *ch);
 fkv_status fkv__evict_one(fkv_cache *c);
 fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
