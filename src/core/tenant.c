@@ -1,19 +1,13 @@
-/* Tenants: the table, fair shares and the public queries.
+/* Tenants: the table, fair shares of the pool and of the host, request
+ * quotas, and the public queries.
  *
  * Charging rule: a chunk's pages are charged to the tenant of the request
  * that allocated them -- the one that created the chunk, or restored it
  * after an eviction -- for as long as the chunk holds them (running,
  * preempted or cached).  A tenant's pages are the sum of its chunks'
- * v.n_pages, the unit every other count of the cache uses (a page that a
- * copy-on-write tail shares with its source chunk counts for both, as it
- * does in the per-request usage).  Why the allocator and not a split by
- * references: private prefixes are matched only within their tenant
- * (prefix namespaces), so a chunk is shared across tenants only inside a
- * published prefix; there, splitting would move charges every time some
- * tenant matches or leaves, and would let a tenant lower its own charge
- * by making others hold its chunks.  Charging the allocator is stable
- * (O(1) per allocation) and makes the tenant that asked for memory pay
- * for it; the publisher of a shared system prompt pays once for everyone.
+ * v.n_pages (a page a copy-on-write tail shares with its source chunk
+ * counts for both).  Why the allocator and not a split by references:
+ * docs/ARCHITECTURE.md, Tenants.
  *
  * Fair shares (tenant mode): the pool water-filled over the tenants'
  * demands (src/core/shares.h, rule 1, spare pages spread by weight, so
@@ -22,7 +16,11 @@
  * or their length, minus their pages).  Within a tenant, its share is
  * split among its open requests by rule 2 (weight * demand^(1/T)), as the
  * pool is in request mode: that split orders the tenant's own requests when
- * it is the one that must give memory back. */
+ * it is the one that must give memory back.
+ *
+ * Host shares: the host's capacity water-filled over the tenants' host
+ * bytes (rule 1, spare bytes kept: demote.c ranks tenants by them only
+ * when the host is full, and fkv_cache_tenant_info reports them). */
 #include <stdlib.h>
 #include <string.h>
 
