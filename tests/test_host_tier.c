@@ -282,6 +282,11 @@ static void test_host_tenant_share(void)
     uint32_t freed = 0;
     cached_prompt(c, 1, 2, x, 8);
     REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK); /* x: the oldest in the host */
+    /* the host a quarter full: a share is what its holder keeps, the spare
+     * bytes go to nobody (shares.h, FKV__SPARE_KEEP) */
+    fkv_tenant_info t0;
+    REQUIRE(fkv_cache_tenant_info(c, 2, &t0) == FKV_OK);
+    CHECK(t0.host_bytes == CHUNK_BYTES && t0.host_share_bytes == (double)CHUNK_BYTES);
     cached_prompt(c, 2, 1, y1, 8);
     cached_prompt(c, 3, 1, y2, 8);
     cached_prompt(c, 4, 1, y3, 8);
