@@ -34,6 +34,16 @@ extern "C" {
 #endif
 #endif
 
+/* A name kept one release for callers written against it, then removed:
+ * the compiler says which call replaces it (as llama.h's DEPRECATED). */
+#ifndef FKV_DEPRECATED
+#if defined(__GNUC__) || defined(__clang__)
+#define FKV_DEPRECATED(hint) __attribute__((deprecated(hint)))
+#else
+#define FKV_DEPRECATED(hint)
+#endif
+#endif
+
 #define FKV_VERSION_MAJOR 0
 #define FKV_VERSION_MINOR 1
 #define FKV_VERSION_PATCH 0
@@ -185,13 +195,14 @@ typedef struct fkv_config {
     uint32_t quant_warm_tokens;
 
     /* host tier: chunks offloaded by fkv_seq_reclaim wait here, in host
-     * memory, until fkv_seq_reload copies them back (no recompute) */
+     * memory, until fkv_seq_fetch copies them back (no recompute) */
     uint64_t host_capacity_bytes; /* 0: no host tier */
     /* 1: an idle cached chunk the device evicts is demoted to the host tier
      * (its K/V copied there, its prefix index entries kept) instead of
      * dropped; it leaves the host by the tier's own LRU, tenant shares and
-     * prefix closure (docs/ARCHITECTURE.md, "Tiers").  fkv_seq_match_tiers
-     * finds it, fkv_seq_promote copies it back.  Needs host_capacity_bytes.
+     * prefix closure (docs/ARCHITECTURE.md, "Tiers").  fkv_seq_match_prefix
+     * (FKV_MATCH_ALL_TIERS) finds it, fkv_seq_fetch copies it back.  Needs
+     * host_capacity_bytes.
      * 0 (the default): nothing is demoted, and the cache behaves exactly as
      * without this field. */
     int host_demote;
@@ -255,9 +266,11 @@ FKV_API fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char
 /* Frees the cache and every sequence still open on it. */
 FKV_API void fkv_cache_destroy(fkv_cache *c);
 
-/* The same as fkv_last_error() (the detail is the calling thread's, not the
- * cache's; c is not read), kept for callers written against it. */
-FKV_API const char *fkv_cache_last_error(fkv_cache *c);
+/* Deprecated: fkv_last_error() under another name (the detail is the
+ * calling thread's, not the cache's; c is not read).  Kept one release;
+ * a per-cache detail would only differ when two threads fail on one
+ * cache at once, and then the thread's own detail is the one it wants. */
+FKV_API FKV_DEPRECATED("use fkv_last_error") const char *fkv_cache_last_error(fkv_cache *c);
 
 typedef struct fkv_cache_info {
     uint32_t page_tokens;
@@ -320,7 +333,7 @@ struct fkv_chunk_view {
     int resident;            /* 0 once evicted: the range must be recomputed */
     const void *qmeta;       /* quantization scales, NULL for fp32/fp16 (and phantom storage) */
     int dropped;             /* evicted on purpose by fkv_seq_drop: not missing, not read */
-    int offloaded;           /* not resident, its K/V in the host tier: fkv_seq_reload brings them back */
+    int offloaded;           /* not resident, its K/V in the host tier: fkv_seq_fetch brings them back */
 };
 
 /* What changes with every call, even while the chunk's sequence is pinned
@@ -375,34 +388,41 @@ typedef struct fkv_range {
 
 FKV_API fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out);
 
-/* Matches the start of `tokens` (or, in hash-id mode with tokens == NULL,
- * the sequence's block ids) against the prefix cache and attaches the
- * matching resident pages to the empty sequence by reference.  At most
- * max_tokens are matched (pass n-1 to keep one token to compute).
- * *matched gets the number of tokens now present; append the rest. */
-FKV_API fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
-                                 uint32_t *matched);
+/* Where fkv_seq_match_prefix looks for the prefix. */
+typedef enum fkv_match_tiers {
+    FKV_MATCH_DEVICE_ONLY = 0, /* pages resident on the device */
+    FKV_MATCH_ALL_TIERS = 1    /* and whole chunks in the host tier (demoted ones, host_demote) */
+} fkv_match_tiers;
 
-/* Where a tiered match found its tokens.  The matched run is
- * [0, device_tokens + host_tokens): every token is device-resident or in
- * the host tier, device and host chunks may alternate (a prefix is never
- * in a lower tier than what extends it, but a shared head may be). */
+/* What a match attached, per tier.  The matched run is
+ * [0, device_tokens + host_tokens), the sequence's length after the call:
+ * every token is device-resident or in the host tier, and device and host
+ * chunks may alternate (a prefix is never in a lower tier than what
+ * extends it, but a shared head may be). */
 typedef struct fkv_match_info {
     uint32_t device_tokens; /* matched tokens whose pages are on the device now */
     uint32_t host_tokens;   /* matched tokens in the host tier: attached as offloaded chunks */
-    uint64_t host_bytes;    /* bytes fkv_seq_promote will copy for them (K/V and scales) */
+    uint64_t host_bytes;    /* bytes fkv_seq_fetch will copy for them (K/V and scales) */
 } fkv_match_info;
 
-/* fkv_seq_match across tiers: as fkv_seq_match, and the whole host-resident
- * chunks of the prefix (demoted ones, host_demote) are matched too.  They
- * are attached as offloaded chunks (view.offloaded, missing): they hold no
- * device page until fkv_seq_promote (or fkv_seq_reload) copies their K/V
- * back, which the caller does before a step reads them; until then they
- * leave the host tier's eviction order.  out->device_tokens +
- * out->host_tokens is the sequence's length after the call.  With no
- * host-resident chunk it is fkv_seq_match exactly (host_tokens = 0). */
-FKV_API fkv_status fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
-                                       fkv_match_info *out);
+/* Matches the start of `tokens` (or, in hash-id mode with tokens == NULL,
+ * the sequence's block ids) against the prefix cache and attaches the
+ * matching chunks to the empty sequence by reference.  At most max_tokens
+ * are matched (pass n-1 to keep one token to compute); append the rest.
+ *   FKV_MATCH_DEVICE_ONLY  resident pages only: host_tokens is 0;
+ *   FKV_MATCH_ALL_TIERS    the host tier's whole chunks of the prefix
+ *                          too: they are attached as offloaded chunks
+ *                          (view.offloaded, missing) that hold no device
+ *                          page until fkv_seq_fetch (FKV_FETCH_HOST)
+ *                          copies their K/V back, which the caller does
+ *                          before a step reads them; until then they leave
+ *                          the host tier's eviction order.  With no
+ *                          host-resident chunk it matches what
+ *                          FKV_MATCH_DEVICE_ONLY does.
+ * (SGLang's hierarchical radix cache reports a match the same way: device
+ * and host lengths of one prefix.) */
+FKV_API fkv_status fkv_seq_match_prefix(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                                        fkv_match_tiers tiers, fkv_match_info *out);
 
 /* Appends n tokens (token ids may be NULL when prefix caching is off or in
  * hash-id mode).  slots (may be NULL) gets where each token's K/V goes.
@@ -429,12 +449,33 @@ FKV_API fkv_status fkv_seq_unpin(fkv_seq *s);
  * (may exceed cap: then only cap were written). */
 FKV_API fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
 
-/* Gives the evicted chunks in [start, end) pages again (evicting others as
- * needed) so the caller can recompute or reload them; slots (may be NULL)
- * gets one entry per restored token, in position order; *n_restored the
- * number of tokens restored.  FKV_EFULL: nothing changed. */
-FKV_API fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
-                                   uint32_t *n_restored);
+/* Where fkv_seq_fetch brings chunks back from: a set of these bits. */
+typedef enum fkv_fetch_from {
+    FKV_FETCH_RECOMPUTE = 1, /* evicted chunks, whose K/V are nowhere: they get device pages again
+                              * and the caller computes their K/V into `slots` */
+    FKV_FETCH_HOST = 2,      /* chunks in the host tier (offloaded by fkv_seq_reclaim, or attached
+                              * by an FKV_MATCH_ALL_TIERS match): their K/V and scales are copied
+                              * back as they were, nothing to compute */
+    FKV_FETCH_ALL = 3
+} fkv_fetch_from;
+
+/* What fkv_seq_fetch brought back, by source. */
+typedef struct fkv_fetch_info {
+    uint32_t recompute_tokens; /* tokens given pages to recompute (slots[0, recompute_tokens)) */
+    uint32_t host_tokens;      /* tokens copied back from the host tier */
+    uint64_t host_bytes;       /* bytes copied (K/V and scales): what a simulator prices at the host
+                                * link's bandwidth */
+} fkv_fetch_info;
+
+/* Brings s's chunks in [start, end) that are not on the device back to
+ * device pages, from the sources in `from` (evicting others as needed;
+ * dropped chunks stay dropped).  One reservation covers them all:
+ * FKV_EFULL means nothing was brought back.  slots (may be NULL) gets one
+ * entry per recomputed token, in position order; out (may be NULL) what
+ * came from where.  The remote tier lives outside the cache: what it
+ * holds comes back by fkv_seq_append. */
+FKV_API fkv_status fkv_seq_fetch(fkv_seq *s, uint32_t start, uint32_t end, unsigned from, fkv_slot *slots,
+                                 fkv_fetch_info *out);
 
 /* Attention sparsity (StreamingLLM, H2O): the chunks wholly inside
  * [start, end) are dropped: their pages are freed now and they are neither
@@ -457,21 +498,24 @@ FKV_API fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32
  *   DROP                   drop chunks wholly inside [sink, len - window)
  *                          (attention sparsity: never read again);
  *   EVICT                  evict: fkv_seq_missing reports them, and the
- *                          caller restores and recomputes them before s's
- *                          next step;
- *   PREEMPT                frees nothing: counts s's pages as reclaimed by
- *                          preemption (call it just before preempting s);
+ *                          caller fetches (FKV_FETCH_RECOMPUTE) and
+ *                          recomputes them before s's next step;
  *   OFFLOAD                copy the chunks' K/V (and scales) to the host
  *                          tier (host_capacity_bytes) and free their pages:
  *                          they are missing with view.offloaded set, and
- *                          fkv_seq_reload copies them back before s's next
- *                          step reads them. */
+ *                          fkv_seq_fetch (FKV_FETCH_HOST) copies them back
+ *                          before s's next step reads them;
+ *   PREEMPT                not an action of the cache: the slot where
+ *                          fkv_seq_count_preempt records a preemption (the
+ *                          scheduler frees or offloads the victim itself).
+ *                          Passed here it does what fkv_seq_count_preempt
+ *                          does and frees nothing; kept one release. */
 typedef enum fkv_reclaim_action {
     FKV_RECLAIM_QUANTIZE8 = 0,
     FKV_RECLAIM_QUANTIZE4 = 1,
     FKV_RECLAIM_DROP = 2,
     FKV_RECLAIM_EVICT = 3,
-    FKV_RECLAIM_PREEMPT = 4,
+    FKV_RECLAIM_PREEMPT = 4, /* accounting only: fkv_seq_count_preempt */
     FKV_RECLAIM_OFFLOAD = 5
 } fkv_reclaim_action;
 #define FKV_N_RECLAIM 6
@@ -482,20 +526,14 @@ typedef struct fkv_reclaim_args {
 FKV_API fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_args *args, uint32_t pages,
                                    uint32_t *freed);
 
-/* Copies the offloaded chunks in [start, end) back from the host tier into
- * pages (evicting others as needed): their K/V are as they were, nothing
- * to recompute; *n_reloaded (may be NULL) gets the tokens reloaded.
- * FKV_EFULL: nothing changed.  fkv_seq_restore leaves offloaded chunks to
- * this call. */
-FKV_API fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
-
-/* fkv_seq_reload, also for the chunks a tiered match attached from the
- * host tier (promotion), with the bytes copied: *n_tokens and *n_bytes
- * (either may be NULL) get the tokens and the bytes (K/V and scales)
- * brought back to the device, what a simulator prices at the host link's
- * bandwidth.  FKV_EFULL: nothing changed. */
-FKV_API fkv_status fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens,
-                                   uint64_t *n_bytes);
+/* s is about to be preempted by its scheduler: the pages charged to it now
+ * are counted for its tenant as reclaimed by preemption
+ * (reclaimed_pages[FKV_RECLAIM_PREEMPT], the metric's action="preempt").
+ * Frees nothing: the preemption itself is the scheduler's (fkv_seq_free,
+ * or fkv_seq_reclaim OFFLOAD).  A separate call rather than a reclaim
+ * action because it changes no chunk; *pages (may be NULL) gets the pages
+ * counted. */
+FKV_API fkv_status fkv_seq_count_preempt(fkv_seq *s, uint64_t *pages);
 
 FKV_API uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
 FKV_API uint64_t fkv_seq_tenant(const fkv_seq *s);    /* its tenant id */
@@ -549,6 +587,29 @@ typedef struct fkv_counters {
     uint64_t host_refused_chunks;
 } fkv_counters;
 FKV_API fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
+
+/* ---------------------------------------------------------------- deprecated */
+
+/* Kept one release as thin wrappers over the calls named, then removed. */
+
+/* fkv_seq_fetch(s, start, end, FKV_FETCH_RECOMPUTE, slots, &fi);
+ * *n_restored = fi.recompute_tokens. */
+FKV_API FKV_DEPRECATED("use fkv_seq_fetch(..., FKV_FETCH_RECOMPUTE, ...)") fkv_status
+fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots, uint32_t *n_restored);
+/* fkv_seq_fetch(s, start, end, FKV_FETCH_HOST, NULL, &fi); *n_reloaded = fi.host_tokens. */
+FKV_API FKV_DEPRECATED("use fkv_seq_fetch(..., FKV_FETCH_HOST, ...)") fkv_status
+fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
+/* fkv_seq_fetch(s, start, end, FKV_FETCH_HOST, NULL, &fi); *n_tokens =
+ * fi.host_tokens, *n_bytes = fi.host_bytes. */
+FKV_API FKV_DEPRECATED("use fkv_seq_fetch(..., FKV_FETCH_HOST, ...)") fkv_status
+fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes);
+/* fkv_seq_match_prefix(s, tokens, n, max_tokens, FKV_MATCH_DEVICE_ONLY, &mi);
+ * *matched = mi.device_tokens. */
+FKV_API FKV_DEPRECATED("use fkv_seq_match_prefix(..., FKV_MATCH_DEVICE_ONLY, ...)") fkv_status
+fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched);
+/* fkv_seq_match_prefix(s, tokens, n, max_tokens, FKV_MATCH_ALL_TIERS, out). */
+FKV_API FKV_DEPRECATED("use fkv_seq_match_prefix(..., FKV_MATCH_ALL_TIERS, ...)") fkv_status
+fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, fkv_match_info *out);
 
 #ifdef __cplusplus
 }

@@ -259,8 +259,13 @@ fkv_status fkv__evict_one(fkv_cache *c);
 fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_free pages are free */
 /* relieve -> evict -> take n pages; FKV_EFULL takes none */
 fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
-/* pages for s's restore or reload, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
+/* pages for s's fetch, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
 fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who);
+/* fkv_seq_fetch's host source (reclaim.c), under the lock: the pages the
+ * host-tier chunks of s in [start, end) need, and their copy back into
+ * pages taken from *fresh (advanced); returns the tokens, *bytes the bytes. */
+uint64_t fkv__host_back_pages(const fkv_seq *s, uint32_t start, uint32_t end);
+uint32_t fkv__host_back(fkv_seq *s, uint32_t start, uint32_t end, const uint32_t **fresh, uint64_t *bytes);
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);
 void fkv__quota_refresh(fkv_cache *c);
 void fkv__ttl_sync(fkv_cache *c, fkv__chunk *ch);   /* in the tier iff a cached chunk with a TTL (evict.c) */
