@@ -173,7 +173,7 @@ typedef struct fkv_config {
     double beta;             /* 0.3: F-LRU weight of age */
     int64_t age_unit_ns;     /* 0: F-LRU age in turnovers of the pool (pages allocated / pool pages);
                               * > 0: in units of this many ns (the seed: 1e9, seconds) */
-    int quotas;              /* FKV_QUOTA_REQUEST: fair shares around the policy (fkv_quota_mode) */
+    fkv_quota_mode quotas;   /* FKV_QUOTA_REQUEST: fair shares around the policy */
     double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
     uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */
@@ -222,7 +222,7 @@ typedef struct fkv_config {
      * the device or in the host tier (prefix closure; with SEEN that one
      * must pass too).  Refused chunks are dropped and counted in
      * fairkv_tier_refused_total. */
-    int tier_admission;                /* fkv_tier_admission */
+    fkv_tier_admission tier_admission; /* FKV_TIER_ADMIT_OFF */
     uint32_t tier_admission_threshold; /* 2: sightings needed, 1..15 */
     uint64_t tier_admission_window;    /* 0: 10 x (device pages + host pages) */
 
@@ -250,8 +250,9 @@ FKV_API uint64_t fkv_config_token_bytes(const fkv_config *cfg);
 /* Names of the registered eviction policies, NULL-terminated.  Pure. */
 FKV_API const char *const *fkv_policy_names(void);
 
-/* Pure.  "off", "tinylfu" or "seen" -> *out; -1 on any other name (out untouched).
- * The name of a mode, or "?" */
+/* Pure.  "off", "tinylfu" or "seen" -> *out (an fkv_tier_admission, kept
+ * an int for callers' own option structs); -1 on any other name (out
+ * untouched).  The name of a mode, or "?" */
 FKV_API int fkv_tier_admission_parse(const char *name, int *out);
 FKV_API const char *fkv_tier_admission_name(int mode);
 

@@ -54,12 +54,12 @@ typedef struct fkv_config {
     uint32_t n_layers; uint32_t n_kv_heads; uint32_t head_dim; fkv_dtype dtype;
     uint32_t page_tokens; uint64_t capacity_bytes; uint32_t capacity_pages; fkv_storage_kind storage;
     uint32_t chunk_tokens; int dynamic_chunking; uint32_t chunk_min_tokens; uint32_t chunk_max_tokens;
-    const char *policy; double alpha; double beta; int64_t age_unit_ns; int quotas; double temperature;
+    const char *policy; double alpha; double beta; int64_t age_unit_ns; fkv_quota_mode quotas; double temperature;
     uint32_t tenant_labels; int64_t min_chunk_retention_ns; int free_tail_first;
     fkv_quant_mode quant_mode; fkv_dtype quant_dtype; uint32_t quant_hot_tokens; double quant_pressure;
     uint32_t quant_warm_tokens;
     uint64_t host_capacity_bytes; int host_demote;
-    int tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
+    fkv_tier_admission tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
     int prefix_cache; uint32_t block_tokens;
     uint32_t class_short_max; uint32_t class_medium_max;
     fkv_clock clock; const char *device_label; int thread_safe;
