@@ -97,15 +97,6 @@ typedef enum fkv_storage_kind {
     FKV_STORAGE_CPU = 1      /* real host memory */
 } fkv_storage_kind;
 
-/* Request classes of the seed's evaluation (section 4.1). */
-typedef enum fkv_class {
-    FKV_CLASS_SHORT = 0,
-    FKV_CLASS_MEDIUM = 1,
-    FKV_CLASS_LONG = 2
-} fkv_class;
-#define FKV_N_CLASSES 3
-FKV_API const char *fkv_class_name(fkv_class c); /* pure: "short" ... */
-
 /* Injectable clock, in nanoseconds.  NULL now_ns = monotonic clock. */
 typedef struct fkv_clock {
     int64_t (*now_ns)(void *ctx);
@@ -126,12 +117,7 @@ typedef enum fkv_quant_mode {
     FKV_QUANT_UNDER_PRESSURE = 2 /* when the pool is fuller than quant_pressure, before evicting */
 } fkv_quant_mode;
 
-/* Belady's MIN needs the future: the caller (a simulator) returns the time
- * of the chunk's next access in ns, or INT64_MAX for never.  Called under
- * the cache's lock, with the chunk's current info (it must not call the
- * cache). */
 typedef struct fkv_chunk_info fkv_chunk_info;
-typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
 
 /* Who fair shares are computed for (fkv_config.quotas).  Rules and
  * reasons in docs/ARCHITECTURE.md ("Tenants"). */
@@ -180,7 +166,9 @@ typedef struct fkv_config {
     int free_tail_first;     /* 0: a sequence's chunks reach the policy in position order when it is
                               * unpinned or freed; 1: last chunk first (vLLM frees a request's blocks
                               * reversed, so its tail is evicted first: policy "freeq") */
-    fkv_next_use_fn next_use; /* required by "belady" */
+    /* evaluation only (fairkv_eval.h, fkv_next_use_fn): Belady's future,
+     * required by the "belady" policy, which only a simulator can give */
+    int64_t (*next_use)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
     void *next_use_ctx;
 
     /* cold-chunk quantization (layouts in fairkv_quant.h) */
@@ -230,7 +218,8 @@ typedef struct fkv_config {
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
     uint32_t block_tokens;   /* 512: tokens per block id in hash-id mode */
 
-    /* request classes: short < class_short_max <= medium <= class_medium_max < long */
+    /* request classes (fairkv_eval.h), the label of the per-class counters:
+     * short < class_short_max <= medium <= class_medium_max < long */
     uint32_t class_short_max;  /* 128 */
     uint32_t class_medium_max; /* 512 */
 
@@ -358,9 +347,10 @@ typedef struct fkv_seq_params {
     uint64_t client_id;       /* fairness client (informational in the cache) */
     double weight;            /* 1.0: quota weight */
     uint32_t expected_tokens; /* prompt + max output if known (class, TTL); 0 = unknown */
-    /* hash-id mode (traces such as Mooncake): block ids of the prompt, each
-     * naming `block_tokens` tokens; the prefix index then keys pages on
-     * these ids instead of token contents.  Copied by the call. */
+    /* hash-id mode (traces such as Mooncake, which publish block ids, not
+     * tokens; fairkv_eval.h): block ids of the prompt, each naming
+     * `block_tokens` tokens; the prefix index then keys pages on these ids
+     * instead of token contents.  Copied by the call.  NULL otherwise. */
     const uint64_t *block_ids;
     uint32_t n_block_ids;
     /* Tenant (a user, an API key): fair shares and the charge of pages.
@@ -541,7 +531,6 @@ FKV_API uint64_t fkv_seq_tenant(const fkv_seq *s);    /* its tenant id */
 /* Pages charged to s (its chunks' pages: docs/ARCHITECTURE.md, "Tenants"). */
 FKV_API uint64_t fkv_seq_pages(fkv_seq *s);
 FKV_API uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */
-FKV_API fkv_class fkv_seq_class(const fkv_seq *s);
 
 /* The sequence's chunk table, zero-copy: (*chunks)[i] points at the live
  * chunk metadata, in position order.  Valid until the next call that
@@ -571,9 +560,10 @@ FKV_API fkv_status fkv_cache_metrics_json(fkv_cache *c, char *buf, size_t cap, s
 /* Snapshot of a few counters for programs (the full list is in the text
  * formats). */
 typedef struct fkv_counters {
-    uint64_t hit_tokens[FKV_N_CLASSES];
-    uint64_t miss_tokens[FKV_N_CLASSES];
-    uint64_t evicted_chunks[FKV_N_CLASSES];
+    /* by request class (fairkv_eval.h: fkv_class, FKV_N_CLASSES) */
+    uint64_t hit_tokens[3];
+    uint64_t miss_tokens[3];
+    uint64_t evicted_chunks[3];
     uint64_t evicted_pages;
     uint64_t prefix_query_tokens;
     uint64_t prefix_hit_tokens;

@@ -196,7 +196,7 @@ def make_ffi() -> FFI:
     ffi.cdef(CDEF)
     ffi.set_source(
         "fairkv._native",
-        "#include <fairkv.h>\n#include <fairkv_attn.h>\n"
+        "#include <fairkv.h>\n#include <fairkv_eval.h>\n#include <fairkv_attn.h>\n"
         "static const char *fkv_py_prefix(void) { return " + _c_string(prefix) + "; }\n",
         include_dirs=[f[2:] for f in cflags if f.startswith("-I")],
         extra_compile_args=[f for f in cflags if not f.startswith("-I")],

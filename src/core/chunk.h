@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
+#include "fairkv_eval.h"
 #include "core/policy.h"
 
 typedef struct fkv__chunk fkv__chunk;
