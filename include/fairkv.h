@@ -410,8 +410,8 @@ typedef struct fkv_match_info {
  *                          the host tier's eviction order.  With no
  *                          host-resident chunk it matches what
  *                          FKV_MATCH_DEVICE_ONLY does.
- * (SGLang's hierarchical radix cache reports a match the same way: device
- * and host lengths of one prefix.) */
+ * (SGLang's match_prefix likewise returns one result for one prefix with
+ * a device part and, with its hierarchical cache, a host part.) */
 FKV_API fkv_status fkv_seq_match_prefix(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
                                         fkv_match_tiers tiers, fkv_match_info *out);
 

@@ -29,6 +29,10 @@ typedef enum fkv_class {
     FKV_CLASS_LONG = 2
 } fkv_class;
 #define FKV_N_CLASSES 3 /* the per-class arrays of fkv_counters */
+#ifndef __cplusplus
+_Static_assert(sizeof(((fkv_counters *)0)->hit_tokens) == FKV_N_CLASSES * sizeof(uint64_t),
+               "fkv_counters has one entry per request class");
+#endif
 
 FKV_API const char *fkv_class_name(fkv_class c); /* pure: "short", "medium", "long", or "?" */
 FKV_API fkv_class fkv_seq_class(const fkv_seq *s);
