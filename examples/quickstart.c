@@ -16,9 +16,12 @@ int main(void)
     fkv_seq_params_default(&p);
     p.request_id = 1;
     fkv_seq *seq;
-    uint32_t cached = 0;
+    fkv_match_info hit = {0, 0, 0};
     fkv_seq_create(cache, &p, &seq);
-    fkv_seq_match(seq, prompt, 100, 99, &cached); /* reuse an earlier request's prefix */
+    /* reuse an earlier request's prefix (on the device; FKV_MATCH_ALL_TIERS
+     * also finds what a host tier holds, then fkv_seq_fetch copies it back) */
+    fkv_seq_match_prefix(seq, prompt, 100, 99, FKV_MATCH_DEVICE_ONLY, &hit);
+    uint32_t cached = hit.device_tokens;
     fkv_slot slots[100];                          /* where to write each new token's K/V */
     if (fkv_seq_append(seq, prompt + cached, 100 - cached, slots) != FKV_OK) return 1;
     fkv_seq_pin(seq);                             /* in the running batch: not evictable */

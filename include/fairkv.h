@@ -34,6 +34,16 @@ extern "C" {
 #endif
 #endif
 
+/* A name kept one release for callers written against it, then removed:
+ * the compiler says which call replaces it (as llama.h's DEPRECATED). */
+#ifndef FKV_DEPRECATED
+#if defined(__GNUC__) || defined(__clang__)
+#define FKV_DEPRECATED(hint) __attribute__((deprecated(hint)))
+#else
+#define FKV_DEPRECATED(hint)
+#endif
+#endif
+
 #define FKV_VERSION_MAJOR 0
 #define FKV_VERSION_MINOR 1
 #define FKV_VERSION_PATCH 0
@@ -87,15 +97,6 @@ typedef enum fkv_storage_kind {
     FKV_STORAGE_CPU = 1      /* real host memory */
 } fkv_storage_kind;
 
-/* Request classes of the seed's evaluation (section 4.1). */
-typedef enum fkv_class {
-    FKV_CLASS_SHORT = 0,
-    FKV_CLASS_MEDIUM = 1,
-    FKV_CLASS_LONG = 2
-} fkv_class;
-#define FKV_N_CLASSES 3
-FKV_API const char *fkv_class_name(fkv_class c); /* pure: "short" ... */
-
 /* Injectable clock, in nanoseconds.  NULL now_ns = monotonic clock. */
 typedef struct fkv_clock {
     int64_t (*now_ns)(void *ctx);
@@ -116,12 +117,7 @@ typedef enum fkv_quant_mode {
     FKV_QUANT_UNDER_PRESSURE = 2 /* when the pool is fuller than quant_pressure, before evicting */
 } fkv_quant_mode;
 
-/* Belady's MIN needs the future: the caller (a simulator) returns the time
- * of the chunk's next access in ns, or INT64_MAX for never.  Called under
- * the cache's lock, with the chunk's current info (it must not call the
- * cache). */
 typedef struct fkv_chunk_info fkv_chunk_info;
-typedef int64_t (*fkv_next_use_fn)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
 
 /* Who fair shares are computed for (fkv_config.quotas).  Rules and
  * reasons in docs/ARCHITECTURE.md ("Tenants"). */
@@ -163,14 +159,16 @@ typedef struct fkv_config {
     double beta;             /* 0.3: F-LRU weight of age */
     int64_t age_unit_ns;     /* 0: F-LRU age in turnovers of the pool (pages allocated / pool pages);
                               * > 0: in units of this many ns (the seed: 1e9, seconds) */
-    int quotas;              /* FKV_QUOTA_REQUEST: fair shares around the policy (fkv_quota_mode) */
+    fkv_quota_mode quotas;   /* FKV_QUOTA_REQUEST: fair shares around the policy */
     double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
     uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */
     int free_tail_first;     /* 0: a sequence's chunks reach the policy in position order when it is
                               * unpinned or freed; 1: last chunk first (vLLM frees a request's blocks
                               * reversed, so its tail is evicted first: policy "freeq") */
-    fkv_next_use_fn next_use; /* required by "belady" */
+    /* evaluation only (fairkv_eval.h, fkv_next_use_fn): Belady's future,
+     * required by the "belady" policy, which only a simulator can give */
+    int64_t (*next_use)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
     void *next_use_ctx;
 
     /* cold-chunk quantization (layouts in fairkv_quant.h) */
@@ -185,13 +183,14 @@ typedef struct fkv_config {
     uint32_t quant_warm_tokens;
 
     /* host tier: chunks offloaded by fkv_seq_reclaim wait here, in host
-     * memory, until fkv_seq_reload copies them back (no recompute) */
+     * memory, until fkv_seq_fetch copies them back (no recompute) */
     uint64_t host_capacity_bytes; /* 0: no host tier */
     /* 1: an idle cached chunk the device evicts is demoted to the host tier
      * (its K/V copied there, its prefix index entries kept) instead of
      * dropped; it leaves the host by the tier's own LRU, tenant shares and
-     * prefix closure (docs/ARCHITECTURE.md, "Tiers").  fkv_seq_match_tiers
-     * finds it, fkv_seq_promote copies it back.  Needs host_capacity_bytes.
+     * prefix closure (docs/ARCHITECTURE.md, "Tiers").  fkv_seq_match_prefix
+     * (FKV_MATCH_ALL_TIERS) finds it, fkv_seq_fetch copies it back.  Needs
+     * host_capacity_bytes.
      * 0 (the default): nothing is demoted, and the cache behaves exactly as
      * without this field. */
     int host_demote;
@@ -211,7 +210,7 @@ typedef struct fkv_config {
      * the device or in the host tier (prefix closure; with SEEN that one
      * must pass too).  Refused chunks are dropped and counted in
      * fairkv_tier_refused_total. */
-    int tier_admission;                /* fkv_tier_admission */
+    fkv_tier_admission tier_admission; /* FKV_TIER_ADMIT_OFF */
     uint32_t tier_admission_threshold; /* 2: sightings needed, 1..15 */
     uint64_t tier_admission_window;    /* 0: 10 x (device pages + host pages) */
 
@@ -219,7 +218,8 @@ typedef struct fkv_config {
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
     uint32_t block_tokens;   /* 512: tokens per block id in hash-id mode */
 
-    /* request classes: short < class_short_max <= medium <= class_medium_max < long */
+    /* request classes (fairkv_eval.h), the label of the per-class counters:
+     * short < class_short_max <= medium <= class_medium_max < long */
     uint32_t class_short_max;  /* 128 */
     uint32_t class_medium_max; /* 512 */
 
@@ -239,8 +239,9 @@ FKV_API uint64_t fkv_config_token_bytes(const fkv_config *cfg);
 /* Names of the registered eviction policies, NULL-terminated.  Pure. */
 FKV_API const char *const *fkv_policy_names(void);
 
-/* Pure.  "off", "tinylfu" or "seen" -> *out; -1 on any other name (out untouched).
- * The name of a mode, or "?" */
+/* Pure.  "off", "tinylfu" or "seen" -> *out (an fkv_tier_admission, kept
+ * an int for callers' own option structs); -1 on any other name (out
+ * untouched).  The name of a mode, or "?" */
 FKV_API int fkv_tier_admission_parse(const char *name, int *out);
 FKV_API const char *fkv_tier_admission_name(int mode);
 
@@ -255,9 +256,11 @@ FKV_API fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char
 /* Frees the cache and every sequence still open on it. */
 FKV_API void fkv_cache_destroy(fkv_cache *c);
 
-/* The same as fkv_last_error() (the detail is the calling thread's, not the
- * cache's; c is not read), kept for callers written against it. */
-FKV_API const char *fkv_cache_last_error(fkv_cache *c);
+/* Deprecated: fkv_last_error() under another name (the detail is the
+ * calling thread's, not the cache's; c is not read).  Kept one release;
+ * a per-cache detail would only differ when two threads fail on one
+ * cache at once, and then the thread's own detail is the one it wants. */
+FKV_API FKV_DEPRECATED("use fkv_last_error") const char *fkv_cache_last_error(fkv_cache *c);
 
 typedef struct fkv_cache_info {
     uint32_t page_tokens;
@@ -320,7 +323,7 @@ struct fkv_chunk_view {
     int resident;            /* 0 once evicted: the range must be recomputed */
     const void *qmeta;       /* quantization scales, NULL for fp32/fp16 (and phantom storage) */
     int dropped;             /* evicted on purpose by fkv_seq_drop: not missing, not read */
-    int offloaded;           /* not resident, its K/V in the host tier: fkv_seq_reload brings them back */
+    int offloaded;           /* not resident, its K/V in the host tier: fkv_seq_fetch brings them back */
 };
 
 /* What changes with every call, even while the chunk's sequence is pinned
@@ -344,9 +347,10 @@ typedef struct fkv_seq_params {
     uint64_t client_id;       /* fairness client (informational in the cache) */
     double weight;            /* 1.0: quota weight */
     uint32_t expected_tokens; /* prompt + max output if known (class, TTL); 0 = unknown */
-    /* hash-id mode (traces such as Mooncake): block ids of the prompt, each
-     * naming `block_tokens` tokens; the prefix index then keys pages on
-     * these ids instead of token contents.  Copied by the call. */
+    /* hash-id mode (traces such as Mooncake, which publish block ids, not
+     * tokens; fairkv_eval.h): block ids of the prompt, each naming
+     * `block_tokens` tokens; the prefix index then keys pages on these ids
+     * instead of token contents.  Copied by the call.  NULL otherwise. */
     const uint64_t *block_ids;
     uint32_t n_block_ids;
     /* Tenant (a user, an API key): fair shares and the charge of pages.
@@ -375,34 +379,41 @@ typedef struct fkv_range {
 
 FKV_API fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out);
 
-/* Matches the start of `tokens` (or, in hash-id mode with tokens == NULL,
- * the sequence's block ids) against the prefix cache and attaches the
- * matching resident pages to the empty sequence by reference.  At most
- * max_tokens are matched (pass n-1 to keep one token to compute).
- * *matched gets the number of tokens now present; append the rest. */
-FKV_API fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
-                                 uint32_t *matched);
+/* Where fkv_seq_match_prefix looks for the prefix. */
+typedef enum fkv_match_tiers {
+    FKV_MATCH_DEVICE_ONLY = 0, /* pages resident on the device */
+    FKV_MATCH_ALL_TIERS = 1    /* and whole chunks in the host tier (demoted ones, host_demote) */
+} fkv_match_tiers;
 
-/* Where a tiered match found its tokens.  The matched run is
- * [0, device_tokens + host_tokens): every token is device-resident or in
- * the host tier, device and host chunks may alternate (a prefix is never
- * in a lower tier than what extends it, but a shared head may be). */
+/* What a match attached, per tier.  The matched run is
+ * [0, device_tokens + host_tokens), the sequence's length after the call:
+ * every token is device-resident or in the host tier, and device and host
+ * chunks may alternate (a prefix is never in a lower tier than what
+ * extends it, but a shared head may be). */
 typedef struct fkv_match_info {
     uint32_t device_tokens; /* matched tokens whose pages are on the device now */
     uint32_t host_tokens;   /* matched tokens in the host tier: attached as offloaded chunks */
-    uint64_t host_bytes;    /* bytes fkv_seq_promote will copy for them (K/V and scales) */
+    uint64_t host_bytes;    /* bytes fkv_seq_fetch will copy for them (K/V and scales) */
 } fkv_match_info;
 
-/* fkv_seq_match across tiers: as fkv_seq_match, and the whole host-resident
- * chunks of the prefix (demoted ones, host_demote) are matched too.  They
- * are attached as offloaded chunks (view.offloaded, missing): they hold no
- * device page until fkv_seq_promote (or fkv_seq_reload) copies their K/V
- * back, which the caller does before a step reads them; until then they
- * leave the host tier's eviction order.  out->device_tokens +
- * out->host_tokens is the sequence's length after the call.  With no
- * host-resident chunk it is fkv_seq_match exactly (host_tokens = 0). */
-FKV_API fkv_status fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
-                                       fkv_match_info *out);
+/* Matches the start of `tokens` (or, in hash-id mode with tokens == NULL,
+ * the sequence's block ids) against the prefix cache and attaches the
+ * matching chunks to the empty sequence by reference.  At most max_tokens
+ * are matched (pass n-1 to keep one token to compute); append the rest.
+ *   FKV_MATCH_DEVICE_ONLY  resident pages only: host_tokens is 0;
+ *   FKV_MATCH_ALL_TIERS    the host tier's whole chunks of the prefix
+ *                          too: they are attached as offloaded chunks
+ *                          (view.offloaded, missing) that hold no device
+ *                          page until fkv_seq_fetch (FKV_FETCH_HOST)
+ *                          copies their K/V back, which the caller does
+ *                          before a step reads them; until then they leave
+ *                          the host tier's eviction order.  With no
+ *                          host-resident chunk it matches what
+ *                          FKV_MATCH_DEVICE_ONLY does.
+ * (SGLang's match_prefix likewise returns one result for one prefix with
+ * a device part and, with its hierarchical cache, a host part.) */
+FKV_API fkv_status fkv_seq_match_prefix(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                                        fkv_match_tiers tiers, fkv_match_info *out);
 
 /* Appends n tokens (token ids may be NULL when prefix caching is off or in
  * hash-id mode).  slots (may be NULL) gets where each token's K/V goes.
@@ -429,12 +440,33 @@ FKV_API fkv_status fkv_seq_unpin(fkv_seq *s);
  * (may exceed cap: then only cap were written). */
 FKV_API fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
 
-/* Gives the evicted chunks in [start, end) pages again (evicting others as
- * needed) so the caller can recompute or reload them; slots (may be NULL)
- * gets one entry per restored token, in position order; *n_restored the
- * number of tokens restored.  FKV_EFULL: nothing changed. */
-FKV_API fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots,
-                                   uint32_t *n_restored);
+/* Where fkv_seq_fetch brings chunks back from: a set of these bits. */
+typedef enum fkv_fetch_from {
+    FKV_FETCH_RECOMPUTE = 1, /* evicted chunks, whose K/V are nowhere: they get device pages again
+                              * and the caller computes their K/V into `slots` */
+    FKV_FETCH_HOST = 2,      /* chunks in the host tier (offloaded by fkv_seq_reclaim, or attached
+                              * by an FKV_MATCH_ALL_TIERS match): their K/V and scales are copied
+                              * back as they were, nothing to compute */
+    FKV_FETCH_ALL = 3
+} fkv_fetch_from;
+
+/* What fkv_seq_fetch brought back, by source. */
+typedef struct fkv_fetch_info {
+    uint32_t recompute_tokens; /* tokens given pages to recompute (slots[0, recompute_tokens)) */
+    uint32_t host_tokens;      /* tokens copied back from the host tier */
+    uint64_t host_bytes;       /* bytes copied (K/V and scales): what a simulator prices at the host
+                                * link's bandwidth */
+} fkv_fetch_info;
+
+/* Brings s's chunks in [start, end) that are not on the device back to
+ * device pages, from the sources in `from` (evicting others as needed;
+ * dropped chunks stay dropped).  One reservation covers them all:
+ * FKV_EFULL means nothing was brought back.  slots (may be NULL) gets one
+ * entry per recomputed token, in position order; out (may be NULL) what
+ * came from where.  The remote tier lives outside the cache: what it
+ * holds comes back by fkv_seq_append. */
+FKV_API fkv_status fkv_seq_fetch(fkv_seq *s, uint32_t start, uint32_t end, unsigned from, fkv_slot *slots,
+                                 fkv_fetch_info *out);
 
 /* Attention sparsity (StreamingLLM, H2O): the chunks wholly inside
  * [start, end) are dropped: their pages are freed now and they are neither
@@ -457,21 +489,24 @@ FKV_API fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32
  *   DROP                   drop chunks wholly inside [sink, len - window)
  *                          (attention sparsity: never read again);
  *   EVICT                  evict: fkv_seq_missing reports them, and the
- *                          caller restores and recomputes them before s's
- *                          next step;
- *   PREEMPT                frees nothing: counts s's pages as reclaimed by
- *                          preemption (call it just before preempting s);
+ *                          caller fetches (FKV_FETCH_RECOMPUTE) and
+ *                          recomputes them before s's next step;
  *   OFFLOAD                copy the chunks' K/V (and scales) to the host
  *                          tier (host_capacity_bytes) and free their pages:
  *                          they are missing with view.offloaded set, and
- *                          fkv_seq_reload copies them back before s's next
- *                          step reads them. */
+ *                          fkv_seq_fetch (FKV_FETCH_HOST) copies them back
+ *                          before s's next step reads them;
+ *   PREEMPT                not an action of the cache: the slot where
+ *                          fkv_seq_count_preempt records a preemption (the
+ *                          scheduler frees or offloads the victim itself).
+ *                          Passed here it does what fkv_seq_count_preempt
+ *                          does and frees nothing; kept one release. */
 typedef enum fkv_reclaim_action {
     FKV_RECLAIM_QUANTIZE8 = 0,
     FKV_RECLAIM_QUANTIZE4 = 1,
     FKV_RECLAIM_DROP = 2,
     FKV_RECLAIM_EVICT = 3,
-    FKV_RECLAIM_PREEMPT = 4,
+    FKV_RECLAIM_PREEMPT = 4, /* accounting only: fkv_seq_count_preempt */
     FKV_RECLAIM_OFFLOAD = 5
 } fkv_reclaim_action;
 #define FKV_N_RECLAIM 6
@@ -482,27 +517,20 @@ typedef struct fkv_reclaim_args {
 FKV_API fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_args *args, uint32_t pages,
                                    uint32_t *freed);
 
-/* Copies the offloaded chunks in [start, end) back from the host tier into
- * pages (evicting others as needed): their K/V are as they were, nothing
- * to recompute; *n_reloaded (may be NULL) gets the tokens reloaded.
- * FKV_EFULL: nothing changed.  fkv_seq_restore leaves offloaded chunks to
- * this call. */
-FKV_API fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
-
-/* fkv_seq_reload, also for the chunks a tiered match attached from the
- * host tier (promotion), with the bytes copied: *n_tokens and *n_bytes
- * (either may be NULL) get the tokens and the bytes (K/V and scales)
- * brought back to the device, what a simulator prices at the host link's
- * bandwidth.  FKV_EFULL: nothing changed. */
-FKV_API fkv_status fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens,
-                                   uint64_t *n_bytes);
+/* s is about to be preempted by its scheduler: the pages charged to it now
+ * are counted for its tenant as reclaimed by preemption
+ * (reclaimed_pages[FKV_RECLAIM_PREEMPT], the metric's action="preempt").
+ * Frees nothing: the preemption itself is the scheduler's (fkv_seq_free,
+ * or fkv_seq_reclaim OFFLOAD).  A separate call rather than a reclaim
+ * action because it changes no chunk; *pages (may be NULL) gets the pages
+ * counted. */
+FKV_API fkv_status fkv_seq_count_preempt(fkv_seq *s, uint64_t *pages);
 
 FKV_API uint32_t fkv_seq_len(const fkv_seq *s);       /* tokens in the sequence */
 FKV_API uint64_t fkv_seq_tenant(const fkv_seq *s);    /* its tenant id */
 /* Pages charged to s (its chunks' pages: docs/ARCHITECTURE.md, "Tenants"). */
 FKV_API uint64_t fkv_seq_pages(fkv_seq *s);
 FKV_API uint64_t fkv_seq_id(const fkv_seq *s);        /* request id */
-FKV_API fkv_class fkv_seq_class(const fkv_seq *s);
 
 /* The sequence's chunk table, zero-copy: (*chunks)[i] points at the live
  * chunk metadata, in position order.  Valid until the next call that
@@ -532,9 +560,10 @@ FKV_API fkv_status fkv_cache_metrics_json(fkv_cache *c, char *buf, size_t cap, s
 /* Snapshot of a few counters for programs (the full list is in the text
  * formats). */
 typedef struct fkv_counters {
-    uint64_t hit_tokens[FKV_N_CLASSES];
-    uint64_t miss_tokens[FKV_N_CLASSES];
-    uint64_t evicted_chunks[FKV_N_CLASSES];
+    /* by request class (fairkv_eval.h: fkv_class, FKV_N_CLASSES) */
+    uint64_t hit_tokens[3];
+    uint64_t miss_tokens[3];
+    uint64_t evicted_chunks[3];
     uint64_t evicted_pages;
     uint64_t prefix_query_tokens;
     uint64_t prefix_hit_tokens;
@@ -549,6 +578,29 @@ typedef struct fkv_counters {
     uint64_t host_refused_chunks;
 } fkv_counters;
 FKV_API fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
+
+/* ---------------------------------------------------------------- deprecated */
+
+/* Kept one release as thin wrappers over the calls named, then removed. */
+
+/* fkv_seq_fetch(s, start, end, FKV_FETCH_RECOMPUTE, slots, &fi);
+ * *n_restored = fi.recompute_tokens. */
+FKV_API FKV_DEPRECATED("use fkv_seq_fetch(..., FKV_FETCH_RECOMPUTE, ...)") fkv_status
+fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots, uint32_t *n_restored);
+/* fkv_seq_fetch(s, start, end, FKV_FETCH_HOST, NULL, &fi); *n_reloaded = fi.host_tokens. */
+FKV_API FKV_DEPRECATED("use fkv_seq_fetch(..., FKV_FETCH_HOST, ...)") fkv_status
+fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
+/* fkv_seq_fetch(s, start, end, FKV_FETCH_HOST, NULL, &fi); *n_tokens =
+ * fi.host_tokens, *n_bytes = fi.host_bytes. */
+FKV_API FKV_DEPRECATED("use fkv_seq_fetch(..., FKV_FETCH_HOST, ...)") fkv_status
+fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes);
+/* fkv_seq_match_prefix(s, tokens, n, max_tokens, FKV_MATCH_DEVICE_ONLY, &mi);
+ * *matched = mi.device_tokens. */
+FKV_API FKV_DEPRECATED("use fkv_seq_match_prefix(..., FKV_MATCH_DEVICE_ONLY, ...)") fkv_status
+fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched);
+/* fkv_seq_match_prefix(s, tokens, n, max_tokens, FKV_MATCH_ALL_TIERS, out). */
+FKV_API FKV_DEPRECATED("use fkv_seq_match_prefix(..., FKV_MATCH_ALL_TIERS, ...)") fkv_status
+fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, fkv_match_info *out);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,16 @@ static inline fkv_seq *fx_seq(fkv_cache *c, uint64_t id)
     return fx_seq_full(c, id, 0, 1.0, NULL, 0);
 }
 
+/* A device-only prefix match; *matched gets the tokens attached. */
+static inline fkv_status fx_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                                  uint32_t *matched)
+{
+    fkv_match_info mi = {0, 0, 0};
+    fkv_status st = fkv_seq_match_prefix(s, tokens, n, max_tokens, FKV_MATCH_DEVICE_ONLY, &mi);
+    *matched = mi.device_tokens;
+    return st;
+}
+
 /* 1 when every invariant holds; else prints the broken one */
 static inline int fx_invariants(fkv_cache *c)
 {

@@ -212,6 +212,15 @@ static void ops_drop(ops_state *st, uint32_t i)
 }
 
 /* One random operation.  Returns 0, or 1 with st->msg set on a failure. */
+/* A device-only match of the first plen tokens, keeping one to compute. */
+static fkv_status ops_match(fkv_seq *s, const int32_t *tokens, uint32_t plen, uint32_t *m)
+{
+    fkv_match_info mi = {0, 0, 0};
+    fkv_status st = fkv_seq_match_prefix(s, tokens, plen, plen - 1, FKV_MATCH_DEVICE_ONLY, &mi);
+    *m = mi.device_tokens;
+    return st;
+}
+
 static int ops_step(ops_state *st, ops_src *src)
 {
     fkv_slot slots[OPS_MAX_LEN];
@@ -247,14 +256,14 @@ static int ops_step(ops_state *st, ops_src *src)
             p.n_block_ids = plen / 8; /* full blocks of the prompt only */
         }
         if (fkv_seq_create(st->c, &p, &nq->s)) {
-            snprintf(st->msg, sizeof st->msg, "create: %s", fkv_cache_last_error(st->c));
+            snprintf(st->msg, sizeof st->msg, "create: %s", fkv_last_error());
             return 1;
         }
         st->n++;
         uint32_t m = 0;
         if (st->host && !hashmode) { /* across tiers: host chunks come attached, then maybe promoted */
             fkv_match_info mi;
-            if (fkv_seq_match_tiers(nq->s, nq->tokens, plen, plen - 1, &mi)) {
+            if (fkv_seq_match_prefix(nq->s, nq->tokens, plen, plen - 1, FKV_MATCH_ALL_TIERS, &mi)) {
                 snprintf(st->msg, sizeof st->msg, "match tiers: %s", fkv_last_error());
                 return 1;
             }
@@ -266,9 +275,10 @@ static int ops_step(ops_state *st, ops_src *src)
             }
             st->host_matched += mi.host_tokens;
             if (mi.host_tokens && ops_next(src, 2)) {
-                uint32_t got = 0;
-                uint64_t bytes = 0;
-                fkv_status rc = fkv_seq_promote(nq->s, 0, m, &got, &bytes);
+                fkv_fetch_info fi;
+                fkv_status rc = fkv_seq_fetch(nq->s, 0, m, FKV_FETCH_HOST, NULL, &fi);
+                uint32_t got = fi.host_tokens;
+                uint64_t bytes = fi.host_bytes;
                 if (rc && rc != FKV_EFULL) {
                     snprintf(st->msg, sizeof st->msg, "promote: %s", fkv_last_error());
                     return 1;
@@ -280,14 +290,14 @@ static int ops_step(ops_state *st, ops_src *src)
                 }
                 st->promoted += got;
             }
-        } else if (!hashmode && fkv_seq_match(nq->s, nq->tokens, plen, plen - 1, &m)) {
-            snprintf(st->msg, sizeof st->msg, "match: %s", fkv_cache_last_error(st->c));
+        } else if (!hashmode && ops_match(nq->s, nq->tokens, plen, &m)) {
+            snprintf(st->msg, sizeof st->msg, "match: %s", fkv_last_error());
             return 1;
         }
         if (hashmode) { /* ids cover 8-token blocks; tokens must agree with them for verification */
             for (uint32_t i = 0; i < plen; i++) nq->tokens[i] = (int32_t)(blocks[i / 8] % 1000) * 10 + (int32_t)(i % 8);
-            if (fkv_seq_match(nq->s, NULL, plen, plen - 1, &m)) {
-                snprintf(st->msg, sizeof st->msg, "match ids: %s", fkv_cache_last_error(st->c));
+            if (ops_match(nq->s, NULL, plen, &m)) {
+                snprintf(st->msg, sizeof st->msg, "match ids: %s", fkv_last_error());
                 return 1;
             }
         }
@@ -304,7 +314,7 @@ static int ops_step(ops_state *st, ops_src *src)
                 return 1;
             }
         } else if (rc) {
-            snprintf(st->msg, sizeof st->msg, "append: %s", fkv_cache_last_error(st->c));
+            snprintf(st->msg, sizeof st->msg, "append: %s", fkv_last_error());
             return 1;
         } else {
             ops_write(st, nq, slots, m, plen - m);
@@ -321,7 +331,7 @@ static int ops_step(ops_state *st, ops_src *src)
         if (rc == FKV_EFULL) {
             st->efull++;
         } else if (rc) {
-            snprintf(st->msg, sizeof st->msg, "append: %s", fkv_cache_last_error(st->c));
+            snprintf(st->msg, sizeof st->msg, "append: %s", fkv_last_error());
             return 1;
         } else {
             ops_write(st, q, slots, q->len, n);
@@ -336,7 +346,7 @@ static int ops_step(ops_state *st, ops_src *src)
         fkv_seq_params_default(&p);
         p.request_id = st->next_id++;
         if (fkv_seq_fork(q->s, &p, &nq->s)) {
-            snprintf(st->msg, sizeof st->msg, "fork: %s", fkv_cache_last_error(st->c));
+            snprintf(st->msg, sizeof st->msg, "fork: %s", fkv_last_error());
             return 1;
         }
         memcpy(nq->tokens, q->tokens, q->len * sizeof q->tokens[0]);
@@ -354,8 +364,9 @@ static int ops_step(ops_state *st, ops_src *src)
                * restore what is missing */
         if (!q) break;
         if (st->tenants || st->host) {
-            uint32_t rl = 0;
-            fkv_status rc = fkv_seq_reload(q->s, 0, q->len, &rl);
+            fkv_fetch_info fi;
+            fkv_status rc = fkv_seq_fetch(q->s, 0, q->len, FKV_FETCH_HOST, NULL, &fi);
+            uint32_t rl = fi.host_tokens;
             if (rc == FKV_EFULL) break;
             if (rc) {
                 snprintf(st->msg, sizeof st->msg, "reload: %s", fkv_last_error());
@@ -375,8 +386,9 @@ static int ops_step(ops_state *st, ops_src *src)
             return 1;
         }
         if (nr && nr <= 64) {
-            uint32_t got = 0;
-            fkv_status rc = fkv_seq_restore(q->s, r[0].start, r[0].end, slots, &got);
+            fkv_fetch_info fi;
+            fkv_status rc = fkv_seq_fetch(q->s, r[0].start, r[0].end, FKV_FETCH_RECOMPUTE, slots, &fi);
+            uint32_t got = fi.recompute_tokens;
             if (rc == FKV_OK) {
                 if (got != r[0].end - r[0].start) {
                     snprintf(st->msg, sizeof st->msg, "restored %u of %u", got, r[0].end - r[0].start);

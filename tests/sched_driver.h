@@ -427,7 +427,7 @@ static int sd_write(sd_state *st, sd_req *q, uint32_t a, uint32_t e)
         fkv_status rc = fkv_chunks_locate(ch, nc, SD_PT, pos, &sl);
         if (rc)
             return sd_fail(st, "request %llu: no slot for position %u: %s", (unsigned long long)q->r.id, pos,
-                           fkv_cache_last_error(st->c));
+                           fkv_last_error());
         float *kp = (float *)((char *)k + sl.page * stride) + sl.slot * 2;
         float *vp = (float *)((char *)v + sl.page * stride) + sl.slot * 2;
         kp[0] = sd_value(q->tokens[pos], pos);
@@ -675,7 +675,7 @@ static int sd_fork_kids(sd_state *st, sd_req *q)
         fkv_seq *child = NULL;
         fkv_status rc = fkv_seq_fork(q->r.seq, &p, &child);
         if (rc)
-            return sd_fail(st, "fork of request %llu: %s", (unsigned long long)q->r.id, fkv_cache_last_error(st->c));
+            return sd_fail(st, "fork of request %llu: %s", (unsigned long long)q->r.id, fkv_last_error());
         c->r.output = c->max_tokens - 1;
         c->r.arrival_ns = st->now;
         rc = fkv_sched_add_seq(st->s, &c->r, child);
@@ -716,7 +716,7 @@ static int sd_sparsify(sd_state *st)
         for (size_t d = 0; d < nd; d++) {
             uint32_t got = 0;
             if (fkv_seq_drop(q->r.seq, drop[d].start, drop[d].end, &got))
-                return sd_fail(st, "drop: %s", fkv_cache_last_error(st->c));
+                return sd_fail(st, "drop: %s", fkv_last_error());
             st->st.drops += got;
         }
     }

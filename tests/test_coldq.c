@@ -214,8 +214,8 @@ static void shared_once(void)
     CHECK(cn.pages_used == 8);
     fkv_seq *b = fx_seq(c, 2), *d = fx_seq(c, 3);
     uint32_t m1, m2;
-    CHECK(fkv_seq_match(b, tok, 300, 299, &m1) == FKV_OK && m1 == 256);
-    CHECK(fkv_seq_match(d, tok, 200, 199, &m2) == FKV_OK && m2 == 192); /* whole chunks only */
+    CHECK(fx_match(b, tok, 300, 299, &m1) == FKV_OK && m1 == 256);
+    CHECK(fx_match(d, tok, 200, 199, &m2) == FKV_OK && m2 == 192); /* whole chunks only */
     const fkv_chunk_view *const *cb, *const *cd;
     size_t nb, nd;
     fkv_seq_chunks(b, &cb, &nb);
@@ -433,8 +433,9 @@ static void offload_reload(void)
     fkv_range r[4];
     size_t nr = 0;
     CHECK(fkv_seq_missing(s, r, 4, &nr) == FKV_OK && nr == 1 && r[0].start == 0 && r[0].end == 128);
-    uint32_t got = 99;
-    CHECK(fkv_seq_restore(s, 0, 128, NULL, &got) == FKV_OK && got == 0); /* not restore's to give back */
+    fkv_fetch_info fi;
+    CHECK(fkv_seq_fetch(s, 0, 128, FKV_FETCH_RECOMPUTE, NULL, &fi) == FKV_OK && fi.recompute_tokens == 0 &&
+          fi.host_tokens == 0); /* in the host tier: not the recompute source's to give back */
     CHECK(fx_invariants(c));
     /* scribble on the freed pages, as other requests would */
     static float keep[64][2][2][ROW];
@@ -444,7 +445,8 @@ static void offload_reload(void)
     fkv_seq_free(o);
     memcpy(ref, keep, sizeof keep);
     fkv_cache_evict(c, 64, &freed);
-    CHECK(fkv_seq_reload(s, 0, 512, &got) == FKV_OK && got == 128);
+    CHECK(fkv_seq_fetch(s, 0, 512, FKV_FETCH_HOST, NULL, &fi) == FKV_OK && fi.host_tokens == 128 &&
+          fi.recompute_tokens == 0);
     fkv_seq_chunks(s, &ch, &n);
     CHECK(ch[0]->resident && ch[1]->resident && !ch[0]->offloaded && ch[0]->dtype == FKV_INT8);
     CHECKF(chunk_nmse(c, ch[0]) == before, "int8 chunk decodes to %g, was %g", chunk_nmse(c, ch[0]), before);

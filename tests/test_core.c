@@ -189,7 +189,7 @@ static void efull_atomic(void)
     fkv_seq *b = fx_seq(c, 2);
     CHECK(fkv_seq_append(b, NULL, 16, NULL) == FKV_EFULL); /* needs 4, 3 free */
     CHECK(fkv_seq_len(b) == 0);
-    CHECK(strstr(fkv_cache_last_error(c), "pages") != NULL);
+    CHECK(strstr(fkv_last_error(), "pages") != NULL);
     fkv_cache_info info;
     fkv_cache_get_info(c, &info);
     CHECK(info.free_pages == 3);
@@ -221,8 +221,8 @@ static void holes_and_restore(void)
     fkv_seq_unpin(b);
     fkv_seq_free(b); /* its pages stay cached but are evictable */
     fkv_slot sl[8];
-    uint32_t got = 0;
-    CHECK(fkv_seq_restore(a, 0, 24, sl, &got) == FKV_OK && got == 8);
+    fkv_fetch_info fi;
+    CHECK(fkv_seq_fetch(a, 0, 24, FKV_FETCH_RECOMPUTE, sl, &fi) == FKV_OK && fi.recompute_tokens == 8);
     CHECK(fkv_seq_missing(a, r, 4, &nr) == FKV_OK && nr == 0);
     CHECK(fkv_seq_touch(a, &missing) == FKV_OK && missing == 0);
     CHECK(fx_invariants(c));
@@ -268,19 +268,19 @@ static void bad_arguments(void)
     CHECK(fkv_seq_create(c, &p, &s) == FKV_EINVAL); /* request_id 0 */
     p.request_id = 5;
     p.weight = -1;
-    CHECK(fkv_seq_create(c, &p, &s) == FKV_EINVAL && strstr(fkv_cache_last_error(c), "weight"));
+    CHECK(fkv_seq_create(c, &p, &s) == FKV_EINVAL && strstr(fkv_last_error(), "weight"));
     p.weight = 1;
     CHECK(fkv_seq_create(c, &p, &s) == FKV_OK);
     fkv_seq *dup = NULL;
     CHECK(fkv_seq_create(c, &p, &dup) == FKV_EINVAL && !dup); /* same id open */
     CHECK(fkv_seq_unpin(s) == FKV_ESTATE);
     CHECK(fkv_seq_append(NULL, NULL, 1, NULL) == FKV_EINVAL);
-    CHECK(fkv_seq_restore(s, 5, 2, NULL, NULL) == FKV_EINVAL);
+    CHECK(fkv_seq_fetch(s, 5, 2, FKV_FETCH_ALL, NULL, NULL) == FKV_EINVAL);
     uint32_t m;
-    CHECK(fkv_seq_match(s, NULL, 4, 4, &m) == FKV_EINVAL); /* no tokens, no block ids */
+    CHECK(fx_match(s, NULL, 4, 4, &m) == FKV_EINVAL); /* no tokens, no block ids */
     fkv_seq_append(s, NULL, 3, NULL);
     int32_t t[4] = {1, 2, 3, 4};
-    CHECK(fkv_seq_match(s, t, 4, 4, &m) == FKV_ESTATE);
+    CHECK(fx_match(s, t, 4, 4, &m) == FKV_ESTATE);
     CHECK(fkv_cache_layer_storage(c, 0, (void **)&p.block_ids, (void **)&p.block_ids, &p.request_id) ==
           FKV_EUNSUPPORTED);
     CHECK(strcmp(fkv_strerror(FKV_EFULL), "cache full: nothing evictable") == 0);

@@ -39,13 +39,18 @@ int main(void)
     cfg.capacity_pages = 8;
     REQUIRE(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_OK);
     CHECK(fkv_seq_append(NULL, NULL, 1, NULL) == FKV_EINVAL && strstr(fkv_last_error(), "fkv_seq_append"));
-    CHECK(!strcmp(fkv_cache_last_error(c), fkv_last_error())); /* the older name reads the same detail */
     fkv_seq_params p;
     fkv_seq_params_default(&p);
     p.request_id = 1;
     fkv_seq *s;
     REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-    CHECK(fkv_seq_restore(s, 5, 2, NULL, NULL) == FKV_EINVAL && strstr(fkv_last_error(), "start=5 > end=2"));
+    CHECK(fkv_seq_fetch(s, 5, 2, FKV_FETCH_RECOMPUTE, NULL, NULL) == FKV_EINVAL &&
+          strstr(fkv_last_error(), "start=5 > end=2"));
+    CHECK(fkv_seq_fetch(s, 0, 2, 4, NULL, NULL) == FKV_EINVAL && strstr(fkv_last_error(), "from=4"));
+    CHECK(fkv_seq_fetch(s, 0, 2, 0, NULL, NULL) == FKV_EINVAL && strstr(fkv_last_error(), "from=0"));
+    fkv_match_info mi;
+    CHECK(fkv_seq_match_prefix(s, NULL, 0, 0, (fkv_match_tiers)7, &mi) == FKV_EINVAL &&
+          strstr(fkv_last_error(), "tiers=7"));
     fkv_chunk_info in;
     CHECK(fkv_seq_chunk_info(s, 0, &in) == FKV_EINVAL && strstr(fkv_last_error(), "chunk 0 of 0"));
     fkv_seq_free(s);

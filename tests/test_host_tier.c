@@ -122,7 +122,7 @@ static fkv_match_info match_tiers(fkv_cache *c, uint64_t id, uint64_t tenant, co
     fkv_seq *s = new_seq(c, id, tenant);
     fkv_match_info mi;
     memset(&mi, 0xff, sizeof mi);
-    REQUIRE(fkv_seq_match_tiers(s, tok, n, n, &mi) == FKV_OK);
+    REQUIRE(fkv_seq_match_prefix(s, tok, n, n, FKV_MATCH_ALL_TIERS, &mi) == FKV_OK);
     if (out) *out = s;
     else fkv_seq_free(s);
     return mi;
@@ -184,20 +184,19 @@ static void test_demote_match_promote(fkv_storage_kind storage)
     CHECK(!ch[2]->resident && ch[2]->offloaded && ch[0]->resident && ch[1]->resident);
     CHECK(c->host_n == 0); /* held: out of the host's eviction order */
     CHECK(sound(c));
-    /* the old entry point sees the device only */
+    /* a device-only match sees the device only */
     fkv_seq *plain = new_seq(c, 4, 0);
-    uint32_t m = 0;
-    REQUIRE(fkv_seq_match(plain, a, 24, 24, &m) == FKV_OK);
-    CHECK(m == 16);
+    fkv_match_info pm;
+    REQUIRE(fkv_seq_match_prefix(plain, a, 24, 24, FKV_MATCH_DEVICE_ONLY, &pm) == FKV_OK);
+    CHECK(pm.device_tokens == 16 && pm.host_tokens == 0 && fkv_seq_len(plain) == 16);
     fkv_seq_free(plain);
 
-    uint32_t got = 0;
-    uint64_t bytes = 0;
     /* pinned, as a batch about to run: the room comes from sb (held, so
      * dropped as a hole, not demoted) */
     REQUIRE(fkv_seq_pin(s) == FKV_OK);
-    REQUIRE(fkv_seq_promote(s, 0, 24, &got, &bytes) == FKV_OK);
-    CHECK(got == 8 && bytes == CHUNK_BYTES);
+    fkv_fetch_info fi;
+    REQUIRE(fkv_seq_fetch(s, 0, 24, FKV_FETCH_ALL, NULL, &fi) == FKV_OK);
+    CHECK(fi.host_tokens == 8 && fi.host_bytes == CHUNK_BYTES && fi.recompute_tokens == 0);
     REQUIRE(fkv_seq_chunks(s, &ch, &n) == FKV_OK);
     CHECK(ch[2]->resident && !ch[2]->offloaded);
     if (storage == FKV_STORAGE_CPU) CHECKF(verify_kv(c, s, a) == 24, "promoted K/V differ");

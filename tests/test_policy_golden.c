@@ -79,8 +79,9 @@ static int request(fkv_cache *c, int x, int64_t t)
     if (p.request_id < MAX_REQ * 2) req_obj[p.request_id] = x;
     fkv_seq *s = NULL;
     REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-    uint32_t m = 0;
-    REQUIRE(fkv_seq_match(s, tok, PT, PT, &m) == FKV_OK);
+    fkv_match_info mi;
+    REQUIRE(fkv_seq_match_prefix(s, tok, PT, PT, FKV_MATCH_DEVICE_ONLY, &mi) == FKV_OK);
+    uint32_t m = mi.device_tokens;
     if (m == 0) {
         REQUIRE(fkv_seq_append(s, tok, PT, NULL) == FKV_OK);
         const fkv_chunk_view *const *ch;
@@ -103,11 +104,12 @@ static int cached(fkv_cache *c, int x)
     p.request_id = next_req++;
     fkv_seq *s = NULL;
     fkv_seq_create(c, &p, &s);
-    uint32_t m = 0;
+    fkv_match_info mi = {0, 0, 0};
     /* a probe that reads nothing: match with max 0 pages would not look,
      * so look with the full page and drop the sequence (counts as a hit,
      * which is why probes come only after the order checks below) */
-    fkv_seq_match(s, tok, PT, PT, &m);
+    fkv_seq_match_prefix(s, tok, PT, PT, FKV_MATCH_DEVICE_ONLY, &mi);
+    uint32_t m = mi.device_tokens;
     fkv_seq_free(s);
     return m == PT;
 }

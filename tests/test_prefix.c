@@ -36,10 +36,10 @@ static void token_mode(void)
     b[33] = 7; /* diverges in page 8 (tokens 32..35) */
     fkv_seq *sa = fx_seq_full(c, 1, 0, 1.0, NULL, 0);
     uint32_t m = 99;
-    CHECK(fkv_seq_match(sa, a, 40, 39, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(sa, a, 40, 39, &m) == FKV_OK && m == 0);
     REQUIRE(fkv_seq_append(sa, a, 40, NULL) == FKV_OK);
     fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, NULL, 0);
-    CHECK(fkv_seq_match(sb, b, 40, 39, &m) == FKV_OK && m == 32);
+    CHECK(fx_match(sb, b, 40, 39, &m) == FKV_OK && m == 32);
     const fkv_chunk_view *const *ca, *const *cb;
     size_t na, nb;
     fkv_seq_chunks(sa, &ca, &na);
@@ -58,7 +58,7 @@ static void token_mode(void)
     /* a page equal in content but at another position does not match:
      * keys chain through the whole prefix */
     fkv_seq *sc = fx_seq_full(c, 3, 0, 1.0, NULL, 0);
-    CHECK(fkv_seq_match(sc, a + 4, 36, 36, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(sc, a + 4, 36, 36, &m) == FKV_OK && m == 0);
     fkv_seq_free(sc);
     /* finished requests stay cached and are matched later */
     fkv_seq_free(sa);
@@ -67,10 +67,10 @@ static void token_mode(void)
     fkv_cache_get_info(c, &info);
     CHECK(info.n_chunks == 6 && info.free_pages == 128 - 12);
     fkv_seq *sd = fx_seq_full(c, 4, 0, 1.0, NULL, 0);
-    CHECK(fkv_seq_match(sd, b, 40, 40, &m) == FKV_OK && m == 40);
+    CHECK(fx_match(sd, b, 40, 40, &m) == FKV_OK && m == 40);
     /* max_tokens is honoured, page aligned */
     fkv_seq *se = fx_seq_full(c, 5, 0, 1.0, NULL, 0);
-    CHECK(fkv_seq_match(se, b, 40, 39, &m) == FKV_OK && m == 36);
+    CHECK(fx_match(se, b, 40, 39, &m) == FKV_OK && m == 36);
     CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
@@ -83,7 +83,7 @@ static void prefix_off(void)
     REQUIRE(fkv_seq_append(sa, a, 16, NULL) == FKV_OK);
     fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, NULL, 0);
     uint32_t m = 9;
-    CHECK(fkv_seq_match(sb, a, 16, 16, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(sb, a, 16, 16, &m) == FKV_OK && m == 0);
     fkv_seq_free(sa);
     fkv_cache_info info;
     fkv_cache_get_info(c, &info);
@@ -98,15 +98,15 @@ static void hash_id_mode(void)
     uint64_t ia[3] = {11, 12, 13}, ib[3] = {11, 12, 99}, ic[2] = {12, 13};
     fkv_seq *sa = fx_seq_full(c, 1, 0, 1.0, ia, 3);
     uint32_t m = 5;
-    CHECK(fkv_seq_match(sa, NULL, 24, 24, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(sa, NULL, 24, 24, &m) == FKV_OK && m == 0);
     REQUIRE(fkv_seq_append(sa, NULL, 30, NULL) == FKV_OK); /* 24 hashed + 6 past the ids */
     fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, ib, 3);
-    CHECK(fkv_seq_match(sb, NULL, 24, 24, &m) == FKV_OK && m == 16);
+    CHECK(fx_match(sb, NULL, 24, 24, &m) == FKV_OK && m == 16);
     fkv_seq *sc = fx_seq_full(c, 3, 0, 1.0, ic, 2); /* same ids at other positions: no match */
-    CHECK(fkv_seq_match(sc, NULL, 16, 16, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(sc, NULL, 16, 16, &m) == FKV_OK && m == 0);
     fkv_seq_free(sa);
     fkv_seq *sd = fx_seq_full(c, 4, 0, 1.0, ia, 3);
-    CHECK(fkv_seq_match(sd, NULL, 24, 23, &m) == FKV_OK && m == 20);
+    CHECK(fx_match(sd, NULL, 24, 23, &m) == FKV_OK && m == 20);
     CHECK(fx_invariants(c));
     fkv_cache_destroy(c);
 }
@@ -130,7 +130,7 @@ static void dynamic_split(void)
     CHECK(na == 10 && ca[8]->start == 64 && ca[8]->cap_tokens == 16 && ca[9]->start == 80);
     fkv_seq *sb = fx_seq_full(c, 2, 0, 1.0, NULL, 0);
     uint32_t m;
-    CHECK(fkv_seq_match(sb, b, 96, 95, &m) == FKV_OK && m == 68);
+    CHECK(fx_match(sb, b, 96, 95, &m) == FKV_OK && m == 68);
     fkv_seq_chunks(sa, &ca, &na);
     CHECK(na == 11); /* 64..68 split from 68..80 */
     fkv_chunk_info i8, i9;
@@ -150,7 +150,7 @@ static void dynamic_split(void)
     fkv_seq *fa = fx_seq_full(f, 1, 0, 1.0, NULL, 0);
     REQUIRE(fkv_seq_append(fa, a, 96, NULL) == FKV_OK);
     fkv_seq *fb = fx_seq_full(f, 2, 0, 1.0, NULL, 0);
-    CHECK(fkv_seq_match(fb, b, 96, 95, &m) == FKV_OK && m == 68);
+    CHECK(fx_match(fb, b, 96, 95, &m) == FKV_OK && m == 68);
     fkv_seq_chunks(fb, &cb, &nb);
     fkv_seq_chunks(fa, &ca, &na);
     CHECK(na == 12 && nb == 9 && cb[8] != ca[8] && cb[8]->pages[0] == ca[8]->pages[0] && cb[8]->n_tokens == 4);
@@ -194,12 +194,12 @@ static void key_chain(uint32_t page_tokens)
     fkv_seq_free(b);
     fkv_seq *q = fx_seq(c, 3);
     uint32_t m = 99;
-    CHECK(fkv_seq_match(q, xy, 2 * pt + 1, 2 * pt, &m) == FKV_OK);
+    CHECK(fx_match(q, xy, 2 * pt + 1, 2 * pt, &m) == FKV_OK);
     CHECKF(m == pt, "%u-token pages: [X, Y] matched %u tokens, want %u (X only)", pt, m, pt);
     fkv_seq_free(q);
     /* and the whole of a cached prompt still matches */
     q = fx_seq(c, 4);
-    CHECK(fkv_seq_match(q, zy, 2 * pt, 2 * pt, &m) == FKV_OK && m == 2 * pt);
+    CHECK(fx_match(q, zy, 2 * pt, 2 * pt, &m) == FKV_OK && m == 2 * pt);
     fkv_seq_free(q);
     CHECK(fx_invariants(c));
     fkv_cache_destroy(c);

@@ -157,7 +157,7 @@ static void ttl_tier(void)
     now = 100;
     fkv_seq *r = fx_seq_full(c, 3, 0, 1, NULL, 0); /* 3: p reused after a gap of 2 requests */
     uint32_t m;
-    REQUIRE(fkv_seq_match(r, p, 4, 4, &m) == FKV_OK && m == 4);
+    REQUIRE(fx_match(r, p, 4, 4, &m) == FKV_OK && m == 4);
     fkv_seq_free(r);
     fkv__chunk *pc = NULL;
     for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next)
@@ -172,7 +172,7 @@ static void ttl_tier(void)
     REQUIRE(fkv_seq_append(w, NULL, 20, NULL) == FKV_OK); /* 5 pages: 4 free + 1 evicted */
     CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 0);
     fkv_seq *probe = fx_seq_full(c, 5, 0, 1, NULL, 0);
-    CHECK(fkv_seq_match(probe, p, 4, 4, &m) == FKV_OK && m == 4); /* LRU took q */
+    CHECK(fx_match(probe, p, 4, 4, &m) == FKV_OK && m == 4); /* LRU took q */
     fkv_seq_free(probe);
     fkv_seq_unpin(w);
     fkv_seq_free(w);
@@ -184,7 +184,7 @@ static void ttl_tier(void)
     REQUIRE(fkv_seq_append(x, NULL, 8, NULL) == FKV_OK);
     CHECK(c->stats.fairkv_evictions_by_tier_total[FKV__TIER_EXPIRED] == 1);
     fkv_seq *probe2 = fx_seq_full(c, 16, 0, 1, NULL, 0);
-    CHECK(fkv_seq_match(probe2, p, 4, 4, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(probe2, p, 4, 4, &m) == FKV_OK && m == 0);
     fkv_cache_destroy(c);
 }
 

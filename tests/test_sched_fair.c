@@ -269,7 +269,7 @@ static void reclaim_order(const char *list, fkv_reclaim_action quant)
 /* Offload: reclaim_order's case with the list "offload" and a host tier.
  * R's step-2 chunk takes V's first chunk to the host; V, served next,
  * cannot bring it back (R holds the pages) and is preempted with its
- * sequence.  When V runs again the chunk is copied back (fkv_seq_reload:
+ * sequence.  When V runs again the chunk is copied back (fkv_seq_fetch:
  * reloaded, counted in the batch's host_tokens, named in no range), and
  * only the chunks evicted meanwhile are recomputed. */
 static void offload_reload(void)

@@ -110,9 +110,9 @@ static double replay(const fkv_scheme *sc, uint64_t *recomputed)
         uint32_t missing = 0, len = fkv_seq_len(q);
         REQUIRE(fkv_seq_touch(q, &missing) == FKV_OK);
         if (missing) {
-            uint32_t got = 0;
-            REQUIRE(fkv_seq_restore(q, 0, len, NULL, &got) == FKV_OK);
-            lost += got;
+            fkv_fetch_info fi;
+            REQUIRE(fkv_seq_fetch(q, 0, len, FKV_FETCH_RECOMPUTE, NULL, &fi) == FKV_OK);
+            lost += fi.recompute_tokens;
         }
         hit += len - missing;
         uint32_t add = 32 + (uint32_t)((t * 2654435761u) >> 27); /* 32..63 tokens per turn */

@@ -114,7 +114,7 @@ static void victims(double w2, uint64_t want1, uint64_t want2)
     int32_t tok[48];
     for (int i = 0; i < 48; i++) tok[i] = 1000 + i;
     uint32_t m = 99;
-    CHECK(fkv_seq_match(a2, tok, 48, 47, &m) == FKV_OK && m == 0);
+    CHECK(fx_match(a2, tok, 48, 47, &m) == FKV_OK && m == 0);
     fkv_tenant_info ti;
     REQUIRE(fkv_cache_tenant_info(c, 1, &ti) == FKV_OK);
     CHECK(ti.reclaimed_pages[FKV_N_RECLAIM_SLOTS - 1] == 12 - want1); /* counted as idle evictions */
@@ -162,7 +162,7 @@ static uint32_t match(fkv_cache *c, uint64_t id, uint64_t tenant, uint32_t share
 {
     fkv_seq *s = tseq(c, id, tenant, 0, shared, salt);
     uint32_t m = 0;
-    REQUIRE(fkv_seq_match(s, tok, n, n - 1, &m) == FKV_OK);
+    REQUIRE(fx_match(s, tok, n, n - 1, &m) == FKV_OK);
     if (m < n) REQUIRE(fkv_seq_append(s, tok + m, n - m, NULL) == FKV_OK);
     fkv_seq_free(s); /* its pages stay cached */
     return m;
@@ -224,7 +224,7 @@ static void namespaces_ids(void)
         p.shared_prefix_tokens = k == 1 ? 0 : 0;
         fkv_seq *s = NULL;
         REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
-        REQUIRE(fkv_seq_match(s, NULL, 32, 31, &got[k]) == FKV_OK);
+        REQUIRE(fx_match(s, NULL, 32, 31, &got[k]) == FKV_OK);
         REQUIRE(fkv_seq_append(s, NULL, 32 - got[k], NULL) == FKV_OK);
         fkv_seq_free(s);
     }

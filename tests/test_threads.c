@@ -35,8 +35,9 @@ static void *worker(void *arg)
         p.expected_tokens = len + 32;
         fkv_seq *s = NULL;
         if (fkv_seq_create(cache, &p, &s)) { errors[id]++; continue; }
-        uint32_t m = 0;
-        if (fkv_seq_match(s, prompt, len, len - 1, &m)) errors[id]++;
+        fkv_match_info mi = {0, 0, 0};
+        if (fkv_seq_match_prefix(s, prompt, len, len - 1, FKV_MATCH_DEVICE_ONLY, &mi)) errors[id]++;
+        uint32_t m = mi.device_tokens;
         fkv_status st = fkv_seq_append(s, prompt + m, len - m, NULL);
         if (st && st != FKV_EFULL) errors[id]++;
         fkv_seq_pin(s);
@@ -47,7 +48,7 @@ static void *worker(void *arg)
                 fkv_range r;
                 size_t n;
                 fkv_seq_missing(s, &r, 1, &n);
-                if (n) fkv_seq_restore(s, r.start, r.end, NULL, NULL);
+                if (n) fkv_seq_fetch(s, r.start, r.end, FKV_FETCH_ALL, NULL, NULL);
             }
             int32_t t = (int32_t)step;
             st = fkv_seq_append(s, &t, 1, NULL);

@@ -125,7 +125,7 @@ static fkv_match_info rematch(fkv_cache *c, uint64_t id, const int32_t *tok, uin
     now_ns += 1000;
     fkv_seq *s = new_seq(c, id);
     fkv_match_info mi;
-    REQUIRE(fkv_seq_match_tiers(s, tok, n, n, &mi) == FKV_OK);
+    REQUIRE(fkv_seq_match_prefix(s, tok, n, n, FKV_MATCH_ALL_TIERS, &mi) == FKV_OK);
     fkv_seq_free(s);
     return mi;
 }

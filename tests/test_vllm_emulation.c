@@ -73,8 +73,9 @@ static uint32_t preempt_evict_resume(const char *policy, int tail_first, uint32_
     REQUIRE(fkv_seq_append(sb, b, 4, NULL) == FKV_OK);
     REQUIRE(fkv_seq_pin(sb) == FKV_OK);
     fkv_seq *sr = open_seq(c, 3);
-    uint32_t m = 0;
-    REQUIRE(fkv_seq_match(sr, a, n, n, &m) == FKV_OK);
+    fkv_match_info mi;
+    REQUIRE(fkv_seq_match_prefix(sr, a, n, n, FKV_MATCH_DEVICE_ONLY, &mi) == FKV_OK);
+    uint32_t m = mi.device_tokens;
     fkv_seq_free(sr);
     REQUIRE(fkv_seq_unpin(sb) == FKV_OK);
     fkv_seq_free(sb);

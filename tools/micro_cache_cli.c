@@ -102,9 +102,9 @@ static void round_ops(const opt *o, double *ns)
     for (int i = 0; i < SEQS; i++) {
         fill_tokens(tok, SEQ_PAGES * PT, (uint64_t)i);
         s[i] = mkseq(c, (uint64_t)SEQS + i + 1);
-        uint32_t m = 0;
-        fkv_seq_match(s[i], tok, SEQ_PAGES * PT, SEQ_PAGES * PT - 1, &m);
-        matched += m / PT;
+        fkv_match_info mi = {0, 0, 0};
+        fkv_seq_match_prefix(s[i], tok, SEQ_PAGES * PT, SEQ_PAGES * PT - 1, FKV_MATCH_DEVICE_ONLY, &mi);
+        matched += mi.device_tokens / PT;
     }
     ns[OP_MATCH] = (now_ns() - t0) / (double)matched;
     for (int i = 0; i < SEQS; i++) fkv_seq_free(s[i]);
@@ -158,8 +158,9 @@ static double round_lifecycle(const opt *o, uint64_t *counter, int copy_timed)
         for (int b = 0; b < BATCH; b++, r++) {
             const int32_t *tok = batch + (size_t)b * 512;
             fkv_seq *s = mkseq(c, r + 1);
-            uint32_t m = 0;
-            fkv_seq_match(s, tok, 512, 511, &m);
+            fkv_match_info mi = {0, 0, 0};
+            fkv_seq_match_prefix(s, tok, 512, 511, FKV_MATCH_DEVICE_ONLY, &mi);
+            uint32_t m = mi.device_tokens;
             fkv_seq_touch(s, NULL);
             if (fkv_seq_append(s, tok + m, 512 - m, NULL)) {
                 fprintf(stderr, "fairkv micro cache: lifecycle append failed\n");

@@ -54,12 +54,12 @@ typedef struct fkv_config {
     uint32_t n_layers; uint32_t n_kv_heads; uint32_t head_dim; fkv_dtype dtype;
     uint32_t page_tokens; uint64_t capacity_bytes; uint32_t capacity_pages; fkv_storage_kind storage;
     uint32_t chunk_tokens; int dynamic_chunking; uint32_t chunk_min_tokens; uint32_t chunk_max_tokens;
-    const char *policy; double alpha; double beta; int64_t age_unit_ns; int quotas; double temperature;
+    const char *policy; double alpha; double beta; int64_t age_unit_ns; fkv_quota_mode quotas; double temperature;
     uint32_t tenant_labels; int64_t min_chunk_retention_ns; int free_tail_first;
     fkv_quant_mode quant_mode; fkv_dtype quant_dtype; uint32_t quant_hot_tokens; double quant_pressure;
     uint32_t quant_warm_tokens;
     uint64_t host_capacity_bytes; int host_demote;
-    int tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
+    fkv_tier_admission tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
     int prefix_cache; uint32_t block_tokens;
     uint32_t class_short_max; uint32_t class_medium_max;
     fkv_clock clock; const char *device_label; int thread_safe;
@@ -103,7 +103,10 @@ typedef struct fkv_seq_params {
 
 typedef struct fkv_slot { uint32_t page; uint32_t slot; } fkv_slot;
 typedef struct fkv_range { uint32_t start, end; } fkv_range;
+typedef enum fkv_match_tiers { FKV_MATCH_DEVICE_ONLY = 0, FKV_MATCH_ALL_TIERS = 1 } fkv_match_tiers;
 typedef struct fkv_match_info { uint32_t device_tokens; uint32_t host_tokens; uint64_t host_bytes; ...; } fkv_match_info;
+typedef enum fkv_fetch_from { FKV_FETCH_RECOMPUTE = 1, FKV_FETCH_HOST = 2, FKV_FETCH_ALL = 3 } fkv_fetch_from;
+typedef struct fkv_fetch_info { uint32_t recompute_tokens; uint32_t host_tokens; uint64_t host_bytes; ...; } fkv_fetch_info;
 typedef struct fkv_reclaim_args { uint32_t sink_tokens, window_tokens; } fkv_reclaim_args;
 
 typedef struct fkv_counters {
@@ -138,8 +141,8 @@ fkv_status fkv_cache_counters(fkv_cache *c, fkv_counters *out);
 
 void fkv_seq_params_default(fkv_seq_params *p);
 fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out);
-fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched);
-fkv_status fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, fkv_match_info *out);
+fkv_status fkv_seq_match_prefix(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                                fkv_match_tiers tiers, fkv_match_info *out);
 fkv_status fkv_seq_append(fkv_seq *s, const int32_t *tokens, uint32_t n, fkv_slot *slots);
 fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child);
 void fkv_seq_free(fkv_seq *s);
@@ -147,11 +150,11 @@ fkv_status fkv_seq_touch(fkv_seq *s, uint32_t *missing);
 fkv_status fkv_seq_pin(fkv_seq *s);
 fkv_status fkv_seq_unpin(fkv_seq *s);
 fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n);
-fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots, uint32_t *n_restored);
+fkv_status fkv_seq_fetch(fkv_seq *s, uint32_t start, uint32_t end, unsigned from, fkv_slot *slots,
+                         fkv_fetch_info *out);
 fkv_status fkv_seq_drop(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_dropped);
 fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_args *args, uint32_t pages, uint32_t *freed);
-fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded);
-fkv_status fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes);
+fkv_status fkv_seq_count_preempt(fkv_seq *s, uint64_t *pages);
 uint32_t fkv_seq_len(const fkv_seq *s);
 uint64_t fkv_seq_tenant(const fkv_seq *s);
 uint64_t fkv_seq_pages(fkv_seq *s);
@@ -193,7 +196,7 @@ def make_ffi() -> FFI:
     ffi.cdef(CDEF)
     ffi.set_source(
         "fairkv._native",
-        "#include <fairkv.h>\n#include <fairkv_attn.h>\n"
+        "#include <fairkv.h>\n#include <fairkv_eval.h>\n#include <fairkv_attn.h>\n"
         "static const char *fkv_py_prefix(void) { return " + _c_string(prefix) + "; }\n",
         include_dirs=[f[2:] for f in cflags if f.startswith("-I")],
         extra_compile_args=[f for f in cflags if not f.startswith("-I")],

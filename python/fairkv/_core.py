@@ -249,9 +249,11 @@ _RECLAIM = {
     "quantize4": lib.FKV_RECLAIM_QUANTIZE4,
     "drop": lib.FKV_RECLAIM_DROP,
     "evict": lib.FKV_RECLAIM_EVICT,
-    "preempt": lib.FKV_RECLAIM_PREEMPT,
+    "preempt": lib.FKV_RECLAIM_PREEMPT,  # accounting only: count_preempt()
     "offload": lib.FKV_RECLAIM_OFFLOAD,
 }
+
+_FETCH = {"recompute": lib.FKV_FETCH_RECOMPUTE, "host": lib.FKV_FETCH_HOST}
 
 
 # ------------------------------------------------------------------ cache
@@ -688,42 +690,38 @@ class Sequence:
         n = self._n_blocks * self._cache.config["block_tokens"] if n_tokens is None else _u32(n_tokens, "n_tokens")
         return n, n if max_tokens is None else _u32(max_tokens, "max_tokens")
 
-    def match(self, tokens: Any = None, max_tokens: Optional[int] = None, *, n_tokens: Optional[int] = None) -> int:
-        """Attaches the cached prefix of `tokens` (or, in hash-id mode, of
-        the sequence's block ids when tokens is None: a prompt of n_tokens,
-        by default every block's tokens); returns the tokens now present.
-        max_tokens defaults to len(tokens) - 1 (one token is left to
-        compute), in hash-id mode to n_tokens."""
-        p = self._p()
-        m = ffi.new("uint32_t *")
-        if tokens is None:
-            n, mx = self._hash_n(n_tokens, max_tokens)
-            st = lib.fkv_seq_match(p, ffi.NULL, n, mx, m)
-        else:
-            arr = _tokens_arg(tokens, "fairkv.Sequence.match")
-            mx = max(arr.size - 1, 0) if max_tokens is None else _u32(max_tokens, "max_tokens")
-            st = lib.fkv_seq_match(p, ffi.from_buffer("int32_t[]", arr), arr.size, mx, m)
-        if st:
-            _raise(st, "fairkv.Sequence.match")
-        return int(m[0])
-
-    def match_tiers(self, tokens: Any = None, max_tokens: Optional[int] = None, *,
-                    n_tokens: Optional[int] = None) -> Dict[str, int]:
-        """match across the device and the host tier (fkv_seq_match_tiers):
-        {"device_tokens", "host_tokens", "host_bytes"}.  Host-resident
-        chunks are attached offloaded: ``promote()`` copies them back."""
+    def _match(self, tokens: Any, max_tokens: Optional[int], n_tokens: Optional[int], tiers: int,
+               who: str) -> Dict[str, int]:
         p = self._p()
         mi = ffi.new("fkv_match_info *")
         if tokens is None:
             n, mx = self._hash_n(n_tokens, max_tokens)
-            st = lib.fkv_seq_match_tiers(p, ffi.NULL, n, mx, mi)
+            st = lib.fkv_seq_match_prefix(p, ffi.NULL, n, mx, tiers, mi)
         else:
-            arr = _tokens_arg(tokens, "fairkv.Sequence.match_tiers")
+            arr = _tokens_arg(tokens, who)
             mx = max(arr.size - 1, 0) if max_tokens is None else _u32(max_tokens, "max_tokens")
-            st = lib.fkv_seq_match_tiers(p, ffi.from_buffer("int32_t[]", arr), arr.size, mx, mi)
+            st = lib.fkv_seq_match_prefix(p, ffi.from_buffer("int32_t[]", arr), arr.size, mx, tiers, mi)
         if st:
-            _raise(st, "fairkv.Sequence.match_tiers")
+            _raise(st, who)
         return {"device_tokens": mi.device_tokens, "host_tokens": mi.host_tokens, "host_bytes": mi.host_bytes}
+
+    def match(self, tokens: Any = None, max_tokens: Optional[int] = None, *, n_tokens: Optional[int] = None) -> int:
+        """Attaches the cached prefix of `tokens` (or, in hash-id mode, of
+        the sequence's block ids when tokens is None: a prompt of n_tokens,
+        by default every block's tokens) found on the device; returns the
+        tokens now present (fkv_seq_match_prefix, FKV_MATCH_DEVICE_ONLY).
+        max_tokens defaults to len(tokens) - 1 (one token is left to
+        compute), in hash-id mode to n_tokens."""
+        mi = self._match(tokens, max_tokens, n_tokens, lib.FKV_MATCH_DEVICE_ONLY, "fairkv.Sequence.match")
+        return int(mi["device_tokens"])
+
+    def match_tiers(self, tokens: Any = None, max_tokens: Optional[int] = None, *,
+                    n_tokens: Optional[int] = None) -> Dict[str, int]:
+        """match across the device and the host tier (fkv_seq_match_prefix,
+        FKV_MATCH_ALL_TIERS): {"device_tokens", "host_tokens", "host_bytes"}.
+        Host-resident chunks are attached offloaded: ``fetch()`` copies
+        them back."""
+        return self._match(tokens, max_tokens, n_tokens, lib.FKV_MATCH_ALL_TIERS, "fairkv.Sequence.match_tiers")
 
     def append(self, tokens: Any, *, slots: bool = True) -> Optional[np.ndarray]:
         """Appends tokens (a sequence of ids, or a count when the prefix cache
@@ -805,17 +803,35 @@ class Sequence:
                 return [(out[i].start, out[i].end) for i in range(n[0])]
             cap = n[0]
 
+    def fetch(self, start: int = 0, end: Optional[int] = None, sources: Tuple[str, ...] = ("recompute", "host")
+              ) -> Dict[str, Any]:
+        """Brings the chunks in [start, end) that are not on the device back
+        (fkv_seq_fetch) from `sources`: "recompute" (evicted chunks get
+        pages; recompute their K/V into the returned slots) and "host"
+        (the host tier's copies come back as they were).  Returns
+        {"slots", "recompute_tokens", "host_tokens", "host_bytes"}."""
+        frm = 0
+        for src in sources:
+            if src not in _FETCH:
+                raise _einval(f"fairkv.Sequence.fetch: source {src!r} is not one of {', '.join(_FETCH)}")
+            frm |= _FETCH[src]
+        p = self._p()
+        start = _u32(start, "start")
+        end = len(self) if end is None else _u32(end, "end")
+        slots = np.empty((max(end - start, 0), 2), dtype=np.uint32)
+        fi = ffi.new("fkv_fetch_info *")
+        st = lib.fkv_seq_fetch(p, start, end, frm, ffi.from_buffer("fkv_slot[]", slots) if slots.size else ffi.NULL,
+                               fi)
+        if st:
+            _raise(st, "fairkv.Sequence.fetch")
+        return {"slots": slots[: fi.recompute_tokens], "recompute_tokens": int(fi.recompute_tokens),
+                "host_tokens": int(fi.host_tokens), "host_bytes": int(fi.host_bytes)}
+
     def restore(self, start: int, end: int) -> np.ndarray:
         """Pages again for the evicted chunks in [start, end): returns the
-        restored tokens' slots (to recompute their K/V into)."""
-        p = self._p()
-        start, end = _u32(start, "start"), _u32(end, "end")
-        slots = np.empty((max(end - start, 0), 2), dtype=np.uint32)
-        n = ffi.new("uint32_t *")
-        st = lib.fkv_seq_restore(p, start, end, ffi.from_buffer("fkv_slot[]", slots) if slots.size else ffi.NULL, n)
-        if st:
-            _raise(st, "fairkv.Sequence.restore")
-        return slots[: n[0]]
+        restored tokens' slots (to recompute their K/V into); fetch() from
+        "recompute" alone."""
+        return self.fetch(start, end, ("recompute",))["slots"]
 
     def drop(self, start: int, end: int) -> int:
         """Drops the chunks wholly inside [start, end) (attention sparsity)."""
@@ -840,15 +856,20 @@ class Sequence:
 
     def promote(self, start: int = 0, end: Optional[int] = None) -> Tuple[int, int]:
         """Copies offloaded / host-matched chunks in [start, end) back to
-        the device (fkv_seq_promote); returns (tokens, bytes) copied."""
-        p = self._p()
-        nt = ffi.new("uint32_t *")
-        nb = ffi.new("uint64_t *")
-        e = len(self) if end is None else _u32(end, "end")
-        st = lib.fkv_seq_promote(p, _u32(start, "start"), e, nt, nb)
+        the device; returns (tokens, bytes) copied: fetch() from "host"
+        alone."""
+        got = self.fetch(start, end, ("host",))
+        return got["host_tokens"], got["host_bytes"]
+
+    def count_preempt(self) -> int:
+        """Records that the sequence is about to be preempted: its pages
+        count for its tenant as reclaimed by preemption
+        (fkv_seq_count_preempt).  Frees nothing; returns the pages counted."""
+        pages = ffi.new("uint64_t *")
+        st = lib.fkv_seq_count_preempt(self._p(), pages)
         if st:
-            _raise(st, "fairkv.Sequence.promote")
-        return int(nt[0]), int(nb[0])
+            _raise(st, "fairkv.Sequence.count_preempt")
+        return int(pages[0])
 
     # -- state
 

@@ -16,9 +16,9 @@ block is keyed by its hash alone).  Stored blocks sit in the cache's pages
 (the first level); when the pages fill, the cache's policy chooses victims
 and, with ``host_capacity_bytes`` and ``host_demote`` set, demotes them to
 the library's host tier (the second level) instead of dropping them.
-``lookup`` finds blocks in either tier (fkv_seq_match_tiers);
+``lookup`` finds blocks in either tier (fkv_seq_match_prefix, all tiers);
 ``prepare_load`` copies host-tier blocks back into pages
-(fkv_seq_promote) and pins them until ``complete_load``.  A worker copies
+(fkv_seq_fetch from the host tier) and pins them until ``complete_load``.  A worker copies
 K/V between the engine and ``Cache.kv()``'s arrays at the spec's pages.
 
 With ``redis_url`` (or ``redis=`` a client), a Redis tier sits below

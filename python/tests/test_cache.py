@@ -316,3 +316,29 @@ def test_from_env(monkeypatch):
     with pytest.raises(fairkv.Error) as ei:
         fairkv.Cache(from_env=True)
     assert "FAIRKV_PAGE_TOKENS" in str(ei.value)
+
+
+def test_fetch_by_source_and_count_preempt():
+    # four 8-token chunks; the last stays hot.  The first goes to the host
+    # tier, the second is evicted: fetch brings back each from its source
+    c = small(capacity_pages=32, chunk_tokens=8, quant_hot_tokens=8, host_capacity_bytes=1 << 20,
+              storage="cpu", dtype="f32", quotas="off")
+    s = c.sequence()
+    s.append(list(range(32)))
+    s.pin()
+    assert s.reclaim("offload", 2) == 2 and s.reclaim("evict", 2) == 2
+    assert s.missing() == [(0, 16)]
+    got = s.fetch(sources=("recompute",))
+    assert got["recompute_tokens"] == 8 and got["host_tokens"] == 0 and len(got["slots"]) == 8
+    assert s.missing() == [(0, 8)]  # the host tier's chunk is left for its source
+    got = s.fetch()
+    assert got["host_tokens"] == 8 and got["host_bytes"] > 0 and got["recompute_tokens"] == 0
+    assert s.missing() == []
+    with pytest.raises(fairkv.Error):
+        s.fetch(sources=("remote",))
+    before = c.tenant_info(0)["reclaimed_pages"]["preempt"]
+    free0 = c.info()["free_pages"]
+    assert s.count_preempt() == 8
+    assert c.tenant_info(0)["reclaimed_pages"]["preempt"] == before + 8 and c.info()["free_pages"] == free0
+    s.unpin()
+    c.close()

@@ -49,7 +49,7 @@ void fkv_config_default(fkv_config *cfg)
     cfg->alpha = 0.7;
     cfg->beta = 0.3;
     cfg->age_unit_ns = 0; /* the pool's turnover: docs/ARCHITECTURE.md, "F-LRU's units" */
-    cfg->quotas = 1;
+    cfg->quotas = FKV_QUOTA_REQUEST;
     cfg->temperature = 2.0;
     cfg->tenant_labels = 16;
     cfg->min_chunk_retention_ns = 0;
@@ -168,16 +168,19 @@ fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
             end = (char *)s + strlen(s);
             break;
         case OPT_QUOTA:
-            if (!strcmp(s, "off") || !strcmp(s, "0")) *(int *)f = FKV_QUOTA_OFF;
-            else if (!strcmp(s, "request") || !strcmp(s, "1")) *(int *)f = FKV_QUOTA_REQUEST;
-            else if (!strcmp(s, "tenant") || !strcmp(s, "2")) *(int *)f = FKV_QUOTA_TENANT;
+            if (!strcmp(s, "off") || !strcmp(s, "0")) *(fkv_quota_mode *)f = FKV_QUOTA_OFF;
+            else if (!strcmp(s, "request") || !strcmp(s, "1")) *(fkv_quota_mode *)f = FKV_QUOTA_REQUEST;
+            else if (!strcmp(s, "tenant") || !strcmp(s, "2")) *(fkv_quota_mode *)f = FKV_QUOTA_TENANT;
             else errno = EINVAL;
             end = (char *)s + strlen(s);
             break;
-        case OPT_ADMIT:
-            if (fkv_tier_admission_parse(s, (int *)f)) errno = EINVAL;
+        case OPT_ADMIT: {
+            int m = 0;
+            if (fkv_tier_admission_parse(s, &m)) errno = EINVAL;
+            else *(fkv_tier_admission *)f = (fkv_tier_admission)m;
             end = (char *)s + strlen(s);
             break;
+        }
         case OPT_QMODE:
             if (!strcmp(s, "off")) *(fkv_quant_mode *)f = FKV_QUANT_OFF;
             else if (!strcmp(s, "always")) *(fkv_quant_mode *)f = FKV_QUANT_ALWAYS;

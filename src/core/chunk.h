@@ -11,6 +11,7 @@
 
 #include "fairkv.h"
 #include "core/list.h"
+#include "fairkv_eval.h"
 #include "core/policy.h"
 
 /* Where an evictable chunk currently waits. */

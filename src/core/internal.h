@@ -377,6 +377,11 @@ fkv_status fkv__evict_until(fkv_cache *c, uint32_t n_free); /* evicts until n_fr
 fkv_status fkv__reserve_pages(fkv_cache *c, uint32_t n, uint32_t *out);
 /* pages for s's restore or reload, into c->scratch (s is the allocating sequence); FKV_EFULL past the pool */
 fkv_status fkv__reserve_for_seq(fkv_cache *c, fkv_seq *s, uint64_t pages, const char *who);
+/* fkv_seq_fetch's host source (reclaim.c), under the lock: the pages the
+ * host-tier chunks of s in [start, end) need, and their copy back into
+ * pages taken from *fresh (advanced); returns the tokens, *bytes the bytes. */
+uint64_t fkv__host_back_pages(const fkv_seq *s, uint32_t start, uint32_t end);
+uint32_t fkv__host_back(fkv_seq *s, uint32_t start, uint32_t end, const uint32_t **fresh, uint64_t *bytes);
 
 /* seq.c */
 void fkv__seq_release(fkv_seq *s); /* frees an ended sequence's memory */

@@ -96,18 +96,18 @@ static void attach_host(fkv_cache *c, fkv_seq *s, fkv__chunk *ch, fkv_match_info
     mi->host_bytes += fkv__host_bytes(c, ch);
 }
 
-/* The match of both calls; `tiers` = host-resident chunks match too. */
+/* fkv_seq_match_prefix; `tiers` = host-resident chunks match too. */
 static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, int tiers,
                         fkv_match_info *mi)
 {
     fkv_cache *c = s->cache;
     memset(mi, 0, sizeof *mi);
     if (!tokens && !s->block_ids)
-        return fkv__fail(FKV_EINVAL, "fkv_seq_match: tokens is NULL and the sequence has no block ids");
+        return fkv__fail(FKV_EINVAL, "fkv_seq_match_prefix: tokens is NULL and the sequence has no block ids");
     FKV__LOCK(c);
     fkv_status st = FKV_OK;
     if (s->len || s->n_chunks) {
-        st = fkv__fail(FKV_ESTATE, "fkv_seq_match: the sequence already holds %u tokens", s->len);
+        st = fkv__fail(FKV_ESTATE, "fkv_seq_match_prefix: the sequence already holds %u tokens", s->len);
         goto out;
     }
     tiers = tiers && c->cfg.host_demote;
@@ -247,19 +247,12 @@ out:
     return st;
 }
 
-fkv_status fkv_seq_match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens, uint32_t *matched)
+fkv_status fkv_seq_match_prefix(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
+                                fkv_match_tiers tiers, fkv_match_info *out)
 {
-    if (!s || !matched) return fkv__fail(FKV_EINVAL, "fkv_seq_match: seq and matched must not be NULL");
-    *matched = 0;
-    fkv_match_info mi;
-    fkv_status st = match(s, tokens, n, max_tokens, 0, &mi);
-    *matched = mi.device_tokens;
-    return st;
-}
-
-fkv_status fkv_seq_match_tiers(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t max_tokens,
-                               fkv_match_info *out)
-{
-    if (!s || !out) return fkv__fail(FKV_EINVAL, "fkv_seq_match_tiers: seq and out must not be NULL");
-    return match(s, tokens, n, max_tokens, 1, out);
+    if (!s || !out) return fkv__fail(FKV_EINVAL, "fkv_seq_match_prefix: seq and out must not be NULL");
+    if (tiers != FKV_MATCH_DEVICE_ONLY && tiers != FKV_MATCH_ALL_TIERS)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_match_prefix: tiers=%d: not FKV_MATCH_DEVICE_ONLY (0) or "
+                                     "FKV_MATCH_ALL_TIERS (1)", (int)tiers);
+    return match(s, tokens, n, max_tokens, tiers == FKV_MATCH_ALL_TIERS, out);
 }

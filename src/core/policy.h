@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
+#include "fairkv_eval.h"
 
 typedef struct fkv__chunk fkv__chunk;
 

@@ -1,5 +1,5 @@
 /* Fair reclaim from a running request (fkv_seq_reclaim: quantize, drop,
- * evict, offload) and the host tier that offload fills and fkv_seq_reload
+ * evict, offload) and the host tier that offload fills and fkv_seq_fetch
  * empties.  The order of actions and the choice of victim are the
  * scheduler's (src/sched/sched.h); docs/ARCHITECTURE.md, "Reclaim from
  * running requests". */
@@ -33,26 +33,25 @@ static int offload(fkv_cache *c, fkv__chunk *ch)
     return 1;
 }
 
-/* Copies the offloaded (and demoted, matched) chunks of s in [start, end)
- * back to device pages: fkv_seq_reload and fkv_seq_promote. */
-static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes,
-                         const char *who)
+/* fkv_seq_fetch's FKV_FETCH_HOST: the offloaded (and demoted, matched)
+ * chunks of s in [start, end), the pages they need, then their K/V copied
+ * back into those pages (from *fresh_io); *bytes gets the bytes copied.
+ * Under the lock. */
+uint64_t fkv__host_back_pages(const fkv_seq *s, uint32_t start, uint32_t end)
 {
-    if (n_tokens) *n_tokens = 0;
-    if (n_bytes) *n_bytes = 0;
-    if (!s) return fkv__fail(FKV_EINVAL, "%s: seq is NULL", who);
-    if (start > end) return fkv__fail(FKV_EINVAL, "%s: start=%u > end=%u", who, start, end);
-    fkv_cache *c = s->cache;
-    FKV__LOCK(c);
-    fkv_status st = FKV_OK;
-    uint64_t bytes = 0;
     uint64_t pages = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
-        fkv__chunk *ch = s->table[i];
+        const fkv__chunk *ch = s->table[i];
         if (ch->v.offloaded && ch->v.start < end && ch->v.start + ch->v.n_tokens > start) pages += ch->host.pages;
     }
-    if ((st = fkv__reserve_for_seq(c, s, pages, who))) goto out;
-    const uint32_t *fresh = c->scratch;
+    return pages;
+}
+
+uint32_t fkv__host_back(fkv_seq *s, uint32_t start, uint32_t end, const uint32_t **fresh_io, uint64_t *bytes_out)
+{
+    fkv_cache *c = s->cache;
+    uint64_t bytes = 0;
+    const uint32_t *fresh = *fresh_io;
     uint32_t done = 0, pt = PT(c);
     fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype, c->layer_page_stride,
                      c->n_pages};
@@ -108,21 +107,9 @@ static fkv_status reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_t
     }
     c->stats.fairkv_reloaded_tokens_total[0] += done;
     c->stats.fairkv_tier_promoted_bytes_total[1] += (double)bytes;
-    if (n_tokens) *n_tokens = done;
-    if (n_bytes) *n_bytes = bytes;
-out:
-    FKV__UNLOCK(c);
-    return st;
-}
-
-fkv_status fkv_seq_reload(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_reloaded)
-{
-    return reload(s, start, end, n_reloaded, NULL, "fkv_seq_reload");
-}
-
-fkv_status fkv_seq_promote(fkv_seq *s, uint32_t start, uint32_t end, uint32_t *n_tokens, uint64_t *n_bytes)
-{
-    return reload(s, start, end, n_tokens, n_bytes, "fkv_seq_promote");
+    *fresh_io = fresh;
+    *bytes_out = bytes;
+    return done;
 }
 
 /* The caller vouches that nothing reads s's K/V during the call, so s's
@@ -139,7 +126,7 @@ fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_a
         return fkv__fail(FKV_EINVAL, "fkv_seq_reclaim: drop needs args (sink_tokens, window_tokens)");
     fkv_cache *c = s->cache;
     FKV__LOCK(c);
-    if (a == FKV_RECLAIM_PREEMPT) {
+    if (a == FKV_RECLAIM_PREEMPT) { /* deprecated: fkv_seq_count_preempt */
         s->tenant->reclaimed[a] += s->usage_pages;
         FKV__UNLOCK(c);
         return FKV_OK;
@@ -188,3 +175,13 @@ fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_a
     return FKV_OK;
 }
 
+fkv_status fkv_seq_count_preempt(fkv_seq *s, uint64_t *pages)
+{
+    if (pages) *pages = 0;
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_count_preempt: seq is NULL");
+    FKV__LOCK(s->cache);
+    s->tenant->reclaimed[FKV_RECLAIM_PREEMPT] += s->usage_pages;
+    if (pages) *pages = s->usage_pages;
+    FKV__UNLOCK(s->cache);
+    return FKV_OK;
+}

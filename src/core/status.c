@@ -23,16 +23,6 @@ const char *fkv_strerror(fkv_status st)
     return "unknown status";
 }
 
-/* ---------------------------------------------------------------- errors */
-
-/* The detail buffer is util's (util/err.c), shared by every module of the
- * library; this is the cache's name for it. */
-const char *fkv_cache_last_error(fkv_cache *c)
-{
-    (void)c;
-    return fkv_last_error();
-}
-
 /* ---------------------------------------------------------------- clock */
 
 int64_t fkv_monotonic_now_ns(void)

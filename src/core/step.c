@@ -1,5 +1,5 @@
 /* What one engine step does with a sequence: pin it, read it (touch: hits,
- * misses, heat), find the evicted ranges and give them pages again. */
+ * misses, heat), find the missing ranges and bring them back (fetch). */
 #include <string.h>
 
 #include "core/internal.h"
@@ -100,30 +100,35 @@ fkv_status fkv_seq_missing(fkv_seq *s, fkv_range *out, size_t cap, size_t *n)
     return FKV_OK;
 }
 
-fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *slots, uint32_t *n_restored)
+/* fkv_seq_fetch's FKV_FETCH_RECOMPUTE: s's evicted chunks in [start, end)
+ * (not dropped, not in the host tier), the pages they need, then those
+ * pages (from *fresh) given to them.  Under the lock. */
+static int wants_recompute(const fkv__chunk *ch, uint32_t start, uint32_t end)
 {
-    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_restore: seq is NULL");
-    if (start > end) return fkv__fail(FKV_EINVAL, "fkv_seq_restore: start=%u > end=%u", start, end);
-    fkv_cache *c = s->cache;
-    uint32_t pt = PT(c);
-    FKV__LOCK(c);
-    fkv_status st = FKV_OK;
+    return !ch->v.resident && !ch->v.dropped && !ch->v.offloaded && ch->v.start < end &&
+           ch->v.start + ch->v.n_tokens > start;
+}
+
+static uint64_t recompute_pages(const fkv_seq *s, uint32_t start, uint32_t end)
+{
+    uint32_t pt = PT(s->cache);
     uint64_t pages = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
-        fkv__chunk *ch = s->table[i];
-        if (!ch->v.resident && !ch->v.dropped && !ch->v.offloaded && ch->v.start < end &&
-            ch->v.start + ch->v.n_tokens > start)
-            pages += (ch->v.n_tokens + pt - 1) / pt;
+        const fkv__chunk *ch = s->table[i];
+        if (wants_recompute(ch, start, end)) pages += (ch->v.n_tokens + pt - 1) / pt;
     }
-    if (n_restored) *n_restored = 0;
-    if ((st = fkv__reserve_for_seq(c, s, pages, "fkv_seq_restore"))) goto out;
-    const uint32_t *fresh = c->scratch;
+    return pages;
+}
+
+static uint32_t recompute(fkv_seq *s, uint32_t start, uint32_t end, const uint32_t **fresh_io, fkv_slot *slots)
+{
+    fkv_cache *c = s->cache;
+    uint32_t pt = PT(c);
+    const uint32_t *fresh = *fresh_io;
     uint32_t done = 0;
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
-        if (ch->v.resident || ch->v.dropped || ch->v.offloaded || ch->v.start >= end ||
-            ch->v.start + ch->v.n_tokens <= start)
-            continue;
+        if (!wants_recompute(ch, start, end)) continue;
         uint32_t np = (ch->v.n_tokens + pt - 1) / pt;
         for (uint32_t j = 0; j < np; j++) {
             ch->pages[j] = *fresh++;
@@ -149,8 +154,32 @@ fkv_status fkv_seq_restore(fkv_seq *s, uint32_t start, uint32_t end, fkv_slot *s
         fkv__place_update(c, ch);
     }
     c->stats.fairkv_restored_tokens_total[0] += done;
-    if (n_restored) *n_restored = done;
-out:
+    *fresh_io = fresh;
+    return done;
+}
+
+fkv_status fkv_seq_fetch(fkv_seq *s, uint32_t start, uint32_t end, unsigned from, fkv_slot *slots,
+                         fkv_fetch_info *out)
+{
+    fkv_fetch_info fi = {0, 0, 0};
+    if (out) *out = fi;
+    if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_fetch: seq is NULL");
+    if (start > end) return fkv__fail(FKV_EINVAL, "fkv_seq_fetch: start=%u > end=%u", start, end);
+    if (!from || (from & ~(unsigned)FKV_FETCH_ALL))
+        return fkv__fail(FKV_EINVAL, "fkv_seq_fetch: from=%u: not a set of FKV_FETCH_RECOMPUTE (1), FKV_FETCH_HOST (2)",
+                         from);
+    fkv_cache *c = s->cache;
+    FKV__LOCK(c);
+    uint64_t pages = 0;
+    if (from & FKV_FETCH_HOST) pages += fkv__host_back_pages(s, start, end);
+    if (from & FKV_FETCH_RECOMPUTE) pages += recompute_pages(s, start, end);
+    fkv_status st = fkv__reserve_for_seq(c, s, pages, "fkv_seq_fetch");
+    if (st == FKV_OK) {
+        const uint32_t *fresh = c->scratch;
+        if (from & FKV_FETCH_HOST) fi.host_tokens = fkv__host_back(s, start, end, &fresh, &fi.host_bytes);
+        if (from & FKV_FETCH_RECOMPUTE) fi.recompute_tokens = recompute(s, start, end, &fresh, slots);
+        if (out) *out = fi;
+    }
     FKV__UNLOCK(c);
     return st;
 }

@@ -164,7 +164,7 @@ static fkv_status sparsify(fkv_engine *e)
         free(keep);
         free(drop);
         if (st) {
-            snprintf(e->err, sizeof e->err, "sparsity: %s", fkv_cache_last_error(e->cache));
+            snprintf(e->err, sizeof e->err, "sparsity: %s", fkv_last_error());
             return st;
         }
     }

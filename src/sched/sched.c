@@ -320,7 +320,7 @@ static fkv_status preempt(fkv_sched *s, fkv_req *r)
     while (i < s->n_run && s->run[i] != r) i++;
     if (i == s->n_run) return fail(s, FKV_ESTATE, "preempt: request %llu not running", (unsigned long long)r->id);
     /* the cache counts its pages as reclaimed by preemption, for its tenant */
-    if (r->seq) fkv_seq_reclaim(r->seq, FKV_RECLAIM_PREEMPT, NULL, 0, NULL);
+    if (r->seq) fkv_seq_count_preempt(r->seq, NULL);
     if (s->fair_choice == r) {
         r->fair_picks++;
         s->fair_choice = NULL;
@@ -568,7 +568,9 @@ static int restore_missing(fkv_sched *s, fkv_req *r, fkv_batch *b, uint32_t *bud
         /* an offloaded chunk comes back from the host tier as it was:
          * nothing to compute, so no range of the item names it */
         int host = ch[i]->offloaded;
-        fkv_status rs = host ? fkv_seq_reload(r->seq, a, e, &got) : fkv_seq_restore(r->seq, a, e, NULL, &got);
+        fkv_fetch_info fi;
+        fkv_status rs = fkv_seq_fetch(r->seq, a, e, host ? FKV_FETCH_HOST : FKV_FETCH_RECOMPUTE, NULL, &fi);
+        got = host ? fi.host_tokens : fi.recompute_tokens;
         if (rs == FKV_EFULL) {
             if (make_room(s, r, b, pages_needed(s, 0, e - a, 1), st)) {
                 if (!*restored) return give_up(s, r, b, admitting, st);
@@ -785,7 +787,7 @@ static fkv_status load_remote(fkv_sched *s, fkv_req *r, uint32_t limit, fkv_batc
     fkv_status st = fkv_seq_append(r->seq, tok, n, NULL);
     if (st == FKV_EFULL) return FKV_OK;
     if (st) return fail(s, st, "request %llu: remote load: fkv_seq_append: %s", (unsigned long long)r->id,
-                        fkv_cache_last_error(s->cache));
+                        fkv_last_error());
     r->computed += n;
     s->live_tokens += n;
     b->remote_tokens += fetched;
@@ -814,7 +816,7 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r, fkv_batch *b)
     }
     fkv_status st = fkv_seq_create(s->cache, &p, &r->seq);
     if (st) return fail(s, st, "request %llu: fkv_seq_create: %s", (unsigned long long)r->id,
-                        fkv_cache_last_error(s->cache));
+                        fkv_last_error());
     /* keep one token to compute: the step that finishes the prefill emits */
     uint32_t matched = 0, host = 0, limit = r->target ? r->target - 1 : 0;
     const int32_t *tok = tokens_for(s, r, 0, limit);
@@ -824,9 +826,9 @@ static fkv_status open_seq(fkv_sched *s, fkv_req *r, fkv_batch *b)
          * host_tokens before the step reads them (fkv_seq_match exactly
          * when the cache demotes nothing) */
         fkv_match_info mi;
-        st = fkv_seq_match_tiers(r->seq, tok, limit, limit, &mi);
-        if (st) return fail(s, st, "request %llu: fkv_seq_match_tiers: %s", (unsigned long long)r->id,
-                            fkv_cache_last_error(s->cache));
+        st = fkv_seq_match_prefix(r->seq, tok, limit, limit, FKV_MATCH_ALL_TIERS, &mi);
+        if (st) return fail(s, st, "request %llu: fkv_seq_match_prefix: %s", (unsigned long long)r->id,
+                            fkv_last_error());
         matched = mi.device_tokens + mi.host_tokens;
         host = mi.host_tokens;
     }

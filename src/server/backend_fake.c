@@ -209,11 +209,13 @@ static fkv_status admit(fake *f, freq *r)
     sp.client_id = r->client;
     sp.expected_tokens = r->n_prompt + r->max_tokens;
     uint32_t n = r->n_prompt + r->produced, matched = 0;
+    fkv_match_info mi;
     fkv_status st = fkv_seq_create(f->cache, &sp, &r->seq);
-    if (st == FKV_OK) st = fkv_seq_match(r->seq, r->prompt, n, n - 1, &matched);
+    if (st == FKV_OK) st = fkv_seq_match_prefix(r->seq, r->prompt, n, n - 1, FKV_MATCH_DEVICE_ONLY, &mi);
+    if (st == FKV_OK) matched = mi.device_tokens;
     if (st == FKV_OK) st = fkv_seq_append(r->seq, r->prompt + matched, n - matched, NULL);
     if (st != FKV_OK) {
-        snprintf(r->error, sizeof r->error, "cache: %s: %s", fkv_strerror(st), fkv_cache_last_error(f->cache));
+        snprintf(r->error, sizeof r->error, "cache: %s: %s", fkv_strerror(st), fkv_last_error());
         if (r->seq) fkv_seq_free(r->seq);
         r->seq = NULL;
         return st;
@@ -230,9 +232,9 @@ static fkv_status recompute(fake *f, freq *r)
     size_t n = 0;
     fkv_status st = fkv_seq_missing(r->seq, rg, 16, &n);
     for (size_t i = 0; st == FKV_OK && i < n && i < 16; i++) {
-        uint32_t got = 0;
-        st = fkv_seq_restore(r->seq, rg[i].start, rg[i].end, NULL, &got);
-        f->recomputed += got;
+        fkv_fetch_info fi;
+        st = fkv_seq_fetch(r->seq, rg[i].start, rg[i].end, FKV_FETCH_RECOMPUTE, NULL, &fi);
+        f->recomputed += fi.recompute_tokens;
     }
     return st;
 }

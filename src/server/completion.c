@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fairkv_eval.h"
 #include "server/http_internal.h"
 
 typedef struct choice {

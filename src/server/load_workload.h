@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
+#include "fairkv_eval.h"
 
 typedef struct fkv_load_item {
     double arrival_s;       /* seconds after the start */

@@ -5,6 +5,7 @@
  * bucket bounds, plus a request_type label (short|medium|long, the cache's
  * classes of prompt + max_tokens) so the fairness question -- do short
  * requests wait behind long ones? -- is answered per class. */
+#include "fairkv_eval.h"
 #include "server/metrics_http.h"
 
 #include <pthread.h>

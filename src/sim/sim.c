@@ -273,7 +273,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         }
         if ((st = fkv_sched_step(s, *now, &b)) != FKV_OK) {
             fkv_errf(err, errlen, st, "scheduler: %s (%s)", fkv_sched_last_error(s),
-                 cache ? fkv_cache_last_error(cache) : "");
+                 cache ? fkv_last_error() : "");
             goto out;
         }
         if (b.n == 0) {

@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
+#include "fairkv_eval.h"
 #include "sched/sched.h"
 
 typedef enum fkv_trace_format {
