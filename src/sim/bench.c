@@ -315,7 +315,8 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
     } else {
         /* isolated is the single-tenant run itself without tenants */
         for (size_t i = 0; i < ns && nsel < 64; i++)
-            if (fkv_scheme_available(&all[i]) && (c->o->sim.n_tenants || !all[i].isolated)) sel[nsel++] = &all[i];
+            if (fkv_scheme_available(&all[i]) && (c->o->sim.n_tenants || all[i].mode != FKV_SCHEME_ISOLATED))
+                sel[nsel++] = &all[i];
     }
     if (nsel > cap) nsel = cap;
     fkv_sim_config cfg = c->o->sim;
@@ -343,7 +344,7 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
         double dt = wall() - t0;
         fkv_summarize(&r, &sums[i]);
         if (idle) fkv_summary_slowdown(&sums[i], &r, idle);
-        if (cfg.n_tenants && !sel[i]->isolated) {
+        if (cfg.n_tenants && sel[i]->mode != FKV_SCHEME_ISOLATED) {
             /* the isolation check's reference: the same scheme on a static
              * 1/n partition of the cache */
             fkv_sim_result p;

@@ -545,7 +545,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
 {
     memset(res, 0, sizeof *res);
     if (!w->n || !cfg->profile) return fkv_errf(err, errlen, FKV_EINVAL, "empty workload or no profile");
-    if (sc && sc->isolated) {
+    if (sc && sc->mode == FKV_SCHEME_ISOLATED) {
         fkv_status st = run_apart(w, sc, cfg, 0, res, err, errlen);
         if (!st) snprintf(res->scheme, sizeof res->scheme, "%s", sc->name);
         return st;
@@ -562,7 +562,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
      * evicted or preempted while the prefix cache still shares prefixes;
      * a run with no cache at all would recompute every shared prefix */
     fkv_sim_config oracle_cfg;
-    if (sc && sc->unlimited) {
+    if (sc && sc->mode == FKV_SCHEME_UNLIMITED) {
         oracle_cfg = *cfg;
         uint64_t total = 0, pt = sc->page_tokens;
         for (size_t i = 0; i < w->n; i++) total += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output + pt) / pt * pt;
@@ -608,7 +608,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         scfg.on_preempt = sc->on_preempt;
         scfg.pass_tokens = sc->prefix_cache;
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
-        if (sc->vtc) scfg.admission = FKV_ADMIT_VTC;
+        if (sc->mode == FKV_SCHEME_VTC) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
             uint32_t tokens, running;
             fkv_vllm_batch_defaults(cfg->profile, &tokens, &running);

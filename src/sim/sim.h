@@ -22,6 +22,14 @@
 
 /* A scheme = a cache configuration + the scheduler's preemption behaviour.
  * The whole list lives in schemes.c. */
+/* How a scheme runs besides its cache's configuration. */
+typedef enum fkv_scheme_mode {
+    FKV_SCHEME_CACHED = 0,   /* the cache at the run's capacity under the run's admission */
+    FKV_SCHEME_VTC = 1,      /* the same with VTC admission (fair scheduling alone), whatever the config says */
+    FKV_SCHEME_UNLIMITED = 2, /* a cache that holds every token (oracle-memory): the memory limit's latency */
+    FKV_SCHEME_ISOLATED = 3  /* each tenant's requests run alone, the others absent (fkv_sim_run) */
+} fkv_scheme_mode;
+
 typedef struct fkv_scheme {
     const char *name;
     const char *policy;       /* fkv_config.policy */
@@ -38,9 +46,7 @@ typedef struct fkv_scheme {
     int no_admit_after_preempt; /* fkv_sched_config.no_admit_after_preempt */
     int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
     int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
-    int unlimited;            /* 1: no cache at all (oracle-memory): the memory limit's latency */
-    int vtc;                  /* 1: VTC admission (fair scheduling alone), whatever the config says */
-    int isolated;             /* 1: each tenant's requests run alone, the others absent (fkv_sim_run) */
+    fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
 
