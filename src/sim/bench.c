@@ -1,4 +1,4 @@
-/* Options, workload preparation and the capacity rule of the bench tools.
+/* Workload preparation, the capacity rule and the runs of the bench tools (their options: bench_opts.c).
  *
  * Load: offered load = arrival rate / saturation throughput, where the
  * saturation throughput (requests/s) is measured by simulating the same

@@ -20,9 +20,7 @@
 #include "sim/result_fields.h"
 #include "sim/workload.h"
 
-/* A scheme = a cache configuration + the scheduler's preemption behaviour.
- * The whole list lives in schemes.c. */
-/* How a scheme runs besides its cache's configuration. */
+/* How a scheme runs besides its cache's configuration: one of these. */
 typedef enum fkv_scheme_mode {
     FKV_SCHEME_CACHED = 0,   /* the cache at the run's capacity under the run's admission */
     FKV_SCHEME_VTC = 1,      /* the same with VTC admission (fair scheduling alone), whatever the config says */
@@ -30,6 +28,9 @@ typedef enum fkv_scheme_mode {
     FKV_SCHEME_ISOLATED = 3  /* each tenant's requests run alone, the others absent (fkv_sim_run) */
 } fkv_scheme_mode;
 
+/* A scheme = a cache configuration + the scheduler's preemption behaviour
+ * + a mode.  The whole list lives in schemes.c, one designated initialiser
+ * each (a field left out is 0). */
 typedef struct fkv_scheme {
     const char *name;
     const char *policy;       /* fkv_config.policy */
@@ -41,7 +42,7 @@ typedef struct fkv_scheme {
     fkv_victim_rule victim;
     fkv_preempt_mode on_preempt;
     const char *reclaim;      /* fair reclaim before preemption (fkv_sched_parse_reclaim); NULL = none */
-    /* vLLM v1's behaviours (schemes.c names the code of each) */
+    /* vLLM v1's behaviours (docs/EVALUATION.md, section 3, names the code of each) */
     int free_tail_first;      /* fkv_config.free_tail_first: a freed request's tail is evicted first */
     int no_admit_after_preempt; /* fkv_sched_config.no_admit_after_preempt */
     int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
