@@ -72,6 +72,12 @@ void fkv_lat_stats_compute(const int64_t *ns, const uint8_t *cls, size_t n, fkv_
     free(vc);
 }
 
+/* The figures the summary takes as they are (result_fields.h, COPY). */
+#define COPY_FIELD(kind, name, apart, req, rf, summary, fmt, json, csv) COPY_##summary(name)
+#define COPY_COPY(name) o->name = r->name;
+#define COPY_CALC(name)
+#define COPY_NONE(name)
+
 void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
 {
     memset(o, 0, sizeof *o);
@@ -93,12 +99,7 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
     o->prefix_hit_rate = r->prompt_tokens_all ? (double)r->matched_tokens / (double)r->prompt_tokens_all : 0;
     o->cache_prefix_hit_rate =
         r->prefix_query_tokens ? (double)r->prefix_hit_tokens / (double)r->prefix_query_tokens : 0;
-    o->tiered = r->tiered;
-    o->remote_fetched_tokens = r->remote_fetched_tokens;
-    o->host_written_bytes = r->host_written_bytes;
-    o->remote_written_bytes = r->remote_written_bytes;
-    o->host_refused_chunks = r->host_refused_chunks;
-    o->remote_refused_chunks = r->remote_refused_chunks;
+    FKV_RESULT_FIELDS(COPY_FIELD)
     if (r->prompt_tokens_all) {
         double all = (double)r->prompt_tokens_all;
         o->tier_hit_rate[FKV_TIER_HOST] = (double)r->matched_host_tokens / all;
@@ -106,20 +107,9 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
         o->tier_hit_rate[FKV_TIER_DEVICE] =
             (double)(r->matched_tokens - r->matched_host_tokens - r->matched_remote_tokens) / all;
     }
-    o->recomputed_tokens = r->recomputed_tokens;
-    o->reloaded_tokens = r->reloaded_tokens;
-    o->preemptions = r->preemptions;
-    o->evicted_pages = r->evicted_pages;
-    o->done = r->done;
-    o->rejected = r->rejected;
     o->makespan_s = r->makespan_ns * 1e-9;
     o->throughput_tok_s = o->makespan_s > 0 ? r->output_tokens / o->makespan_s : 0;
     o->throughput_req_s = o->makespan_s > 0 ? r->done / o->makespan_s : 0;
-    o->steps = r->steps;
-    o->max_step_tokens = r->max_step_tokens;
-    o->capacity_tokens = r->capacity_tokens;
-    o->n_tenants = r->n_tenants;
-    o->service_diff_tokens = r->service_diff_tokens;
     if (!r->n_tenants) return;
     int64_t *e2e = malloc(r->n * sizeof *e2e), *ttft = malloc(r->n * sizeof *ttft);
     if (!e2e || !ttft) {
@@ -465,6 +455,19 @@ static void json_fairness(FILE *f, const fkv_scheme_summary *x)
     fprintf(f, "]}");
 }
 
+/* The scheme's flat figures, in the list's order (result_fields.h, json 1):
+ * each ,"name":value; a latency distribution as json_lat's object. */
+#define JSON_FIELD(kind, name, apart, req, rf, summary, fmt, json, csv) JSON_##json(kind, name, fmt)
+#define JSON_0(kind, name, fmt)
+#define JSON_1(kind, name, fmt) JSON_PUT_##kind(name, fmt)
+#define JSON_PUT_F64(name, fmt) fprintf(f, ",\"" #name "\":" fmt, x->name);
+#define JSON_PUT_SZ(name, fmt) fprintf(f, ",\"" #name "\":" fmt, x->name);
+#define JSON_PUT_U64(name, fmt) fprintf(f, ",\"" #name "\":" fmt, (unsigned long long)x->name);
+#define JSON_PUT_U32(name, fmt) fprintf(f, ",\"" #name "\":" fmt, x->name);
+#define JSON_PUT_INT(name, fmt) fprintf(f, ",\"" #name "\":" fmt, x->name);
+#define JSON_PUT_NS(name, fmt) fprintf(f, ",\"" #name "\":" fmt, (long long)x->name);
+#define JSON_PUT_LAT(name, cols) fputc(',', f), json_lat(f, #name, &x->name);
+
 void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
 {
     fprintf(f, "{\"workload\":\"%s\",\"load\":", m->workload);
@@ -482,22 +485,8 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     fprintf(f, "\"schemes\":[");
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
-        fprintf(f, "%s\n{\"name\":\"%s\",\"prefix_hit_rate\":%.6f,\"context_read_rate\":%.6f,\"cache_hit_rate\":%.6f,"
-                   "\"cache_prefix_hit_rate\":%.6f,\"fairness_gain\":%.4f,\"throughput_rel_lru\":%.6f,",
-                i ? "," : "", x->name, x->prefix_hit_rate, x->context_read_rate, x->cache_hit_rate,
-                x->cache_prefix_hit_rate, x->fairness_gain, x->throughput_rel_lru);
-        json_lat(f, "e2e", &x->e2e);
-        fputc(',', f);
-        json_lat(f, "ttft", &x->ttft);
-        fputc(',', f);
-        json_lat(f, "tpot", &x->tpot);
-        fprintf(f, ",\"recomputed_tokens\":%llu,\"reloaded_tokens\":%llu,\"preemptions\":%llu,\"evicted_pages\":%llu,"
-                   "\"done\":%zu,\"rejected\":%zu,\"throughput_tok_s\":%.3f,\"throughput_req_s\":%.4f,"
-                   "\"makespan_s\":%.4f,\"steps\":%llu,\"max_step_tokens\":%llu",
-                (unsigned long long)x->recomputed_tokens, (unsigned long long)x->reloaded_tokens,
-                (unsigned long long)x->preemptions, (unsigned long long)x->evicted_pages, x->done, x->rejected,
-                x->throughput_tok_s, x->throughput_req_s, x->makespan_s, (unsigned long long)x->steps,
-                (unsigned long long)x->max_step_tokens);
+        fprintf(f, "%s\n{\"name\":\"%s\"", i ? "," : "", x->name);
+        FKV_RESULT_FIELDS(JSON_FIELD)
         if (x->tiered)
             fprintf(f, ",\"tiers\":{\"device\":%.6f,\"host\":%.6f,\"remote\":%.6f},\"remote_fetched_tokens\":%llu",
                     x->tier_hit_rate[FKV_TIER_DEVICE], x->tier_hit_rate[FKV_TIER_HOST],
@@ -529,15 +518,74 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     fprintf(f, "\n]}\n");
 }
 
+/* A latency distribution's CSV columns (result_fields.h, FKV_LATCOL_*):
+ * their names after key, or their values. */
+static const char *const latcol_name[FKV_LATCOL_N] = {
+    "mean_ms", "p50_ms", "p99_ms", "std_ms", "short_mean_ms", "short_p99_ms", "medium_mean_ms", "medium_p99_ms",
+    "long_mean_ms", "long_p99_ms"};
+
+static void csv_lat_head(FILE *f, const char *key, int cols)
+{
+    for (int k = 0; k < FKV_LATCOL_N; k++)
+        if (cols & 1 << k) fprintf(f, ",%s_%s", key, latcol_name[k]);
+}
+
+static void csv_lat(FILE *f, const fkv_lat_stats *l, int cols)
+{
+    const double v[FKV_LATCOL_N] = {l->mean_ms,
+                                    l->p50_ms,
+                                    l->p99_ms,
+                                    l->std_ms,
+                                    l->by_class[FKV_CLASS_SHORT].mean_ms,
+                                    l->by_class[FKV_CLASS_SHORT].p99_ms,
+                                    l->by_class[FKV_CLASS_MEDIUM].mean_ms,
+                                    l->by_class[FKV_CLASS_MEDIUM].p99_ms,
+                                    l->by_class[FKV_CLASS_LONG].mean_ms,
+                                    l->by_class[FKV_CLASS_LONG].p99_ms};
+    for (int k = 0; k < FKV_LATCOL_N; k++)
+        if (cols & 1 << k) fprintf(f, ",%.3f", v[k]);
+}
+
+/* The scheme's flat CSV columns by rank (result_fields.h, csv): the header's
+ * names and each row's values; the ranks are 1..CSV_COLUMNS, each once. */
+#define CSV_COUNT(kind, name, apart, req, rf, summary, fmt, json, csv) +((csv) != 0)
+#define CSV_RANKS(kind, name, apart, req, rf, summary, fmt, json, csv) +(csv)
+enum { CSV_COLUMNS = 0 FKV_RESULT_FIELDS(CSV_COUNT) };
+_Static_assert((0 FKV_RESULT_FIELDS(CSV_RANKS)) == CSV_COLUMNS * (CSV_COLUMNS + 1) / 2,
+               "result_fields.h: the CSV ranks must be 1..n, each once");
+#define CSV_HEAD(kind, name, apart, req, rf, summary, fmt, json, csv) CSV_HEAD_##summary(kind, name, fmt, csv)
+#define CSV_HEAD_NONE(kind, name, fmt, csv)
+#define CSV_HEAD_COPY(kind, name, fmt, csv) CSV_HEAD_CALC(kind, name, fmt, csv)
+#define CSV_HEAD_CALC(kind, name, fmt, csv) \
+    if (col == (csv)) CSV_HEAD_PUT_##kind(name, fmt)
+#define CSV_HEAD_PUT_F64(name, fmt) fputs("," #name, f);
+#define CSV_HEAD_PUT_U64(name, fmt) fputs("," #name, f);
+#define CSV_HEAD_PUT_SZ(name, fmt) fputs("," #name, f);
+#define CSV_HEAD_PUT_U32(name, fmt) fputs("," #name, f);
+#define CSV_HEAD_PUT_INT(name, fmt) fputs("," #name, f);
+#define CSV_HEAD_PUT_NS(name, fmt) fputs("," #name, f);
+#define CSV_HEAD_PUT_LAT(name, cols) csv_lat_head(f, #name, cols);
+#define CSV_VALUE(kind, name, apart, req, rf, summary, fmt, json, csv) CSV_VALUE_##summary(kind, name, fmt, csv)
+#define CSV_VALUE_NONE(kind, name, fmt, csv)
+#define CSV_VALUE_COPY(kind, name, fmt, csv) CSV_VALUE_CALC(kind, name, fmt, csv)
+#define CSV_VALUE_CALC(kind, name, fmt, csv) \
+    if (col == (csv)) CSV_PUT_##kind(name, fmt)
+#define CSV_PUT_F64(name, fmt) fprintf(f, "," fmt, x->name);
+#define CSV_PUT_SZ(name, fmt) fprintf(f, "," fmt, x->name);
+#define CSV_PUT_U32(name, fmt) fprintf(f, "," fmt, x->name);
+#define CSV_PUT_INT(name, fmt) fprintf(f, "," fmt, x->name);
+#define CSV_PUT_U64(name, fmt) fprintf(f, "," fmt, (unsigned long long)x->name);
+#define CSV_PUT_NS(name, fmt) fprintf(f, "," fmt, (long long)x->name);
+#define CSV_PUT_LAT(name, cols) csv_lat(f, &x->name, cols);
+
 void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n, int header)
 {
-    if (header)
-        fprintf(f, "workload,load,profile,capacity_tokens,scheme,prefix_hit_rate,context_read_rate,fairness_gain,"
-                   "e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,e2e_std_ms,e2e_short_mean_ms,e2e_short_p99_ms,"
-                   "e2e_medium_mean_ms,e2e_medium_p99_ms,e2e_long_mean_ms,e2e_long_p99_ms,"
-                   "ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,ttft_std_ms,ttft_short_mean_ms,ttft_long_mean_ms,"
-                   "tpot_mean_ms,tpot_p99_ms,recomputed_tokens,preemptions,done,rejected,throughput_tok_s,"
-                   "throughput_rel_lru");
+    if (header) {
+        fprintf(f, "workload,load,profile,capacity_tokens,scheme");
+        for (int col = 1; col <= CSV_COLUMNS; col++) {
+            FKV_RESULT_FIELDS(CSV_HEAD)
+        }
+    }
     static const char *const cn[FKV_N_CLASSES] = {"short", "medium", "long"};
     if (header && n && s[0].n_tenants) {
         fprintf(f, ",tenant_spread,jain_slowdown,max_min_slowdown,service_diff_tokens");
@@ -559,15 +607,10 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
         const fkv_scheme_summary *x = &s[i];
         fprintf(f, "%s,", m->workload);
         if (m->load >= 0) fprintf(f, "%.4f", m->load);
-        fprintf(f, ",%s,%llu,%s,%.6f,%.6f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-                   "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%zu,%zu,%.3f,%.6f",
-                m->profile, (unsigned long long)m->capacity_tokens, x->name, x->prefix_hit_rate, x->context_read_rate,
-                x->fairness_gain, x->e2e.mean_ms, x->e2e.p50_ms, x->e2e.p99_ms, x->e2e.std_ms,
-                x->e2e.by_class[0].mean_ms, x->e2e.by_class[0].p99_ms, x->e2e.by_class[1].mean_ms,
-                x->e2e.by_class[1].p99_ms, x->e2e.by_class[2].mean_ms, x->e2e.by_class[2].p99_ms, x->ttft.mean_ms,
-                x->ttft.p50_ms, x->ttft.p99_ms, x->ttft.std_ms, x->ttft.by_class[0].mean_ms, x->ttft.by_class[2].mean_ms,
-                x->tpot.mean_ms, x->tpot.p99_ms, (unsigned long long)x->recomputed_tokens,
-                (unsigned long long)x->preemptions, x->done, x->rejected, x->throughput_tok_s, x->throughput_rel_lru);
+        fprintf(f, ",%s,%llu,%s", m->profile, (unsigned long long)m->capacity_tokens, x->name);
+        for (int col = 1; col <= CSV_COLUMNS; col++) {
+            FKV_RESULT_FIELDS(CSV_VALUE)
+        }
         if (x->n_tenants) {
             fprintf(f, ",%.4f,%.6f,%.6f,%.3f", x->tenant_spread, x->jain_slowdown, x->max_min_slowdown,
                     x->service_diff_tokens);

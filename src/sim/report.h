@@ -25,27 +25,11 @@ enum { FKV_TIER_DEVICE = 0, FKV_TIER_HOST = 1, FKV_TIER_REMOTE = 2 };
 
 typedef struct fkv_scheme_summary {
     char name[32];
-    fkv_lat_stats e2e, ttft, tpot;
-    double context_read_rate; /* context reads served from cache / (those + recomputed + reloaded) */
-    double cache_hit_rate;   /* the cache's own counter: touched tokens found resident */
-    double prefix_hit_rate;  /* prompt tokens found in the prefix cache at first admission / prompt
-                              * tokens (vLLM's prefix_cache_hits / prefix_cache_queries): the headline */
-    double cache_prefix_hit_rate; /* the cache's counter (includes re-matches after preemption) */
+    FKV_RESULT_FIELDS(FKV_RF_SUMMARY_FIELD) /* the figures: result_fields.h */
     /* prefix_hit_rate by the tier each token was found in (they sum to it);
      * printed only when a host or remote tier was configured (tiered) */
-    int tiered;
     double tier_hit_rate[3];  /* FKV_TIER_DEVICE, _HOST, _REMOTE */
-    uint64_t remote_fetched_tokens;
-    uint64_t host_written_bytes, remote_written_bytes, host_refused_chunks, remote_refused_chunks;
-    double fairness_gain;    /* std(lru) / std(this); 0 when no lru run */
-    uint64_t recomputed_tokens, reloaded_tokens, preemptions, evicted_pages;
-    size_t done, rejected;
-    double throughput_tok_s, throughput_req_s;
-    double throughput_rel_lru; /* output tokens/s over lru's in the same run; 0 when no lru run */
-    double makespan_s;
-    uint64_t steps, max_step_tokens, capacity_tokens;
     double sim_wall_s;       /* not printed in byte-compared outputs */
-    uint32_t n_tenants;      /* 0: no per-tenant part in any output */
     struct fkv_tenant_summary {
         size_t n;            /* finished requests */
         int light;           /* fkv_bench_light_tenants: a light tenant */
@@ -62,7 +46,6 @@ typedef struct fkv_scheme_summary {
     /* slowdown (fkv_summary_slowdown): 0 = not computed */
     double slowdown_mean, slowdown_p99;
     double jain_slowdown, max_min_slowdown; /* over the tenants' mean slowdowns */
-    double service_diff_tokens; /* VTC's service difference (fkv_sim_result); tenant runs */
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */

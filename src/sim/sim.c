@@ -446,6 +446,26 @@ static fkv_status alloc_result(fkv_sim_result *res, size_t n)
 static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
                            fkv_sim_result *res, char *err, size_t errlen);
 
+/* The figures' combining and counting, from their list (result_fields.h):
+ * run_apart combines the tenants' runs r into res by each figure's `apart`
+ * rule; run_whole sums each ALL / DONE figure's request field over the
+ * requests r (DONE: the finished ones). */
+#define APART_FIELD(kind, name, apart, req, rf, summary, fmt, json, csv) APART_##apart(name)
+#define APART_SUM(name) res->name += r.name;
+#define APART_MAX(name) if (r.name > res->name) res->name = r.name;
+#define APART_LAST(name) res->name = r.name;
+#define APART_HAND(name)
+#define APART_DROP(name)
+#define APART_SUMMARY(name)
+#define COUNT_ALL(kind, name, apart, req, rf, summary, fmt, json, csv) COUNT_ALL_##req(name, rf)
+#define COUNT_ALL_ALL(name, rf) res->name += r->rf;
+#define COUNT_ALL_DONE(name, rf)
+#define COUNT_ALL_HAND(name, rf)
+#define COUNT_DONE(kind, name, apart, req, rf, summary, fmt, json, csv) COUNT_DONE_##req(name, rf)
+#define COUNT_DONE_ALL(name, rf)
+#define COUNT_DONE_DONE(name, rf) res->name += r->rf;
+#define COUNT_DONE_HAND(name, rf)
+
 /* Each tenant's requests run alone (ids renumbered: the sim and Belady
  * index requests by id - 1), at capacity cap(t) (0 = cfg's); the results
  * are put back at the requests' places, the counters summed, the
@@ -497,30 +517,9 @@ static fkv_status run_apart(const fkv_workload *w, const fkv_scheme *sc, const f
             res->cls[i] = r.cls[j];
             res->tenant[i] = r.tenant[j];
         }
-        res->done += r.done;
-        res->rejected += r.rejected;
-        res->hit_tokens += r.hit_tokens;
-        res->miss_tokens += r.miss_tokens;
-        res->prefix_query_tokens += r.prefix_query_tokens;
-        res->prefix_hit_tokens += r.prefix_hit_tokens;
-        res->evicted_pages += r.evicted_pages;
-        res->recomputed_tokens += r.recomputed_tokens;
-        res->reloaded_tokens += r.reloaded_tokens;
-        res->matched_tokens += r.matched_tokens;
-        res->matched_host_tokens += r.matched_host_tokens;
-        res->matched_remote_tokens += r.matched_remote_tokens;
-        res->remote_fetched_tokens += r.remote_fetched_tokens;
-        res->tiered = r.tiered;
-        res->preemptions += r.preemptions;
-        res->steps += r.steps;
-        res->output_tokens += r.output_tokens;
-        res->prompt_tokens += r.prompt_tokens;
-        res->prompt_tokens_all += r.prompt_tokens_all;
-        if (r.peak_live_tokens > res->peak_live_tokens) res->peak_live_tokens = r.peak_live_tokens;
-        if (r.max_step_tokens > res->max_step_tokens) res->max_step_tokens = r.max_step_tokens;
+        FKV_RESULT_FIELDS(APART_FIELD)
         int64_t end = r.makespan_ns + sub.reqs[0].arrival_ns - w->reqs[0].arrival_ns;
         if (end > res->makespan_ns) res->makespan_ns = end;
-        res->capacity_tokens = r.capacity_tokens;
         if (cfg->n_tenants) res->tenants[t] = r.tenants[t];
         fkv_sim_result_free(&r);
     }
@@ -546,7 +545,7 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
 {
     memset(res, 0, sizeof *res);
     if (!w->n || !cfg->profile) return fkv_errf(err, errlen, FKV_EINVAL, "empty workload or no profile");
-    if (sc && sc->isolated) {
+    if (sc && sc->mode == FKV_SCHEME_ISOLATED) {
         fkv_status st = run_apart(w, sc, cfg, 0, res, err, errlen);
         if (!st) snprintf(res->scheme, sizeof res->scheme, "%s", sc->name);
         return st;
@@ -563,7 +562,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
      * evicted or preempted while the prefix cache still shares prefixes;
      * a run with no cache at all would recompute every shared prefix */
     fkv_sim_config oracle_cfg;
-    if (sc && sc->unlimited) {
+    if (sc && sc->mode == FKV_SCHEME_UNLIMITED) {
         oracle_cfg = *cfg;
         uint64_t total = 0, pt = sc->page_tokens;
         for (size_t i = 0; i < w->n; i++) total += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output + pt) / pt * pt;
@@ -609,7 +608,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         scfg.on_preempt = sc->on_preempt;
         scfg.pass_tokens = sc->prefix_cache;
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
-        if (sc->vtc) scfg.admission = FKV_ADMIT_VTC;
+        if (sc->mode == FKV_SCHEME_VTC) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
             uint32_t tokens, running;
             fkv_vllm_batch_defaults(cfg->profile, &tokens, &running);
@@ -649,12 +648,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         const fkv_req *r = &reqs[i];
         res->cls[i] = (uint8_t)fkv_sim_class(r->prompt + r->output);
         res->e2e_ns[i] = res->ttft_ns[i] = res->tpot_ns[i] = -1;
-        res->recomputed_tokens += r->recomputed;
-        res->reloaded_tokens += r->reloaded;
-        res->matched_tokens += r->matched;
-        res->matched_host_tokens += r->matched_host;
-        res->matched_remote_tokens += r->matched_remote;
-        res->prompt_tokens_all += r->prompt;
+        FKV_RESULT_FIELDS(COUNT_ALL)
         uint32_t t = r->tenant <= cfg->n_tenants ? (uint32_t)r->tenant : 0;
         res->tenant[i] = (uint8_t)t;
         res->tenants[t].preemptions += r->preemptions;
@@ -671,8 +665,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         res->e2e_ns[i] = r->finish_ns - r->arrival_ns;
         res->ttft_ns[i] = r->first_token_ns - r->arrival_ns;
         if (r->output > 1) res->tpot_ns[i] = (r->finish_ns - r->first_token_ns) / (r->output - 1);
-        res->output_tokens += r->output;
-        res->prompt_tokens += r->prompt;
+        FKV_RESULT_FIELDS(COUNT_DONE)
     }
     if (cache) {
         fkv_counters c;

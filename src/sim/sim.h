@@ -17,10 +17,20 @@
 #include "fairkv.h"
 #include "sched/sched.h"
 #include "sim/profile.h"
+#include "sim/result_fields.h"
 #include "sim/workload.h"
 
-/* A scheme = a cache configuration + the scheduler's preemption behaviour.
- * The whole list lives in schemes.c. */
+/* How a scheme runs besides its cache's configuration: one of these. */
+typedef enum fkv_scheme_mode {
+    FKV_SCHEME_CACHED = 0,   /* the cache at the run's capacity under the run's admission */
+    FKV_SCHEME_VTC = 1,      /* the same with VTC admission (fair scheduling alone), whatever the config says */
+    FKV_SCHEME_UNLIMITED = 2, /* a cache that holds every token (oracle-memory): the memory limit's latency */
+    FKV_SCHEME_ISOLATED = 3  /* each tenant's requests run alone, the others absent (fkv_sim_run) */
+} fkv_scheme_mode;
+
+/* A scheme = a cache configuration + the scheduler's preemption behaviour
+ * + a mode.  The whole list lives in schemes.c, one designated initialiser
+ * each (a field left out is 0). */
 typedef struct fkv_scheme {
     const char *name;
     const char *policy;       /* fkv_config.policy */
@@ -32,14 +42,12 @@ typedef struct fkv_scheme {
     fkv_victim_rule victim;
     fkv_preempt_mode on_preempt;
     const char *reclaim;      /* fair reclaim before preemption (fkv_sched_parse_reclaim); NULL = none */
-    /* vLLM v1's behaviours (schemes.c names the code of each) */
+    /* vLLM v1's behaviours (docs/EVALUATION.md, section 3, names the code of each) */
     int free_tail_first;      /* fkv_config.free_tail_first: a freed request's tail is evicted first */
     int no_admit_after_preempt; /* fkv_sched_config.no_admit_after_preempt */
     int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
     int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
-    int unlimited;            /* 1: no cache at all (oracle-memory): the memory limit's latency */
-    int vtc;                  /* 1: VTC admission (fair scheduling alone), whatever the config says */
-    int isolated;             /* 1: each tenant's requests run alone, the others absent (fkv_sim_run) */
+    fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
 
@@ -110,43 +118,17 @@ typedef struct fkv_sim_result {
     size_t n;                 /* requests */
     int64_t *e2e_ns, *ttft_ns, *tpot_ns; /* [n]; -1 = not applicable / not done */
     uint8_t *cls;             /* [n] fkv_class */
-    size_t done, rejected;
-    uint64_t hit_tokens, miss_tokens; /* cache touch counters, all classes */
-    uint64_t prefix_query_tokens, prefix_hit_tokens;
-    uint64_t evicted_pages;
-    uint64_t recomputed_tokens, reloaded_tokens, matched_tokens;
-    /* of matched_tokens (first admission, every tier): found in the host
-     * tier, in the remote tier; the rest was on the device */
-    uint64_t matched_host_tokens, matched_remote_tokens;
-    int tiered;               /* 1: a host or remote tier was configured (reports print the tiers) */
-    uint64_t remote_fetched_tokens; /* tokens that crossed the network (whole chunks) */
-    /* written below the device: bytes demoted to the host tier (PCIe) and
-     * written back to the remote store (network); chunks the admission
-     * filter refused at each */
-    uint64_t host_written_bytes, remote_written_bytes, host_refused_chunks, remote_refused_chunks;
-    uint64_t preemptions;
-    uint64_t steps;
-    uint64_t output_tokens, prompt_tokens; /* of finished requests */
-    uint64_t prompt_tokens_all;            /* of every request */
-    uint64_t peak_live_tokens;
-    uint64_t max_step_tokens;
-    int64_t makespan_ns;
-    uint64_t capacity_tokens;
-    uint32_t n_tenants;       /* as the config */
+    FKV_RESULT_FIELDS(FKV_RF_RESULT_FIELD) /* the figures: result_fields.h */
     uint32_t n_light;         /* the workload's: tenants 1..n_light are light (0: not named) */
     uint8_t *tenant;          /* [n] tenant id of each request (0..n_tenants) */
     struct fkv_sim_tenant {
         double weight, share_pages; /* share at the end of the run */
-        uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* fkv_tenant_info: by action; [5] = idle evicted */
+        uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS]; /* fkv_tenant_info: by fkv_reclaim_action (5 = offload);
+                                                         * [FKV_N_RECLAIM] (6) = idle chunks evicted */
         uint64_t preemptions, reclaims;
         uint64_t prompt_tokens, matched_tokens; /* of all its requests; matched at first admission */
         uint64_t offered_tokens; /* prompt + output of all its requests */
     } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t; [0] = anonymous */
-    /* VTC's service difference (src/sim/fairness.h): the largest gap seen,
-     * at the end of any step, between the weighted service (input tokens
-     * of first prefills x vtc_in_weight + output tokens x vtc_out_weight,
-     * over the tenant's weight) of two backlogged tenants; tenant runs only */
-    double service_diff_tokens;
 } fkv_sim_result;
 
 /* The host tier's bytes for a device of device_bytes: host_x times it, or
