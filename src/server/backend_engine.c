@@ -1,75 +1,18 @@
 /* The engine backend: `fairkv serve --model FILE` serves a GGUF Llama model
- * through the real engine (src/engine/engine.h) over a fairkv cache.
- *
- * One step thread owns the engine: it runs fkv_engine_step() while requests
- * are live and sleeps on a condition variable otherwise.  submit() only
- * queues into the engine (fkv_engine_submit is thread-safe).  Engine
- * callbacks run on the step thread inside the step with no backend lock
- * held, so they call the server's sinks directly.
- *
- * The cache is not thread-safe (the engine creates it without
- * thread_safe), so nothing outside the step thread reads it: after a step
- * (at most every 100 ms while busy, and whenever the engine goes idle) the
- * step thread copies the engine's counters and renders the cache's
- * Prometheus text into a snapshot that stats() and metrics() return.
- *
- * Cancel: a cancelled request gets on_done(CANCELLED) from the step thread
- * right after the current step and is detached; fkv_engine_cancel makes the
- * engine end it after one more token (or, if it is still in its prompt,
- * after the prompt), and what it still produces is not delivered.
- *
- * Text: each token's bytes (fkv_tok_piece) go through a UTF-8 holdback: a
- * piece that ends inside a multi-byte character delivers the complete part
- * and keeps the rest for the next token; bytes that cannot be UTF-8 become
- * U+FFFD (random-weight models emit arbitrary bytes).
- *
- * Remote tier (--remote, src/remote): pages of K/V shared through Redis by
- * every instance serving the same model.
- *  - A remote chunk is one cache page (page_tokens = 16 tokens), its value
- *    the page's bytes in the engine's exchange layout (fkv_engine_page_bytes:
- *    per layer K then V, [16][kv_heads][head_dim] of the cache's dtype).
- *  - Key: fkv_remote_key_make with model = the served name (sanitized, at
- *    most 40 characters) + "-" + 16 hex digits of SHA-256 of the GGUF file,
- *    so different weights never share chunks even under one name; the
- *    geometry (layers x kv heads x head dim) and dtype (f32 / f16) of the
- *    engine's cache; namespace "t<tenant id>-s<salt id>" (16 hex digits
- *    each) from the same ids as the cache's prefix namespaces (the `user`
- *    and the cache_salt, name_id), so another user or salt never sees a
- *    tenant's chunks: its hash chain starts from another namespace.
- *  - Lookup: prefetch (the server's connection thread, before admission,
- *    outside its admission lock) GETs the keys of the prompt's whole pages
- *    before its last token in one batched call bounded by
- *    remote_timeout_ms; the run of hits from page 0 goes with the request
- *    (fkv_engine_request.import_kv), and when its sequence opens the engine
- *    appends the pages past its own device + host match with those bytes
- *    (engine_io.c).  They count as cached tokens.  The step thread never
- *    waits on Redis.
- *  - Write-back at request end: the engine hands the finished request's
- *    full pages up to its last computed token (on_export, on the step
- *    thread), and the ones whose chunk is resident at full precision
- *    (quantized ones are skipped, and nothing from the first chunk a
- *    sparsity mode dropped on) and past the hits it was given are put()
- *    (the client copies them into its queue and never blocks; a full
- *    queue drops, counted).
- *  - Admission (tier_admission, not off): the write-back passes the
- *    filter of src/core/admit.h, its own instance keyed by the chunks'
- *    Redis hashes (first 8 bytes).  Each request is one sighting of each
- *    page: the prompt's looked-up pages at the lookup, the others (the
- *    last prompt page, the output's) at write-back; a page is written
- *    only once seen twice (the cache's threshold; Redis has no victim to
- *    weigh it against, so "tinylfu" tests the count too), and the first
- *    refused page ends the write (prefix closure).  Refusals:
- *    fairkv_remote_refused_total.  Window: ten sightings per page the
- *    local tiers hold (device + host), as the cache's own.
- *  - The lookup runs for every prompt, even one the local cache holds: the
- *    cache belongs to the step thread, and the connection thread cannot
- *    ask it.  Pages the local match already covers are fetched and not
- *    used (the price of never waiting on Redis in the step).
- *  - Values read back are untrusted: the client's value check refuses any
- *    that does not match its key (magic, geometry, length, XXH64, hash):
- *    a miss, counted in fairkv_remote_corrupt_total; Redis down or slow is
- *    a miss too (fairkv_remote_errors_total): the prompt is computed.
- */
+ * through the real engine (src/engine/engine.h).
+ *  - One step thread owns the engine and its cache (not thread-safe): it
+ *    steps while requests are live and sleeps on cv otherwise.  Other
+ *    threads only queue into the engine (submit, cancel) and read the
+ *    snapshot of its counters and cache metrics that the step thread
+ *    refreshes under mu (every 100 ms while busy, and when idle).
+ *  - Engine callbacks run on the step thread inside the step with no
+ *    backend lock held; they call the server's sinks directly.
+ *  - A cancelled request gets on_done(CANCELLED) right after the step;
+ *    what the engine still produces for it is not delivered.
+ *  - Token text passes the UTF-8 holdback (utf8_hold.h); request names map
+ *    to ids in client_names.c; the remote tier is backend_remote.c's.
+ * Why, and the remote tier's rules: docs/ARCHITECTURE.md, "The engine
+ * backend". */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
