@@ -4,14 +4,17 @@
  * with fields inside the limits or fails with an HTTP status and a named
  * message; every template renders any parsed conversation; the filter
  * never writes more than it was given; any bytes as token text render as
- * valid UTF-8. */
+ * valid UTF-8, also through the engine backend's holdback cut into pieces;
+ * a --remote node list parses into no more bytes than it had, or fails. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/api.h"
+#include "server/backend_remote.h"
 #include "server/metrics_http.h"
+#include "server/utf8_hold.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -72,6 +75,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fkv_api_json_text(&t, (const char *)data, size);
         if (t.data && !fkv_api_utf8_valid(t.data, t.len)) __builtin_trap();
         fkv_textbuf_free(&t);
+    }
+    {
+        /* the bytes as token pieces: cut where the first byte says */
+        char out[FKV_UTF8_HOLD_OUT(7)];
+        fkv_utf8_hold h = {0};
+        size_t cut = size ? 1 + data[0] % 7 : 0, at = 0;
+        while (at < size) {
+            size_t k = size - at < cut ? size - at : cut;
+            size_t n = fkv_utf8_hold_feed(&h, (const char *)data + at, k, out, at + k == size);
+            if (n > FKV_UTF8_HOLD_OUT(k) || !fkv_api_utf8_valid(out, n)) __builtin_trap();
+            at += k;
+        }
+        if (h.n_pend) __builtin_trap();
+    }
+    {
+        /* the bytes as a --remote node list */
+        char spec[256], nodes[64];
+        size_t sl = size < sizeof spec - 1 ? size : sizeof spec - 1;
+        memcpy(spec, data, sl);
+        spec[sl] = 0;
+        if (fkv_eng_remote_nodes(spec, nodes, sizeof nodes) == 0 && (!nodes[0] || strlen(nodes) > strlen(spec)))
+            __builtin_trap();
     }
     /* the bytes as a metrics text from a backend */
     const char *seen[] = {"a_total", "fairkv_num_requests_running"};

@@ -1,76 +1,18 @@
 /* The engine backend: `fairkv serve --model FILE` serves a GGUF Llama model
- * through the real engine (src/engine/engine.h) over a fairkv cache.
- *
- * One step thread owns the engine: it runs fkv_engine_step() while requests
- * are live and sleeps on a condition variable otherwise.  submit() only
- * queues into the engine (fkv_engine_submit is thread-safe).  Engine
- * callbacks run on the step thread inside the step with no backend lock
- * held, so they call the server's sinks directly.
- *
- * The cache is not thread-safe (the engine creates it without
- * thread_safe), so nothing outside the step thread reads it: after a step
- * (at most every 100 ms while busy, and whenever the engine goes idle) the
- * step thread copies the engine's counters and renders the cache's
- * Prometheus text into a snapshot that stats() and metrics() return.
- *
- * Cancel: a cancelled request gets on_done(CANCELLED) from the step thread
- * right after the current step and is detached; fkv_engine_cancel makes the
- * engine end it after one more token (or, if it is still in its prompt,
- * after the prompt), and what it still produces is not delivered.
- *
- * Text: each token's bytes (fkv_tok_piece) go through a UTF-8 holdback: a
- * piece that ends inside a multi-byte character delivers the complete part
- * and keeps the rest for the next token; bytes that cannot be UTF-8 become
- * U+FFFD (random-weight models emit arbitrary bytes).
- *
- * Remote tier (--remote, src/remote): pages of K/V shared through Redis by
- * every instance serving the same model.
- *  - A remote chunk is one cache page (page_tokens = 16 tokens), its value
- *    the page's bytes in the engine's exchange layout (fkv_engine_page_bytes:
- *    per layer K then V, [16][kv_heads][head_dim] of the cache's dtype).
- *  - Key: fkv_remote_key_make with model = the served name (sanitized, at
- *    most 40 characters) + "-" + 16 hex digits of SHA-256 of the GGUF file,
- *    so different weights never share chunks even under one name; the
- *    geometry (layers x kv heads x head dim) and dtype (f32 / f16) of the
- *    engine's cache; namespace "t<tenant id>-s<salt id>" (16 hex digits
- *    each) from the same ids as the cache's prefix namespaces (the `user`
- *    and the cache_salt, name_id), so another user or salt never sees a
- *    tenant's chunks: its hash chain starts from another namespace.
- *  - Lookup: prefetch (the server's connection thread, before admission,
- *    outside its admission lock) GETs the keys of the prompt's whole pages
- *    before its last token in one batched call bounded by
- *    remote_timeout_ms; the run of hits from page 0 goes with the request
- *    (fkv_engine_request.import_kv), and when its sequence opens the engine
- *    appends the pages past its own device + host match with those bytes
- *    (engine_io.c).  They count as cached tokens.  The step thread never
- *    waits on Redis.
- *  - Write-back at request end: the engine hands the finished request's
- *    full pages up to its last computed token (on_export, on the step
- *    thread), and the ones whose chunk is resident at full precision
- *    (quantized ones are skipped, and nothing from the first chunk a
- *    sparsity mode dropped on) and past the hits it was given are put()
- *    (the client copies them into its queue and never blocks; a full
- *    queue drops, counted).
- *  - Admission (tier_admission, not off): the write-back passes the
- *    filter of src/core/admit.h, its own instance keyed by the chunks'
- *    Redis hashes (first 8 bytes).  Each request is one sighting of each
- *    page: the prompt's looked-up pages at the lookup, the others (the
- *    last prompt page, the output's) at write-back; a page is written
- *    only once seen twice (the cache's threshold; Redis has no victim to
- *    weigh it against, so "tinylfu" tests the count too), and the first
- *    refused page ends the write (prefix closure).  Refusals:
- *    fairkv_remote_refused_total.  Window: ten sightings per page the
- *    local tiers hold (device + host), as the cache's own.
- *  - The lookup runs for every prompt, even one the local cache holds: the
- *    cache belongs to the step thread, and the connection thread cannot
- *    ask it.  Pages the local match already covers are fetched and not
- *    used (the price of never waiting on Redis in the step).
- *  - Values read back are untrusted: the client's value check refuses any
- *    that does not match its key (magic, geometry, length, XXH64, hash):
- *    a miss, counted in fairkv_remote_corrupt_total; Redis down or slow is
- *    a miss too (fairkv_remote_errors_total): the prompt is computed.
- */
-#include <openssl/evp.h>
+ * through the real engine (src/engine/engine.h).
+ *  - One step thread owns the engine and its cache (not thread-safe): it
+ *    steps while requests are live and sleeps on cv otherwise.  Other
+ *    threads only queue into the engine (submit, cancel) and read the
+ *    snapshot of its counters and cache metrics that the step thread
+ *    refreshes under mu (every 100 ms while busy, and when idle).
+ *  - Engine callbacks run on the step thread inside the step with no
+ *    backend lock held; they call the server's sinks directly.
+ *  - A cancelled request gets on_done(CANCELLED) right after the step;
+ *    what the engine still produces for it is not delivered.
+ *  - Token text passes the UTF-8 holdback (utf8_hold.h); request names map
+ *    to ids in client_names.c; the remote tier is backend_remote.c's.
+ * Why, and the remote tier's rules: docs/ARCHITECTURE.md, "The engine
+ * backend". */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -78,14 +20,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/admit.h"
 #include "engine/engine.h"
-#include "model/model.h"
 #include "engine/steplog.h"
+#include "model/model.h"
 #include "model/tokenizer.h"
 #include "server/backend.h"
 #include "server/backend_engine_opts.h"
-#include "remote/remote.h"
+#include "server/backend_remote.h"
+#include "server/client_names.h"
+#include "server/utf8_hold.h"
 
 typedef struct ereq {
     struct ereq *next;
@@ -98,14 +41,11 @@ typedef struct ereq {
     int cancelled;         /* under b->mu */
     int delivered;         /* on_done sent (step thread only) */
     int stopped;           /* end-of-generation token met (step thread only) */
-    unsigned char pend[4]; /* UTF-8 holdback (step thread only) */
-    size_t n_pend;
+    fkv_utf8_hold hold;    /* a piece's incomplete last character (step thread only) */
     int logprobs;          /* the request asked for them: on_token gets them */
     uint32_t top_logprobs;
     int ignore_eos;        /* the server's --ignore-eos or the request's */
-    char ns[FKV_REMOTE_NAME_MAX + 1]; /* the remote tier's namespace of its tenant and salt */
-    uint32_t remote_hit;   /* prompt tokens the lookup found (whole pages from 0) */
-    uint32_t looked_up;    /* prompt pages the lookup counted as sightings (admission) */
+    fkv_eng_remote_req remote; /* its part of the remote tier (when there is one) */
 } ereq;
 
 typedef struct eng {
@@ -123,8 +63,7 @@ typedef struct eng {
     uint64_t max_waiting;
     uint32_t max_running;    /* the engine's (fkv_engine_config.max_running) */
     int ignore_eos;
-    char *client_name[64];   /* fairness client ids: "user" strings, first come */
-    int n_clients;
+    fkv_client_names clients; /* fairness client ids of "user" strings (under mu) */
     /* snapshot (under mu) */
     fkv_engine_stats snap;
     char *metrics_text;
@@ -136,20 +75,7 @@ typedef struct eng {
     FILE *step_log;          /* --step-log: written by the step thread only */
     char *step_log_path;
     int64_t step_log_t0;     /* CLOCK_MONOTONIC ns when it was opened */
-    /* the remote tier (NULL: none); the fields below are set before any
-     * thread starts and only read after */
-    fkv_remote *remote;
-    char remote_model[FKV_REMOTE_NAME_MAX + 1];
-    fkv_remote_geom rgeom;
-    fkv_remote_dtype rdtype;
-    uint32_t page_tokens;
-    size_t page_bytes;
-    /* the write-back's admission filter (NULL: off); under admit_mu, as
-     * connection threads record and the step thread tests */
-    fkv__admit *admit;
-    uint32_t admit_threshold;
-    pthread_mutex_t admit_mu;
-    uint64_t refused; /* pages the filter kept from Redis (under admit_mu) */
+    fkv_eng_remote *remote;  /* the remote tier (NULL: none); opened before any thread starts */
 } eng;
 
 static int64_t now_ns(void)
@@ -157,66 +83,6 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ------------------------------------------------------------ UTF-8 text */
-
-/* Length of the valid UTF-8 character at s[0..n): >0 complete, 0 when s
- * is a valid but incomplete prefix, -1 when s[0] cannot start a character
- * here (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF). */
-static int utf8_char(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    int len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else
-        return -1;
-    for (int i = 1; i < len; i++) {
-        if ((size_t)i >= n) return 0;
-        unsigned char lim_lo = i == 1 ? lo : 0x80, lim_hi = i == 1 ? hi : 0xBF;
-        if (s[i] < lim_lo || s[i] > lim_hi) return -1;
-    }
-    return len;
-}
-
-/* Appends in[0..n) to the request's held bytes and writes the complete
- * characters to out (cap >= n + 4 + 3 * (n + 4)); keeps an incomplete tail
- * unless `flush` (then it becomes U+FFFD).  Returns the bytes written. */
-static size_t utf8_feed(ereq *r, const char *in, size_t n, char *out, int flush)
-{
-    size_t total = r->n_pend + n, o = 0, i = 0;
-    unsigned char *buf = malloc(total ? total : 1);
-    if (!buf) return 0;
-    memcpy(buf, r->pend, r->n_pend);
-    memcpy(buf + r->n_pend, in, n);
-    r->n_pend = 0;
-    while (i < total) {
-        int k = utf8_char(buf + i, total - i);
-        if (k > 0) {
-            memcpy(out + o, buf + i, (size_t)k);
-            o += (size_t)k, i += (size_t)k;
-        } else if (k == 0 && !flush) {
-            memcpy(r->pend, buf + i, total - i);
-            r->n_pend = total - i;
-            break;
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3); /* U+FFFD */
-            o += 3;
-            i += k == 0 ? total - i : 1;
-        }
-    }
-    free(buf);
-    return o;
 }
 
 /* ------------------------------------------------------------ engine callbacks (step thread) */
@@ -266,7 +132,7 @@ static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
         b->scratch_cap = need;
     }
     r->produced++;
-    size_t n = utf8_feed(r, piece, pl, b->scratch, r->produced >= r->max_tokens);
+    size_t n = fkv_utf8_hold_feed(&r->hold, piece, pl, b->scratch, r->produced >= r->max_tokens);
     fkv_gen_logprobs lp;
     if (r->logprobs && logits) {
         /* the raw logits the token was drawn from (before temperature) */
@@ -400,6 +266,28 @@ static void *step_thread(void *arg)
     return NULL;
 }
 
+/* ------------------------------------------------------------ the remote tier (backend_remote.c) */
+
+static void *eng_prefetch(void *be, const fkv_gen_request *req)
+{
+    eng *b = be;
+    return b->remote ? fkv_eng_remote_prefetch(b->remote, req) : NULL;
+}
+
+static void eng_release(void *be, void *prefetched)
+{
+    (void)be;
+    fkv_eng_remote_release(prefetched);
+}
+
+/* engine on_export (step thread, at the request's end) */
+static void cb_export(void *ctx, uint64_t id, const fkv_engine_export *x)
+{
+    (void)id;
+    ereq *r = ctx;
+    fkv_eng_remote_export(r->b->remote, &r->remote, x);
+}
+
 /* ------------------------------------------------------------ ops */
 
 static void eng_info(void *be, fkv_backend_info *out)
@@ -456,258 +344,6 @@ static void eng_chat_info(void *be, fkv_backend_chat *out)
     out->eos = token_text(b->tok, b->tok->eos);
 }
 
-/* The fairness client index (< 64) of a "user" string: the first 64
- * distinct names get their own index, later ones share by hash (mu held). */
-static uint64_t client_index(eng *b, const char *name)
-{
-    if (!name || !*name) return 0;
-    for (int i = 0; i < b->n_clients; i++)
-        if (!strcmp(b->client_name[i], name)) return (uint64_t)i + 1 < 64 ? (uint64_t)i + 1 : 63;
-    if (b->n_clients < 63) {
-        char *copy = strdup(name);
-        if (copy) {
-            b->client_name[b->n_clients++] = copy;
-            return (uint64_t)b->n_clients;
-        }
-    }
-    uint64_t h = 1469598103934665603ull;
-    for (const char *s = name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return 1 + h % 63;
-}
-
-/* The tenant id (or salt) of a name: the first 8 bytes of
- * SHA-256(domain, name), never 0; 0 for no name.  A cryptographic hash
- * because the id is a prefix-cache namespace: a user who could pick a
- * name colliding with another's would be matched against that user's
- * private prefixes (with 64 bits, chance collisions need ~2^32 names). */
-static uint64_t name_id(const char *domain, const char *name)
-{
-    if (!name || !*name) return 0;
-    size_t dl = strlen(domain), nl = strlen(name);
-    unsigned char *buf = malloc(dl + 1 + nl), md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    uint64_t id = 0;
-    if (buf) {
-        memcpy(buf, domain, dl);
-        buf[dl] = 0; /* "a" + "bc" and "ab" + "c" differ */
-        memcpy(buf + dl + 1, name, nl);
-        if (EVP_Digest(buf, dl + 1 + nl, md, &n, EVP_sha256(), NULL) == 1 && n >= 8) memcpy(&id, md, 8);
-        free(buf);
-    }
-    if (!id) { /* out of memory or no digest: one hash of our own, still per name */
-        id = 1469598103934665603ull;
-        for (const char *s = name; *s; s++) id = (id ^ (unsigned char)*s) * 1099511628211ull;
-    }
-    return id ? id : 1;
-}
-
-/* ------------------------------------------------------------ remote tier (see the top of this file) */
-
-typedef struct eprefetch {
-    uint32_t tokens; /* prompt tokens found: whole pages from position 0 */
-    uint8_t *kv;     /* [tokens / page_tokens][page_bytes] */
-} eprefetch;
-
-/* "t<tenant>-s<salt>": the ids of the cache's own namespaces, so the
- * remote tier isolates exactly what the prefix cache does */
-static void remote_ns(const fkv_gen_request *req, char *out, size_t cap)
-{
-    snprintf(out, cap, "t%016llx-s%016llx", (unsigned long long)name_id("fairkv tenant", req->client),
-             (unsigned long long)name_id("fairkv cache_salt", req->cache_salt));
-}
-
-/* The chained keys of the first n_pages pages of tokens; the count made
- * (fewer only if a name were refused, which the checks at open rule out). */
-static uint32_t remote_keys(const eng *b, const char *ns, const int32_t *tokens, uint32_t n_pages,
-                            fkv_remote_key *keys)
-{
-    uint32_t pt = b->page_tokens;
-    for (uint32_t p = 0; p < n_pages; p++)
-        if (fkv_remote_key_make(&keys[p], b->remote_model, b->rgeom, b->rdtype, ns, p ? &keys[p - 1] : NULL,
-                                tokens + (size_t)p * pt, pt) != FKV_OK)
-            return p;
-    return n_pages;
-}
-
-/* A chunk's admission key: its chained hash's first 8 bytes. */
-static uint64_t key64(const fkv_remote_key *k)
-{
-    uint64_t v;
-    memcpy(&v, k->hash, sizeof v);
-    return v;
-}
-
-/* The connection thread's lookup: one batched GET of the prompt's whole
- * pages before its last token (which is always computed), bounded by the
- * client's timeout; keeps the run of hits from page 0 (a chunk's K/V are
- * of no use without every one before it). */
-static void *eng_prefetch(void *be, const fkv_gen_request *req)
-{
-    eng *b = be;
-    if (!b->remote || req->n_prompt < 2) return NULL;
-    uint32_t n_pages = (req->n_prompt - 1) / b->page_tokens;
-    if (!n_pages) return NULL;
-    fkv_remote_key *keys = malloc((size_t)n_pages * sizeof *keys);
-    fkv_remote_value *vals = calloc(n_pages, sizeof *vals);
-    eprefetch *pf = NULL;
-    if (keys && vals) {
-        char ns[FKV_REMOTE_NAME_MAX + 1];
-        remote_ns(req, ns, sizeof ns);
-        n_pages = remote_keys(b, ns, req->prompt, n_pages, keys);
-        if (b->admit) {
-            pthread_mutex_lock(&b->admit_mu);
-            for (uint32_t p = 0; p < n_pages; p++) fkv__admit_record(b->admit, key64(&keys[p]));
-            pthread_mutex_unlock(&b->admit_mu);
-        }
-        fkv_remote_get(b->remote, keys, n_pages, vals);
-        uint32_t h = 0;
-        while (h < n_pages && vals[h].data && vals[h].len == b->page_bytes) h++;
-        if (h && (pf = calloc(1, sizeof *pf)) && (pf->kv = malloc((size_t)h * b->page_bytes))) {
-            for (uint32_t p = 0; p < h; p++) memcpy(pf->kv + (size_t)p * b->page_bytes, vals[p].data, b->page_bytes);
-            pf->tokens = h * b->page_tokens;
-        } else if (pf) {
-            free(pf);
-            pf = NULL;
-        }
-        fkv_remote_values_free(vals, n_pages);
-    }
-    free(keys);
-    free(vals);
-    return pf;
-}
-
-static void eng_release(void *be, void *prefetched)
-{
-    (void)be;
-    eprefetch *pf = prefetched;
-    if (pf) free(pf->kv);
-    free(pf);
-}
-
-/* engine on_export (step thread, at the request's end): write-back of the
- * pages it computed; put() only queues */
-static void cb_export(void *ctx, uint64_t id, const fkv_engine_export *x)
-{
-    (void)id;
-    ereq *r = ctx;
-    eng *b = r->b;
-    if (!b->remote || x->page_tokens != b->page_tokens || x->page_bytes != b->page_bytes || !x->n_pages) return;
-    fkv_remote_key *keys = malloc((size_t)x->n_pages * sizeof *keys);
-    if (!keys) return;
-    uint32_t n = remote_keys(b, r->ns, x->tokens, x->n_pages, keys);
-    if (b->admit) { /* the pages the lookup did not count are seen now; the first refused one ends the write */
-        pthread_mutex_lock(&b->admit_mu);
-        uint32_t keep = n;
-        for (uint32_t p = 0; p < n; p++) {
-            if (p >= r->looked_up) fkv__admit_record(b->admit, key64(&keys[p]));
-            if (keep == n && p * b->page_tokens >= r->remote_hit && x->ok[p] &&
-                fkv__admit_estimate(b->admit, key64(&keys[p])) < b->admit_threshold)
-                keep = p;
-        }
-        for (uint32_t p = keep; p < n; p++) b->refused += x->ok[p] && p * b->page_tokens >= r->remote_hit;
-        pthread_mutex_unlock(&b->admit_mu);
-        n = keep;
-    }
-    for (uint32_t p = 0; p < n; p++)
-        if (x->ok[p] && p * b->page_tokens >= r->remote_hit)
-            fkv_remote_put(b->remote, &keys[p], x->kv + (size_t)p * b->page_bytes, b->page_bytes);
-    free(keys);
-}
-
-/* "redis://a:1,b:2" or "a:1,redis://b:2" -> "a:1,b:2" */
-static int remote_nodes(const char *spec, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (const char *p = spec; *p;) {
-        if (!strncmp(p, "redis://", 8)) p += 8;
-        while (*p && *p != ',') {
-            if (o + 1 >= cap) return -1;
-            out[o++] = *p++;
-        }
-        if (*p == ',') {
-            if (o + 1 >= cap) return -1;
-            out[o++] = *p++;
-        }
-    }
-    out[o] = 0;
-    return o ? 0 : -1;
-}
-
-/* The remote tier's model name: the served name with characters outside
- * the key alphabet as '_', at most 40 of them, then "-" and 16 hex digits
- * of SHA-256 of the whole file: two files with one name (a fine-tune, a
- * requantization) never share chunks.  Read once at startup. */
-static int remote_model_name(const char *path, const char *served, char *out, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    unsigned char dg[EVP_MAX_MD_SIZE];
-    unsigned int dl = 0;
-    int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
-    char buf[1 << 16];
-    size_t n;
-    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(md, buf, n) == 1;
-    ok = ok && !ferror(f) && EVP_DigestFinal_ex(md, dg, &dl) == 1 && dl >= 8;
-    EVP_MD_CTX_free(md);
-    fclose(f);
-    if (!ok) return -1;
-    char name[41];
-    size_t k = 0;
-    for (; served[k] && k < 40; k++) {
-        char c = served[k];
-        int good = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._:/-", c);
-        name[k] = good ? c : '_';
-    }
-    name[k] = 0;
-    snprintf(out, cap, "%s-%02x%02x%02x%02x%02x%02x%02x%02x", k ? name : "model", dg[0], dg[1], dg[2], dg[3], dg[4],
-             dg[5], dg[6], dg[7]);
-    return 0;
-}
-
-static void remote_metrics(eng *b, fkv_textbuf *out)
-{
-    fkv_remote_counters c;
-    fkv_remote_get_counters(b->remote, &c);
-    fkv_textbuf_printf(
-        out,
-        "# HELP fairkv_remote_gets_total Chunk keys looked up in the remote tier\n"
-        "# TYPE fairkv_remote_gets_total counter\nfairkv_remote_gets_total %llu\n"
-        "# HELP fairkv_remote_hits_total Chunk keys served by the remote tier\n"
-        "# TYPE fairkv_remote_hits_total counter\nfairkv_remote_hits_total %llu\n"
-        "# HELP fairkv_remote_misses_total Chunk keys not served (absent, refused, or the tier failed)\n"
-        "# TYPE fairkv_remote_misses_total counter\nfairkv_remote_misses_total %llu\n"
-        "# HELP fairkv_remote_corrupt_total Values read back that failed the check and were not served\n"
-        "# TYPE fairkv_remote_corrupt_total counter\nfairkv_remote_corrupt_total %llu\n"
-        "# HELP fairkv_remote_puts_total Chunks queued for writing to the remote tier\n"
-        "# TYPE fairkv_remote_puts_total counter\nfairkv_remote_puts_total %llu\n"
-        "# HELP fairkv_remote_put_drops_total Chunks not queued (queue full)\n"
-        "# TYPE fairkv_remote_put_drops_total counter\nfairkv_remote_put_drops_total %llu\n"
-        "# HELP fairkv_remote_errors_total Remote tier failures, by kind\n"
-        "# TYPE fairkv_remote_errors_total counter\n"
-        "fairkv_remote_errors_total{kind=\"connect\"} %llu\n"
-        "fairkv_remote_errors_total{kind=\"timeout\"} %llu\n"
-        "fairkv_remote_errors_total{kind=\"oom\"} %llu\n"
-        "fairkv_remote_errors_total{kind=\"other\"} %llu\n"
-        "# HELP fairkv_remote_bytes_total Value bytes (header and payload) moved, by direction\n"
-        "# TYPE fairkv_remote_bytes_total counter\n"
-        "fairkv_remote_bytes_total{direction=\"read\"} %llu\n"
-        "fairkv_remote_bytes_total{direction=\"written\"} %llu\n",
-        (unsigned long long)c.gets, (unsigned long long)c.hits, (unsigned long long)c.misses,
-        (unsigned long long)c.corrupt, (unsigned long long)c.puts, (unsigned long long)c.put_drops,
-        (unsigned long long)c.err_connect, (unsigned long long)c.err_timeout, (unsigned long long)c.err_oom,
-        (unsigned long long)c.err_other, (unsigned long long)c.bytes_read, (unsigned long long)c.bytes_written);
-    if (b->admit) {
-        pthread_mutex_lock(&b->admit_mu);
-        uint64_t refused = b->refused;
-        pthread_mutex_unlock(&b->admit_mu);
-        fkv_textbuf_printf(out,
-                           "# HELP fairkv_remote_refused_total Pages the admission filter kept from the remote tier\n"
-                           "# TYPE fairkv_remote_refused_total counter\nfairkv_remote_refused_total %llu\n",
-                           (unsigned long long)refused);
-    }
-}
-
 static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen_sink *sink, char *err, size_t errlen)
 {
     eng *b = be;
@@ -748,22 +384,19 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.ctx = r;
     q.prefix_hit_out = &r->cached;
     if (b->remote) {
-        remote_ns(req, r->ns, sizeof r->ns);
-        r->looked_up = req->n_prompt >= 2 ? (req->n_prompt - 1) / b->page_tokens : 0; /* eng_prefetch's pages */
-        const eprefetch *pf = req->prefetched;
-        if (pf && pf->tokens <= req->n_prompt) {
-            q.import_kv = pf->kv;
-            q.import_tokens = pf->tokens;
-            r->remote_hit = pf->tokens;
+        const uint8_t *kv = fkv_eng_remote_begin(b->remote, req, &r->remote);
+        if (kv) {
+            q.import_kv = kv;
+            q.import_tokens = r->remote.hit;
         }
         q.on_export = cb_export;
-        q.export_from = r->remote_hit; /* already there */
+        q.export_from = r->remote.hit; /* already there */
     }
     fkv_status st = FKV_OK;
     pthread_mutex_lock(&b->mu);
-    q.client = client_index(b, req->client);
-    q.tenant = name_id("fairkv tenant", req->client);
-    q.cache_salt = name_id("fairkv cache_salt", req->cache_salt);
+    q.client = fkv_client_index(&b->clients, req->client);
+    q.tenant = fkv_name_id("fairkv tenant", req->client);
+    q.cache_salt = fkv_name_id("fairkv cache_salt", req->cache_salt);
     if (b->draining || b->stop || b->broken) {
         snprintf(err, errlen, b->broken ? "the engine failed; restart the server" : "the backend is draining");
         st = FKV_ESTATE;
@@ -818,7 +451,7 @@ static void eng_metrics(void *be, fkv_textbuf *out)
     if (b->metrics_text) fkv_textbuf_append(out, b->metrics_text, b->metrics_len);
     fkv_engine_stats s = b->snap;
     pthread_mutex_unlock(&b->mu);
-    if (b->remote) remote_metrics(b, out);
+    if (b->remote) fkv_eng_remote_metrics(b->remote, out);
     fkv_textbuf_printf(out,
                        "# HELP fairkv_engine_steps_total Engine steps run\n# TYPE fairkv_engine_steps_total counter\n"
                        "fairkv_engine_steps_total %llu\n"
@@ -871,15 +504,13 @@ static fkv_status eng_drain(void *be, int64_t timeout_ns)
 static void eng_free(eng *b)
 {
     fkv_engine_destroy(b->e); /* pending requests end without callbacks */
-    fkv_remote_close(b->remote); /* after the engine: its step thread puts */
-    if (b->admit) pthread_mutex_destroy(&b->admit_mu);
-    fkv__admit_free(b->admit);
+    fkv_eng_remote_close(b->remote); /* after the engine: its step thread puts */
     while (b->live) {
         ereq *r = b->live;
         b->live = r->next;
         free(r);
     }
-    for (int i = 0; i < b->n_clients; i++) free(b->client_name[i]);
+    fkv_client_names_free(&b->clients);
     fkv_tokenizer_free(b->tok);
     fkv_llama_free(b->m);
     free(b->metrics_text);
@@ -980,47 +611,10 @@ fkv_status fkv_backend_engine_create(const char *const *opts, fkv_backend *out, 
         eng_free(b);
         return st;
     }
-    if (bo.remote) {
-        char nodes[1100];
-        fkv_remote_config rc;
-        fkv_remote_config_default(&rc);
-        rc.nodes = nodes;
-        rc.cluster = bo.remote_cluster != 0;
-        if (bo.remote_timeout_ms) rc.timeout_ms = bo.remote_timeout_ms;
-        if (bo.remote_ttl_s) rc.ttl_s = bo.remote_ttl_s;
-        rc.default_quota = bo.remote_quota;
-        b->rgeom = (fkv_remote_geom){b->m->hp.n_layers, b->m->hp.n_kv_heads, b->m->hp.head_dim};
-        b->rdtype = cfg.kv_dtype == FKV_F16 ? FKV_REMOTE_F16 : FKV_REMOTE_F32;
-        b->page_tokens = fkv_engine_page_tokens(b->e);
-        b->page_bytes = fkv_engine_page_bytes(b->e);
-        if (remote_nodes(bo.remote, nodes, sizeof nodes)) {
-            snprintf(err, errlen, "engine backend: remote: bad node list '%s' (redis://HOST:PORT[,HOST:PORT...])",
-                     bo.remote);
-            st = FKV_EINVAL;
-        } else if (remote_model_name(model, b->model_name, b->remote_model, sizeof b->remote_model)) {
-            snprintf(err, errlen, "engine backend: remote: cannot read %s to name its chunks", model);
-            st = FKV_EIO;
-        } else if (!(b->remote = fkv_remote_open(&rc, e2, sizeof e2))) {
-            snprintf(err, errlen, "engine backend: %s", e2);
-            st = FKV_EINVAL;
-        } else if (cfg.tier_admission != FKV_TIER_ADMIT_OFF) {
-            fkv_cache_info ci;
-            fkv_config dc;
-            fkv_config_default(&dc);
-            b->admit_threshold = dc.tier_admission_threshold;
-            uint64_t pages = cfg.kv_budget_bytes / b->page_bytes + cfg.host_bytes / b->page_bytes;
-            if (fkv_cache_get_info(fkv_engine_cache(b->e), &ci) == FKV_OK) pages = ci.n_pages + cfg.host_bytes / b->page_bytes;
-            if (!(b->admit = fkv__admit_new(10 * (pages ? pages : 1), b->admit_threshold))) {
-                snprintf(err, errlen, "engine backend: out of memory for the admission filter");
-                st = FKV_ENOMEM;
-            } else {
-                pthread_mutex_init(&b->admit_mu, NULL);
-            }
-        }
-        if (st != FKV_OK) {
-            eng_free(b);
-            return st;
-        }
+    if (bo.remote &&
+        (st = fkv_eng_remote_open(&bo, &cfg, b->e, b->m, model, b->model_name, &b->remote, err, errlen)) != FKV_OK) {
+        eng_free(b);
+        return st;
     }
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);

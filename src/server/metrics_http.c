@@ -20,6 +20,7 @@ static const double itl_bounds[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.
 static const double e2e_bounds[] = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,  2.5,   5.0,   10.0,
                                     15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0};
 #define MAX_BUCKETS 24
+#define TYPE_COUNTER "counter"
 
 typedef struct hist {
     const char *name, *help;
@@ -131,6 +132,34 @@ static void render_hist(fkv_textbuf *o, const hist *h)
         fkv_textbuf_printf(o, "%s_sum{request_type=\"%s\"} %.9g\n", h->name, cl, h->sum[c]);
         fkv_textbuf_printf(o, "%s_count{request_type=\"%s\"} %llu\n", h->name, cl, (unsigned long long)h->count[c]);
     }
+}
+
+/* ------------------------------------------------------------ the remote tier's list */
+
+/* label name and value of entry i of a remote metric with these labels */
+static const char *const rerr_names[FKV__RL_RERR] = {"connect", "timeout", "oom", "other"};
+static const char *const rdir_names[FKV__RL_RDIR] = {"read", "written"};
+#define RLABEL_NONE NULL, NULL
+#define RLABEL_RERR "kind", rerr_names
+#define RLABEL_RDIR "direction", rdir_names
+
+static void remote_family(fkv_textbuf *o, const char *name, const char *type, const char *help, const char *label,
+                          const char *const *values, const uint64_t *v, int n)
+{
+    family(o, name, type, help);
+    for (int i = 0; i < n; i++) {
+        if (label) fkv_textbuf_printf(o, "%s{%s=\"%s\"} %llu\n", name, label, values[i], (unsigned long long)v[i]);
+        else fkv_textbuf_printf(o, "%s %llu\n", name, (unsigned long long)v[i]);
+    }
+}
+
+void fkv_prom_remote(fkv_textbuf *o, const fkv_remote_stats *s)
+{
+#define X(name, type, labels, help)                                                                                  \
+    if (!((s->absent >> FKV__RM_##name) & 1))                                                                          \
+        remote_family(o, #name, TYPE_##type, help, RLABEL_##labels, s->name, FKV__RL_##labels);
+    FKV_REMOTE_METRICS(X)
+#undef X
 }
 
 /* Families the server writes itself; the backend's text may not repeat them. */

@@ -4,6 +4,7 @@
 #ifndef FKV_SERVER_METRICS_HTTP_H
 #define FKV_SERVER_METRICS_HTTP_H
 
+#include "metrics/remote_metrics.h"
 #include "server/backend.h"
 
 typedef struct fkv_server_metrics fkv_server_metrics;
@@ -22,6 +23,10 @@ void fkv_server_metrics_http_error(fkv_server_metrics *m, int status);
 /* The whole /metrics text: the server's families, the backend's stats, then
  * the backend's own text with any family already written dropped. */
 void fkv_server_metrics_render(fkv_server_metrics *m, const fkv_backend *be, fkv_textbuf *out);
+
+/* The remote tier's families (src/metrics/remote_metrics.h), those not
+ * marked absent, in the list's order. */
+void fkv_prom_remote(fkv_textbuf *out, const fkv_remote_stats *s);
 
 /* Appends `text` to out, dropping every family (and its samples) whose name
  * is in seen[0..n_seen) or appeared earlier in text.  Exposed for tests. */
