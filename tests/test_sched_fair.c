@@ -477,7 +477,7 @@ static void step_share(void)
             STEP(s, now, &b);
             uint32_t pf[3] = {0, 0, 0};
             for (size_t i = 0; i < b.n; i++)
-                if (b.items[i].prefill) pf[b.items[i].r->tenant] += b.items[i].n_new;
+                pf[b.items[i].r->tenant] += b.items[i].n_new; /* the share bounds every new token */
             if (on && pending[1] && pending[2])
                 CHECKF(pf[1] <= 32 && pf[2] <= 32, "both tenants waiting: prefills %u and %u tokens", pf[1], pf[2]);
             if (on && pending[1] != pending[2] && pf[1] + pf[2] > 32) full_alone = 1;

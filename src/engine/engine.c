@@ -134,6 +134,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.pass_tokens = 1;
     sc.import = fkv__engine_import; /* a no-op for requests without import_kv */
     sc.import_ctx = e;
+    sc.on_finish = fkv__engine_finished;
+    sc.finish_ctx = e;
     if ((st = fkv_sched_create(&sc, e->cache, &e->sched))) goto fail;
     if ((st = fkv_attn_pool_create(cfg->n_threads, &e->apool))) goto fail;
     if ((st = fkv_fwd_create(m, e->apool, &e->fwd))) goto fail;

@@ -86,6 +86,12 @@ uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t matched, uint32_t li
     return pos - matched;
 }
 
+void fkv__engine_finished(void *ctx, fkv_req *r)
+{
+    eng_req *q = fkv__req_of(r);
+    if (q->on_export) fkv__engine_export(ctx, q);
+}
+
 void fkv__engine_export(fkv_engine *e, eng_req *q)
 {
     const fkv_chunk_view *const *ch;

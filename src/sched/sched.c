@@ -414,13 +414,29 @@ static void reject(fkv_sched *s, fkv_req *r)
     s->rejections++;
 }
 
-/* The item's restored ranges are the batch's ranges from range0 on. */
-static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t restored, uint32_t n_new, int prefill,
+/* The item's restored ranges are the batch's ranges from range0 on; r has
+ * its new tokens (computed = ctx + n_new).  decoding: r had no prefill
+ * left when it was served.  The contract fields (sched.h) are decided
+ * here, once. */
+static fkv_status add_item(fkv_batch *b, fkv_req *r, uint32_t ctx, uint32_t restored, uint32_t n_new, int decoding,
                            size_t range0)
 {
     if (fkv_grow(&b->items, &b->cap, b->n + 1, sizeof *b->items)) return FKV_ENOMEM;
-    b->items[b->n++] =
-        (fkv_batch_item){r, ctx, restored, n_new, prefill, (uint32_t)range0, (uint32_t)(b->n_ranges - range0)};
+    fkv_item_kind kind = !n_new     ? FKV_ITEM_RESTORE
+                         : decoding ? FKV_ITEM_DECODE
+                         : r->generated ? FKV_ITEM_REFILL
+                                        : FKV_ITEM_PROMPT;
+    int emits = n_new > 0 && r->computed >= r->target;
+    b->items[b->n++] = (fkv_batch_item){.r = r,
+                                        .ctx = ctx,
+                                        .n_restored = restored,
+                                        .n_new = n_new,
+                                        .kind = kind,
+                                        .emits = emits,
+                                        .first = emits && r->generated == 0,
+                                        .finishes = emits && r->generated + 1 >= r->output,
+                                        .range0 = (uint32_t)range0,
+                                        .n_ranges = (uint32_t)(b->n_ranges - range0)};
     return FKV_OK;
 }
 
@@ -741,7 +757,7 @@ out:
     }
     if (n || restored) {
         int counts = s->cfg.miss == FKV_MISS_RECOMPUTE;
-        if ((*st = add_item(b, r, ctx, restored, n, prefill, range0)) != FKV_OK) return GONE;
+        if ((*st = add_item(b, r, ctx, restored, n, decoding, range0)) != FKV_OK) return GONE;
         b->tokens += n + (counts ? restored : 0);
         if (!counts) b->reload_tokens += restored;
     }
@@ -1195,26 +1211,51 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     return FKV_OK;
 }
 
+double fkv_sched_item_cost(const fkv_sched_config *c, const fkv_batch_item *it)
+{
+    double cost = it->kind == FKV_ITEM_PROMPT ? c->vtc_in_weight * it->n_new : 0;
+    return it->emits ? cost + c->vtc_out_weight : cost;
+}
+
+fkv_status fkv_sched_emit(fkv_sched *s, fkv_batch *b, size_t i, int32_t token, int stop)
+{
+    if (i >= b->n || !b->items[i].emits)
+        return fail(s, FKV_EINVAL, "emit: item %zu of %zu does not emit", i, b->n);
+    fkv_batch_item *it = &b->items[i];
+    fkv_req *r = it->r;
+    uint32_t pos = it->ctx + it->n_new;
+    if (r->tokens && pos < r->prompt + r->output) r->tokens[pos] = token;
+    if (stop && !it->finishes) {
+        it->finishes = 1;
+        r->output = r->generated + 1;
+    }
+    return FKV_OK;
+}
+
+void fkv_sched_stop(fkv_sched *s, fkv_req *r)
+{
+    (void)s;
+    if (r->state != FKV_REQ_DONE && r->state != FKV_REQ_REJECTED && r->output > r->generated + 1)
+        r->output = r->generated + 1;
+}
+
 fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns)
 {
     for (size_t i = 0; i < b->n; i++) {
         fkv_batch_item *it = &b->items[i];
         fkv_req *r = it->r;
         if (r->state != FKV_REQ_RUNNING) continue;
-        double cost = 0;
-        if (it->prefill && r->generated == 0) cost += s->cfg.vtc_in_weight * it->n_new;
-        int emit = it->n_new > 0 && r->computed >= r->target;
-        if (emit) {
-            if (r->generated == 0) r->first_token_ns = end_ns;
+        s->vtc[r->client] += fkv_sched_item_cost(&s->cfg, it);
+        if (it->emits) {
+            if (it->first) r->first_token_ns = end_ns;
             r->generated++;
-            cost += s->cfg.vtc_out_weight;
             r->target = r->computed + 1; /* decode: one token per step from now */
         }
-        s->vtc[r->client] += cost;
-        if (r->generated >= r->output) {
+        if (it->finishes) {
             r->finish_ns = end_ns;
             r->state = FKV_REQ_DONE;
             s->done++;
+            if (s->cfg.on_finish) s->cfg.on_finish(s->cfg.finish_ctx, r);
         }
     }
     /* VTC with memory: every running request pays for the KV it held

@@ -223,6 +223,10 @@ typedef struct fkv_sched_config {
      * as usual). */
     uint32_t (*remote_find)(void *ctx, const struct fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
     void *remote_ctx;
+    /* NULL, or called by fkv_sched_finish for each request the step ends,
+     * before its sequence is released (an engine exports its pages). */
+    void (*on_finish)(void *ctx, struct fkv_req *r);
+    void *finish_ctx;
 } fkv_sched_config;
 
 void fkv_sched_config_default(fkv_sched_config *c);
@@ -258,7 +262,7 @@ typedef struct fkv_req {
     uint32_t shared_tokens;   /* leading prompt tokens common to every request of the
                                * same shared_seed (a per-client system prompt); 0 = none */
     uint64_t shared_seed;     /* token ids of positions < shared_tokens */
-    const int32_t *tokens;    /* real token ids [prompt + output] (an engine), or NULL:
+    int32_t *tokens;          /* real token ids [prompt + output] (an engine), or NULL:
                                * ids are then synthesized (fkv_req_token); position p
                                * must be known before the step that appends it */
 
@@ -282,13 +286,25 @@ typedef struct fkv_req {
     int served;               /* in the current step */
 } fkv_req;
 
-/* One request's share of a step. */
+/* What a step does for an item's request (fkv_batch_item.kind). */
+typedef enum fkv_item_kind {
+    FKV_ITEM_RESTORE = 0, /* only restores (n_new == 0): no token computed, none emitted */
+    FKV_ITEM_PROMPT = 1,  /* n_new prompt tokens, before the request's first output token */
+    FKV_ITEM_REFILL = 2,  /* n_new known tokens computed again after a freeing preemption */
+    FKV_ITEM_DECODE = 3   /* one token after an emission (or a forked sequence's first) */
+} fkv_item_kind;
+
+/* One request's share of a step.  The scheduler decides every field; the
+ * engine and the simulator read them and derive nothing again. */
 typedef struct fkv_batch_item {
     fkv_req *r;
     uint32_t ctx;        /* tokens already in the sequence before this step's work, after restores */
     uint32_t n_restored; /* evicted tokens recomputed or reloaded this step */
     uint32_t n_new;      /* prefill chunk or 1 decode token */
-    int prefill;         /* n_new are prefill tokens */
+    fkv_item_kind kind;
+    int emits;           /* the step samples a token for r after position ctx + n_new - 1 */
+    int first;           /* that token is r's first output token */
+    int finishes;        /* that token ends r (its last output, or fkv_sched_emit's stop) */
     /* the positions restored: fkv_batch.ranges[range0 .. range0 + n_ranges),
      * ascending, disjoint, below ctx; their lengths sum to n_restored */
     uint32_t range0, n_ranges;
@@ -329,8 +345,26 @@ fkv_status fkv_sched_add_seq(fkv_sched *s, fkv_req *r, fkv_seq *seq);
  * batch with wake_ns > 0 means: nothing to do before wake_ns. */
 fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b);
 
-/* The step ended at end_ns: emits tokens, finishes requests, unpins. */
+/* Between fkv_sched_step and fkv_sched_finish, by the caller that runs
+ * the step (an engine): item i of b (emits set) produced `token`, written
+ * at its request's next position (r->tokens[ctx + n_new] when within
+ * prompt + output); stop: the request ends with this token (a stop token,
+ * a cancel), so the item finishes.  FKV_EINVAL for an item that does not
+ * emit. */
+fkv_status fkv_sched_emit(fkv_sched *s, fkv_batch *b, size_t i, int32_t token, int stop);
+
+/* r ends with its next emission, whatever its output length (a cancel
+ * between steps); no-op for a request already done. */
+void fkv_sched_stop(fkv_sched *s, fkv_req *r);
+
+/* The step ended at end_ns: emits tokens, finishes requests (calling
+ * on_finish for each before its sequence is released), unpins. */
 fkv_status fkv_sched_finish(fkv_sched *s, fkv_batch *b, int64_t end_ns);
+
+/* VTC's service for an item, in counter units: vtc_in_weight per prompt
+ * token (FKV_ITEM_PROMPT) and vtc_out_weight per emitted token.  The one
+ * rule the scheduler's counters and the simulator's service accounting use. */
+double fkv_sched_item_cost(const fkv_sched_config *c, const fkv_batch_item *it);
 
 size_t fkv_sched_n_waiting(const fkv_sched *s);
 size_t fkv_sched_n_running(const fkv_sched *s);

@@ -118,7 +118,6 @@ typedef struct service_track {
     fkv_service_diff d;
     uint32_t n;                 /* tenants; 0 = not tracked */
     double inv_weight[FKV_SIM_MAX_TENANTS + 1];
-    uint32_t gen[4096];         /* generated before the step, per batch item (first 4096) */
     size_t *open, n_open;       /* indices of arrived requests not yet finished */
 } service_track;
 
@@ -149,9 +148,8 @@ static void track_arrive(service_track *t, size_t idx)
 }
 
 /* Before the step (formed, not yet finished): who waits, so is
- * backlogged; each item's output count.  Finished requests leave the
- * open list here. */
-static void track_before(service_track *t, const fkv_batch *b, const fkv_req *reqs)
+ * backlogged.  Finished requests leave the open list here. */
+static void track_before(service_track *t, const fkv_req *reqs)
 {
     if (!t->n) return;
     uint8_t waiting[FKV_SIM_MAX_TENANTS + 1] = {0};
@@ -164,23 +162,16 @@ static void track_before(service_track *t, const fkv_batch *b, const fkv_req *re
     }
     t->n_open = k;
     for (uint32_t q = 1; q <= t->n; q++) fkv_service_diff_backlog(&t->d, q - 1, waiting[q]);
-    for (size_t i = 0; i < b->n && i < 4096; i++) t->gen[i] = b->items[i].r->generated;
 }
 
-/* After the step: the service it gave, as VTC counts it (sched.c,
- * fkv_sched_finish), then the observation. */
+/* After the step: the service it gave, as VTC counts it
+ * (fkv_sched_item_cost), then the observation. */
 static void track_after(service_track *t, const fkv_batch *b, const fkv_sched_config *sc)
 {
     if (!t->n) return;
-    for (size_t i = 0; i < b->n && i < 4096; i++) {
-        const fkv_batch_item *it = &b->items[i];
-        const fkv_req *r = it->r;
-        uint32_t k = tenant_of(t, r);
-        if (!k) continue;
-        double served = 0;
-        if (it->prefill && t->gen[i] == 0) served += sc->vtc_in_weight * it->n_new;
-        served += sc->vtc_out_weight * (double)(r->generated - t->gen[i]);
-        fkv_service_diff_serve(&t->d, k - 1, served * t->inv_weight[k]);
+    for (size_t i = 0; i < b->n; i++) {
+        uint32_t k = tenant_of(t, b->items[i].r);
+        if (k) fkv_service_diff_serve(&t->d, k - 1, fkv_sched_item_cost(sc, &b->items[i]) * t->inv_weight[k]);
     }
     fkv_service_diff_observe(&t->d);
 }
@@ -301,7 +292,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             *now += fkv_sim_remote_ns(cfg, &b);
             o->remote_fetched += b.remote_tokens;
         }
-        track_before(&tr, &b, reqs);
+        track_before(&tr, reqs);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
             fkv_errf(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
             goto out;
