@@ -233,6 +233,7 @@ static void vtc_weights(double out_weight, int d_first)
 {
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.admission = FKV_ADMIT_VTC;
     sc.n_clients = 2;
     sc.max_running = 1;
@@ -294,6 +295,7 @@ static void budget(const fkv_scheme *sc, uint32_t max_tokens)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config scfg;
     fkv_sched_config_default(&scfg);
+    scfg.token_ids = fkv_sim_token_ids;
     scfg.max_batch_tokens = max_tokens;
     scfg.n_clients = 2;
     scfg.victim = sc->victim;
@@ -360,6 +362,7 @@ static void victims(fkv_victim_rule rule, fkv_preempt_mode mode, int want_a)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.victim = rule;
     sc.on_preempt = mode;
     fkv_sched *s;
@@ -458,6 +461,7 @@ static void dropped_not_missing(void)
     fkv_cache *cache = small_cache(&now, 12);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.block_tokens = 8;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
@@ -505,6 +509,7 @@ static void forked_freed(void)
     fkv_cache *cache = small_cache(&now, 4);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.on_preempt = FKV_PREEMPT_FREE;
     sc.block_tokens = 8;
     fkv_sched *s;
@@ -569,6 +574,7 @@ static void contract(void)
     fkv_cache *cache = small_cache(&now, 64);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.max_batch_tokens = 8;
     sc.on_finish = on_finish;
     fkv_sched *s;

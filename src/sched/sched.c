@@ -3,7 +3,6 @@
  * other files are listed in sched_internal.h. */
 #include "sched/sched_internal.h"
 #include "util/array.h"
-#include "util/rng.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -170,25 +169,12 @@ uint64_t fkv_sched_rejections(const fkv_sched *s) { return s->rejections; }
 uint64_t fkv_sched_finished(const fkv_sched *s) { return s->done + s->rejections; }
 uint64_t fkv_sched_live_tokens(const fkv_sched *s) { return s->live_tokens; }
 
-/* token ids are a pure function of (block or request, position): fkv_mix64 */
-int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens)
-{
-    uint64_t h;
-    if (pos < r->shared_tokens && pos < r->prompt)
-        h = fkv_mix64(fkv_mix64(r->shared_seed ^ 0x2545f4914f6cdd1dULL) + pos);
-    else if (r->block_ids && block_tokens && pos / block_tokens < r->n_block_ids && pos < r->prompt)
-        h = fkv_mix64(fkv_mix64(r->block_ids[pos / block_tokens] ^ 0x5bd1e995ULL) + pos % block_tokens);
-    else
-        h = fkv_mix64(fkv_mix64(r->token_seed) + pos);
-    return (int32_t)(h & 0x7fffffff);
-}
-
 const int32_t *fkv__sched_tokens(fkv_sched *s, const fkv_req *r, uint32_t start, uint32_t n)
 {
     if (!s->cfg.pass_tokens) return NULL;
     if (r->tokens) return r->tokens + start;
-    if (fkv_grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
-    for (uint32_t i = 0; i < n; i++) s->tok[i] = fkv_req_token(r, start + i, s->cfg.block_tokens);
+    if (!s->cfg.token_ids || fkv_grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
+    s->cfg.token_ids(s->cfg.token_ctx, r, start, n, s->cfg.block_tokens, s->tok);
     return s->tok;
 }
 
@@ -207,6 +193,9 @@ fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r)
     if (!r->id || !r->output || r->client >= s->cfg.n_clients)
         return fkv__sched_fail(s, FKV_EINVAL, "request %llu: id, output or client out of range",
                     (unsigned long long)r->id);
+    if (s->cfg.pass_tokens && !r->tokens && !s->cfg.token_ids)
+        return fkv__sched_fail(s, FKV_EINVAL, "request %llu: no token ids (tokens NULL, no token_ids hook)",
+                               (unsigned long long)r->id);
     r->seq = NULL;
     r->target = r->prompt;
     r->computed = r->generated = 0;

@@ -223,6 +223,12 @@ typedef struct fkv_sched_config {
      * as usual). */
     uint32_t (*remote_find)(void *ctx, const struct fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
     void *remote_ctx;
+    /* Token ids of a request without r->tokens (the simulator's synthetic
+     * ids, src/sim/req_tokens.h): positions [start, start + n) of r to out.
+     * NULL: every request carries r->tokens (with pass_tokens). */
+    void (*token_ids)(void *ctx, const struct fkv_req *r, uint32_t start, uint32_t n, uint32_t block_tokens,
+                      int32_t *out);
+    void *token_ctx;
     /* NULL, or called by fkv_sched_finish for each request the step ends,
      * before its sequence is released (an engine exports its pages). */
     void (*on_finish)(void *ctx, struct fkv_req *r);
@@ -256,6 +262,9 @@ typedef struct fkv_req {
     uint64_t cache_salt;      /* fkv_seq_params.cache_salt: 0 = none */
     int64_t arrival_ns;
     uint32_t prompt, output;  /* tokens; output >= 1 */
+    /* the source of a simulated request's ids, read by the caller's
+     * token_ids hook (src/sim/req_tokens.h) and, without pass_tokens, by
+     * the cache's block mode (block_ids) */
     const uint64_t *block_ids; /* prefix blocks (block_tokens each), may be NULL */
     uint32_t n_block_ids;
     uint64_t token_seed;      /* token ids of positions not named by a block */
@@ -263,7 +272,7 @@ typedef struct fkv_req {
                                * same shared_seed (a per-client system prompt); 0 = none */
     uint64_t shared_seed;     /* token ids of positions < shared_tokens */
     int32_t *tokens;          /* real token ids [prompt + output] (an engine), or NULL:
-                               * ids are then synthesized (fkv_req_token); position p
+                               * ids then come from token_ids; position p
                                * must be known before the step that appends it */
 
     fkv_req_state state;
@@ -382,12 +391,5 @@ fkv_status fkv_sched_drr_info(const fkv_sched *s, uint64_t tenant, double *defic
 const char *fkv_sched_last_error(const fkv_sched *s);
 
 void fkv_batch_free(fkv_batch *b);
-
-/* Token id of position pos of r (a pure function of the request):
- * positions < shared_tokens from (shared_seed, pos), so requests with the
- * same shared_seed agree there and the cache's page hash chain shares
- * exactly the full pages inside the common prefix; then positions named by
- * a block from (block id, offset); the rest from (token_seed, pos). */
-int32_t fkv_req_token(const fkv_req *r, uint32_t pos, uint32_t block_tokens);
 
 #endif

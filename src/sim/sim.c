@@ -588,6 +588,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     fkv_sched *s = NULL;
     fkv_status st = FKV_OK;
     fkv_sched_config scfg = cfg->sched;
+    scfg.token_ids = fkv_sim_token_ids; /* ids of the simulated requests */
     if (cfg->n_tenants > FKV_SIM_MAX_TENANTS) {
         st = fkv_errf(err, errlen, FKV_EINVAL, "%u tenants: at most %d", cfg->n_tenants, FKV_SIM_MAX_TENANTS);
         goto out;

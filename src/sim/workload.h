@@ -43,6 +43,7 @@
 
 #include "fairkv.h"
 #include "sched/sched.h"
+#include "sim/req_tokens.h"
 
 typedef enum fkv_trace_format {
     FKV_TRACE_AUTO = 0,
