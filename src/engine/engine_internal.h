@@ -91,7 +91,8 @@ struct fkv_engine {
 extern const fkv_kv_ops fkv__engine_kv_ops; /* ctx: fkv_engine* */
 /* engine_io.c: the scheduler's import hook (ctx: fkv_engine*) and the export
  * of a finishing request's pages */
-uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t matched, uint32_t limit);
+/* fkv_sched_config.below: a request's imported pages, appended with their K/V. */
+uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t limit, uint64_t *fetched, int *appended);
 void fkv__engine_export(fkv_engine *e, eng_req *q);
 /* fkv_sched_config.on_finish: a request the step ends exports its pages. */
 void fkv__engine_finished(void *ctx, fkv_req *r);

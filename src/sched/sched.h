@@ -203,26 +203,20 @@ typedef struct fkv_sched_config {
     double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
     int no_admit_after_preempt; /* 0; 1: a step that preempted admits nothing (vLLM) */
     fkv_step_share step_share; /* OFF: running requests first, then admission; DRR: above */
-    /* NULL, or called by open_seq right after the prefix match of a request's
-     * new sequence, for K/V the caller holds outside the cache (an engine
-     * importing chunks fetched from a remote tier): it may append tokens
-     * [matched, matched + k) of r->tokens to r->seq, k <= limit - matched,
-     * writing their K/V itself, and returns k.  They count as matched
-     * (r->matched, prompt tokens not computed), so the step computes from
-     * matched + k on.  Appended pages it leaves without K/V would be read as
-     * they are, so it must append only what it wrote. */
-    uint32_t (*import)(void *ctx, struct fkv_req *r, uint32_t matched, uint32_t limit);
-    void *import_ctx;
-    /* A tier below the cache (the simulator's remote store; NULL = none).
-     * At a request's admission, after the cache's match (device and host),
-     * remote_find says how many tokens from position `from` on (at most
-     * limit - from) the tier holds; the scheduler appends them to the
-     * sequence as loaded, not computed, and adds *fetched_tokens (whole
-     * chunks, what crosses the network) to fkv_batch.remote_tokens and one
-     * to remote_fetches.  A load that finds no memory is dropped (recomputed
-     * as usual). */
-    uint32_t (*remote_find)(void *ctx, const struct fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
-    void *remote_ctx;
+    /* A tier below the cache (NULL = none): an engine's imported pages, the
+     * simulator's remote store.  At a request's admission, after the
+     * cache's match across device and host, with r->computed tokens in its
+     * sequence, the tier provides k <= limit - r->computed tokens from
+     * there and returns k.  Either it appends them itself, writing their
+     * K/V, and sets *appended (the sequence must then hold computed + k
+     * tokens; pages it leaves without K/V would be read as they are), or
+     * the scheduler appends them as loaded: their K/V cross the network
+     * while the step runs (no memory for them: not loaded, computed as
+     * usual).  *fetched_tokens is what crosses the network (whole chunks):
+     * fkv_batch.remote_tokens, and one of remote_fetches.  They count as
+     * matched, not computed (fkv_req.matched_remote). */
+    uint32_t (*below)(void *ctx, struct fkv_req *r, uint32_t limit, uint64_t *fetched_tokens, int *appended);
+    void *below_ctx;
     /* Token ids of a request without r->tokens (the simulator's synthetic
      * ids, src/sim/req_tokens.h): positions [start, start + n) of r to out.
      * NULL: every request carries r->tokens (with pass_tokens). */
@@ -291,7 +285,7 @@ typedef struct fkv_req {
     uint64_t reloaded;        /* tokens reloaded from the host tier */
     uint64_t matched;         /* prompt tokens found in the prefix cache (every tier) at first admission */
     uint64_t matched_host;    /* ... of them in the host tier */
-    uint64_t matched_remote;  /* ... of them in the remote tier (remote_find) */
+    uint64_t matched_remote;  /* ... of them in the tier below (below) */
     int served;               /* in the current step */
 } fkv_req;
 
@@ -330,7 +324,7 @@ typedef struct fkv_batch {
     size_t n_ranges, cap_ranges;
     uint64_t host_tokens;   /* offloaded chunks copied back by fkv_seq_reload: in no item's ranges (their
                              * K/V are there), not in the budget; PCIe time */
-    uint64_t remote_tokens; /* loaded from the remote tier at admission (remote_find): network time */
+    uint64_t remote_tokens; /* loaded from the tier below at admission (below): network time */
     uint32_t remote_fetches; /* requests that loaded from it: one round trip each */
 } fkv_batch;
 

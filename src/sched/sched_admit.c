@@ -1,10 +1,10 @@
 /* Who starts (sched.h, "Step rule", "VTC", "No admission after a
  * preemption", "Dynamic batching"): waiting requests in FCFS or VTC order
  * while the budget, max_running and the cache allow; a request's sequence
- * starts with the prefix match across tiers, then what the caller imports,
- * then what the remote tier holds.  An admission that finds no memory goes
- * back to its place in the queue, or is rejected when nothing else holds
- * memory. */
+ * starts with the prefix match across tiers, then what the tier below
+ * holds (an engine's imported pages, the simulator's remote store).  An
+ * admission that finds no memory goes back to its place in the queue, or
+ * is rejected when nothing else holds memory. */
 #include "sched/sched_internal.h"
 #include "util/array.h"
 
@@ -24,24 +24,31 @@ static size_t pick_waiting(sched_step *t)
     return best;
 }
 
-/* After the cache's match: the remote tier's tokens from r->computed on,
- * appended as loaded K/V.  No memory for them: they are not loaded (the
- * prefill computes them, as without the tier). */
-static fkv_status load_remote(sched_step *t, fkv_req *r, uint32_t limit, uint32_t *got)
+/* After the cache's match: the tokens the tier below provides from
+ * r->computed on (sched.h, fkv_sched_config.below). */
+static fkv_status load_below(sched_step *t, fkv_req *r, uint32_t limit, uint32_t *got)
 {
     fkv_sched *s = t->s;
     *got = 0;
-    if (!s->cfg.remote_find || r->computed >= limit) return FKV_OK;
+    if (!s->cfg.below || r->computed >= limit) return FKV_OK;
     uint64_t fetched = 0;
-    uint32_t n = s->cfg.remote_find(s->cfg.remote_ctx, r, r->computed, limit, &fetched);
-    if (n > limit - r->computed) n = limit - r->computed;
+    int appended = 0;
+    uint32_t from = r->computed, n = s->cfg.below(s->cfg.below_ctx, r, limit, &fetched, &appended);
+    if (appended) {
+        if (n > limit - from || fkv_seq_len(r->seq) != from + n)
+            return fkv__sched_fail(s, FKV_ESTATE, "request %llu: the tier below says %u tokens after %u (limit %u), sequence has %u",
+                                   (unsigned long long)r->id, n, from, limit, fkv_seq_len(r->seq));
+    } else {
+        if (n > limit - from) n = limit - from;
+        if (!n) return FKV_OK;
+        const int32_t *tok = fkv__sched_tokens(s, r, from, n);
+        fkv_status st = fkv_seq_append(r->seq, tok, n, NULL);
+        if (st == FKV_EFULL) return FKV_OK;
+        if (st)
+            return fkv__sched_fail(s, st, "request %llu: load from the tier below: fkv_seq_append: %s",
+                                   (unsigned long long)r->id, fkv_cache_last_error(s->cache));
+    }
     if (!n) return FKV_OK;
-    const int32_t *tok = fkv__sched_tokens(s, r, r->computed, n);
-    fkv_status st = fkv_seq_append(r->seq, tok, n, NULL);
-    if (st == FKV_EFULL) return FKV_OK;
-    if (st)
-        return fkv__sched_fail(s, st, "request %llu: remote load: fkv_seq_append: %s", (unsigned long long)r->id,
-                               fkv_cache_last_error(s->cache));
     r->computed += n;
     s->live_tokens += n;
     t->b->remote_tokens += fetched;
@@ -89,18 +96,10 @@ static fkv_status open_seq(sched_step *t, fkv_req *r)
         matched = mi.device_tokens + mi.host_tokens;
         host = mi.host_tokens;
     }
-    if (s->cfg.import && r->tokens && limit > matched) {
-        uint32_t k = s->cfg.import(s->cfg.import_ctx, r, matched, limit);
-        if (k > limit - matched || fkv_seq_len(r->seq) != matched + k)
-            return fkv__sched_fail(s, FKV_ESTATE,
-                                   "request %llu: import says %u tokens after %u (limit %u), sequence has %u",
-                                   (unsigned long long)r->id, k, matched, limit, fkv_seq_len(r->seq));
-        matched += k;
-    }
     r->computed = matched;
     s->live_tokens += matched;
     uint32_t remote = 0;
-    if (limit && (tok || !s->cfg.pass_tokens) && (st = load_remote(t, r, limit, &remote)) != FKV_OK) return st;
+    if (limit && (tok || !s->cfg.pass_tokens) && (st = load_below(t, r, limit, &remote)) != FKV_OK) return st;
     if (r->preemptions == 0) {
         r->matched = matched + remote;
         r->matched_host = host;

@@ -190,6 +190,14 @@ int64_t fkv_sim_remote_ns(const fkv_sim_config *cfg, const fkv_batch *b)
     return llround(s * 1e9) + (int64_t)b->remote_fetches * cfg->remote_latency_ns;
 }
 
+/* fkv_sched_config.below over the remote store: the scheduler appends
+ * what it holds, as loaded. */
+static uint32_t remote_below(void *ctx, fkv_req *r, uint32_t limit, uint64_t *fetched, int *appended)
+{
+    *appended = 0;
+    return fkv_remote_store_find(ctx, r, r->computed, limit, fetched);
+}
+
 /* Write-back at request end: the requests this step finished. */
 static void remote_write_back(fkv_remote_store *rs, const fkv_batch *b)
 {
@@ -619,8 +627,8 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     }
     if (cache && cfg->remote_capacity_bytes && sc->prefix_cache) {
         if ((st = make_remote(sc, cfg, w, &rs, err, errlen)) != FKV_OK) goto out;
-        scfg.remote_find = fkv_remote_store_find;
-        scfg.remote_ctx = rs;
+        scfg.below = remote_below;
+        scfg.below_ctx = rs;
     }
     if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
         fkv_errf(err, errlen, st, "scheduler config invalid");
