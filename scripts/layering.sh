@@ -3,6 +3,9 @@
 # header of the file's own folder, of include/, or of a folder on a lower
 # floor.  The floors are read from the ```layers block of
 # docs/ARCHITECTURE.md, where they are written once.
+# A header whose name contains "internal" (core/internal.h,
+# sched/sched_internal.h, ...) is its folder's own: no other folder of src/
+# or tools/ includes it.
 # Usage: scripts/layering.sh [SOURCE_DIR]   (exit 0: clean, 1: a violation)
 set -eu
 root=${1:-$(dirname "$0")/..}
@@ -36,6 +39,9 @@ for f in $(find src tools -name '*.[ch]' | sort); do
     target="src/${inc%/*}"
     [ -f "src/$inc" ] || { echo "$f:$n: includes \"$inc\", which is not under src/"; echo x >> "$tmpbad"; continue; }
     [ "$target" = "$dir" ] && continue
+    case "${inc##*/}" in
+      *internal*.h) echo "$f:$n: includes \"$inc\": another folder's internal header (use its public one)"; echo x >> "$tmpbad"; continue ;;
+    esac
     tf=$(floor_of "$target")
     if [ -z "$tf" ]; then
       echo "$f:$n: includes \"$inc\" from $target/, which is on no floor"; echo x >> "$tmpbad"

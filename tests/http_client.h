@@ -50,7 +50,9 @@ static void http_do(http_resp *r, unsigned port, const char *method, const char 
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    /* a stuck server still fails the test; 120 s leaves room for a
+     * sanitizer build on a busy two-core machine (30 s did not) */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, http_body_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, http_head_cb);

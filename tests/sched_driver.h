@@ -382,7 +382,7 @@ static void sd_cancel(sd_state *st, sd_src *src)
     for (uint32_t i = 0; i < st->n_req; i++) {
         sd_req *q = &st->req[i];
         if (q->group != g || q->state != SD_LIVE) continue;
-        if (q->r.output > q->r.generated + 1) q->r.output = q->r.generated + 1;
+        fkv_sched_stop(st->s, &q->r);
         for (uint32_t k = 0; k < q->n_kids; k++) st->req[q->kids[k]].max_tokens = 1;
         st->st.cancels++;
     }
@@ -579,15 +579,30 @@ static int sd_item(sd_state *st, size_t idx, uint32_t *range_next)
     if (it->ctx + it->n_new > q->n_prompt + q->max_tokens)
         return sd_fail(st, "request %llu: ctx %u + n_new %u beyond prompt %u + output %u", id, it->ctx, it->n_new,
                        q->n_prompt, q->max_tokens);
+    /* the step contract (sched.h): what the step does, decided once */
+    {
+        int decoding = it->ctx >= q->r.target || (q->r.generated && it->ctx + 1 == q->r.target);
+        fkv_item_kind want = !it->n_new   ? FKV_ITEM_RESTORE
+                             : decoding   ? FKV_ITEM_DECODE
+                             : q->r.generated ? FKV_ITEM_REFILL
+                                              : FKV_ITEM_PROMPT;
+        int emits = it->n_new && it->ctx + it->n_new >= q->r.target;
+        if (it->kind != want)
+            return sd_fail(st, "request %llu: kind %d, want %d (ctx %u, n_new %u, target %u, generated %u)", id,
+                           (int)it->kind, (int)want, it->ctx, it->n_new, q->r.target, q->r.generated);
+        if (it->emits != emits || it->first != (emits && !q->r.generated) ||
+            it->finishes != (emits && q->r.generated + 1 >= q->r.output))
+            return sd_fail(st, "request %llu: emits %d first %d finishes %d (ctx %u + %u, target %u, %u of %u out)",
+                           id, it->emits, it->first, it->finishes, it->ctx, it->n_new, q->r.target, q->r.generated,
+                           q->r.output);
+    }
     /* the shape of the new tokens: a prefill chunk up to the target, or one decode token */
     if (it->n_new) {
-        if (it->prefill != (it->ctx < q->r.target))
-            return sd_fail(st, "request %llu: prefill %d with ctx %u, target %u", id, it->prefill, it->ctx,
-                           q->r.target);
-        if (it->prefill && it->ctx + it->n_new > q->r.target)
+        int prefill = it->kind != FKV_ITEM_DECODE;
+        if (prefill && it->ctx + it->n_new > q->r.target)
             return sd_fail(st, "request %llu: prefill to %u past the target %u", id, it->ctx + it->n_new, q->r.target);
-        if (!it->prefill && it->n_new != 1) return sd_fail(st, "request %llu: decode of %u tokens", id, it->n_new);
-        if (!st->cell.chunked_prefill && it->prefill && it->ctx + it->n_new < q->r.target &&
+        if (!prefill && it->n_new != 1) return sd_fail(st, "request %llu: decode of %u tokens", id, it->n_new);
+        if (!st->cell.chunked_prefill && prefill && it->ctx + it->n_new < q->r.target &&
             (idx != 0 || it->n_new != st->cell.max_batch_tokens))
             return sd_fail(st, "request %llu: whole-prompt prefill split (%u of %u) as item %zu", id, it->n_new,
                            q->r.target - it->ctx, idx);
@@ -777,7 +792,7 @@ static int sd_step(sd_state *st)
         for (size_t i = 0; i < b->n; i++) {
             const fkv_batch_item *it = &b->items[i];
             fprintf(stderr, "  req %llu ctx %u new %u%s restored %u:", (unsigned long long)it->r->id, it->ctx,
-                    it->n_new, it->prefill ? " (prefill)" : "", it->n_restored);
+                    it->n_new, it->kind != FKV_ITEM_DECODE && it->n_new ? " (prefill)" : "", it->n_restored);
             for (uint32_t k = 0; k < it->n_ranges && it->range0 + k < b->n_ranges; k++)
                 fprintf(stderr, " [%u,%u)", b->ranges[it->range0 + k].start, b->ranges[it->range0 + k].end);
             fputc('\n', stderr);

@@ -10,6 +10,7 @@
 #include "core/internal.h"
 #include "fairkv.h"
 #include "sched/sched.h"
+#include "sim/req_tokens.h"
 
 #define LAYERS 2
 #define DIM 4
@@ -358,6 +359,7 @@ static void sched_promotes(int demote)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
     fkv_req r[3];

@@ -233,6 +233,7 @@ static void vtc_weights(double out_weight, int d_first)
 {
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.admission = FKV_ADMIT_VTC;
     sc.n_clients = 2;
     sc.max_running = 1;
@@ -294,6 +295,7 @@ static void budget(const fkv_scheme *sc, uint32_t max_tokens)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config scfg;
     fkv_sched_config_default(&scfg);
+    scfg.token_ids = fkv_sim_token_ids;
     scfg.max_batch_tokens = max_tokens;
     scfg.n_clients = 2;
     scfg.victim = sc->victim;
@@ -360,6 +362,7 @@ static void victims(fkv_victim_rule rule, fkv_preempt_mode mode, int want_a)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.victim = rule;
     sc.on_preempt = mode;
     fkv_sched *s;
@@ -458,6 +461,7 @@ static void dropped_not_missing(void)
     fkv_cache *cache = small_cache(&now, 12);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.block_tokens = 8;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
@@ -505,6 +509,7 @@ static void forked_freed(void)
     fkv_cache *cache = small_cache(&now, 4);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.on_preempt = FKV_PREEMPT_FREE;
     sc.block_tokens = 8;
     fkv_sched *s;
@@ -547,8 +552,90 @@ static void forked_freed(void)
     fkv_cache_destroy(cache);
 }
 
+/* The step contract (sched.h): a prompt item, then decodes; the token an
+ * emitting item samples is written through fkv_sched_emit; a stop makes
+ * the item finish; on_finish runs once per ended request while its
+ * sequence exists; fkv_sched_stop between steps ends a request at its
+ * next emission; an item that does not emit takes no token. */
+static int finished_calls;
+static uint64_t finished_id;
+static int finished_had_seq;
+static void on_finish(void *ctx, fkv_req *r)
+{
+    (void)ctx;
+    finished_calls++;
+    finished_id = r->id;
+    finished_had_seq = r->seq != NULL && fkv_seq_len(r->seq) == r->computed;
+}
+
+static void contract(void)
+{
+    int64_t now = 0;
+    fkv_cache *cache = small_cache(&now, 64);
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
+    sc.max_batch_tokens = 8;
+    sc.on_finish = on_finish;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    int32_t tok[2][30] = {{0}};
+    for (int i = 0; i < 12; i++) tok[0][i] = tok[1][i] = 200 + i;
+    fkv_req a = {.id = 1, .prompt = 12, .output = 10, .tokens = tok[0]};
+    fkv_req c = {.id = 2, .prompt = 12, .output = 10, .tokens = tok[1]};
+    c.tokens[0] = 9; /* another prompt */
+    REQUIRE(fkv_sched_add(s, &a) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &c) == FKV_OK);
+    fkv_batch b = {0};
+    int kinds[4] = {0}, steps = 0, stopped = 0, cancelled = 0;
+    while (fkv_sched_finished(s) < 2 && steps++ < 100) {
+        REQUIRE(fkv_sched_step(s, now, &b) == FKV_OK);
+        for (size_t i = 0; i < b.n; i++) {
+            const fkv_batch_item *it = &b.items[i];
+            fkv_req *r = it->r;
+            kinds[it->kind]++;
+            CHECK(it->kind != FKV_ITEM_PROMPT || (r->generated == 0 && it->n_new >= 1));
+            CHECK(it->kind != FKV_ITEM_DECODE || (r->generated > 0 && it->n_new == 1 && it->emits));
+            CHECK(it->first == (it->emits && r->generated == 0));
+            if (!it->emits) {
+                CHECK(fkv_sched_emit(s, &b, i, 1, 0) == FKV_EINVAL);
+                continue;
+            }
+            /* a's fourth token is a stop */
+            int stop = r == &a && r->generated == 3;
+            CHECK(fkv_sched_emit(s, &b, i, 500 + (int32_t)r->generated, stop) == FKV_OK);
+            CHECK(r->tokens[it->ctx + it->n_new] == 500 + (int32_t)r->generated);
+            if (stop) {
+                CHECK(it->finishes && r->output == 4);
+                stopped = 1;
+            }
+        }
+        int calls = finished_calls;
+        now += 1000000;
+        REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        if (stopped == 1) {
+            CHECKF(finished_calls == calls + 1 && finished_id == 1 && finished_had_seq,
+                   "stop: %d on_finish calls (id %llu, seq %d)", finished_calls - calls,
+                   (unsigned long long)finished_id, finished_had_seq);
+            CHECK(a.state == FKV_REQ_DONE && a.generated == 4);
+            stopped = 2;
+        }
+        if (!cancelled && c.generated == 2) {
+            fkv_sched_stop(s, &c); /* a cancel: one more token */
+            cancelled = 1;
+        }
+    }
+    CHECK(fkv_sched_finished(s) == 2 && finished_calls == 2 && finished_id == 2);
+    CHECKF(c.state == FKV_REQ_DONE && c.generated == 3, "cancelled after 2 tokens: %u", c.generated);
+    CHECK(kinds[FKV_ITEM_PROMPT] >= 2 && kinds[FKV_ITEM_DECODE] >= 4);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
 int main(void)
 {
+    contract();
     dropped_not_missing();
     forked_freed();
     real_tokens();

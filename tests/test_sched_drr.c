@@ -80,6 +80,7 @@ static uint32_t drive(fkv_sched *s, fkv_req *q, size_t n, int64_t *now)
 static void drr_config(fkv_sched_config *sc, uint32_t budget)
 {
     fkv_sched_config_default(sc);
+    sc->token_ids = fkv_sim_token_ids;
     sc->max_batch_tokens = budget;
     sc->step_share = FKV_STEP_DRR;
 }
@@ -278,6 +279,7 @@ static void finishes(void)
         fkv_cache *c = cache_of(&now, 1, 4096);
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
+        sc.token_ids = fkv_sim_token_ids;
         sc.max_batch_tokens = 256;
         sc.step_share = on ? FKV_STEP_DRR : FKV_STEP_SHARE_OFF;
         fkv_sched *s;
@@ -317,6 +319,7 @@ static void no_admission_victims(void)
         fkv_cache *c = cache_of(&now, 0, 96);
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
+        sc.token_ids = fkv_sim_token_ids;
         sc.max_batch_tokens = 128;
         sc.step_share = on ? FKV_STEP_DRR : FKV_STEP_SHARE_OFF;
         fkv_sched *s;
@@ -345,6 +348,7 @@ static void names(void)
     CHECK(fkv_step_share_parse("fair") == -1 && !strcmp(fkv_step_share_name(FKV_STEP_DRR), "drr"));
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.step_share = (fkv_step_share)7;
     fkv_sched *s;
     CHECK(fkv_sched_create(&sc, NULL, &s) == FKV_EINVAL);

@@ -81,6 +81,7 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t outpu
 static void rvw_config(fkv_sched_config *sc, const char *list)
 {
     fkv_sched_config_default(sc);
+    sc->token_ids = fkv_sim_token_ids;
     sc->victim = FKV_VICTIM_FAIR;
     sc->max_running = 2;
     sc->max_batch_tokens = 128;
@@ -130,6 +131,7 @@ static uint64_t fair_weights(double w1, double w2)
     REQUIRE(fkv_cache_set_tenant_weight(cache, 2, w2) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.victim = FKV_VICTIM_FAIR;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
@@ -379,6 +381,7 @@ static void starvation(const char *reclaim, uint32_t max_victim, fkv_step_share 
     fkv_cache *cache = tenant_cache(&now, 160, 64, 64);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.victim = FKV_VICTIM_FAIR;
     sc.fair_max_victim = max_victim;
     sc.step_share = share;
@@ -460,6 +463,7 @@ static void step_share(void)
     for (int on = 0; on < 2; on++) {
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
+        sc.token_ids = fkv_sim_token_ids;
         sc.max_batch_tokens = 128;
         sc.tenant_step_share = on ? 0.25 : 1;
         fkv_sched *s;
@@ -477,7 +481,7 @@ static void step_share(void)
             STEP(s, now, &b);
             uint32_t pf[3] = {0, 0, 0};
             for (size_t i = 0; i < b.n; i++)
-                if (b.items[i].prefill) pf[b.items[i].r->tenant] += b.items[i].n_new;
+                pf[b.items[i].r->tenant] += b.items[i].n_new; /* the share bounds every new token */
             if (on && pending[1] && pending[2])
                 CHECKF(pf[1] <= 32 && pf[2] <= 32, "both tenants waiting: prefills %u and %u tokens", pf[1], pf[2]);
             if (on && pending[1] != pending[2] && pf[1] + pf[2] > 32) full_alone = 1;
@@ -506,6 +510,7 @@ static void vtc_memory(double mem_weight, int d_first)
 {
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.admission = FKV_ADMIT_VTC;
     sc.n_clients = 2;
     sc.max_running = 1;
@@ -552,6 +557,7 @@ static void publish_shared(int publish)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.publish_shared = publish;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
@@ -594,6 +600,7 @@ static void config_errors(void)
     CHECK(fkv_victim_parse("fair") == FKV_VICTIM_FAIR && fkv_victim_parse("nope") < 0);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     fkv_sched *s = NULL;
     sc.tenant_step_share = 0;
     CHECK(fkv_sched_create(&sc, NULL, &s) == FKV_EINVAL);
@@ -617,6 +624,7 @@ static void self_reclaim(void)
     fkv_cache *cache = tenant_cache(&now, 22, 64, 64);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.victim = FKV_VICTIM_FAIR;
     REQUIRE(fkv_sched_parse_reclaim("quantize8,evict", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
     fkv_sched *s;

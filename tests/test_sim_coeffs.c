@@ -28,15 +28,15 @@
  *  A with three coefficients (no per-request term): 0.577474 ms */
 static void batch_a(fkv_batch *b, fkv_batch_item *it)
 {
-    it[0] = (fkv_batch_item){NULL, 100, 0, 1, 0, 0, 0};
+    it[0] = (fkv_batch_item){.ctx = 100, .n_new = 1, .kind = FKV_ITEM_DECODE};
     *b = (fkv_batch){it, 1, 3, 1, 0, 0, 0, NULL, 0, 0, 0, 0, 0};
 }
 
 static void batch_b(fkv_batch *b, fkv_batch_item *it, int reload)
 {
-    it[0] = (fkv_batch_item){NULL, 0, 0, 64, 1, 0, 0};
-    it[1] = (fkv_batch_item){NULL, 500, 0, 1, 0, 0, 0};
-    it[2] = (fkv_batch_item){NULL, 300, 17, 1, 0, 0, 0};
+    it[0] = (fkv_batch_item){.ctx = 0, .n_new = 64, .kind = FKV_ITEM_PROMPT};
+    it[1] = (fkv_batch_item){.ctx = 500, .n_new = 1, .kind = FKV_ITEM_DECODE};
+    it[2] = (fkv_batch_item){.ctx = 300, .n_restored = 17, .n_new = 1, .kind = FKV_ITEM_DECODE};
     *b = (fkv_batch){it, 3, 3, reload ? 66 : 83, reload ? 17 : 0, 0, 0, NULL, 0, 0, 0, 0, 0};
 }
 

@@ -143,6 +143,7 @@ static void no_admit(int rule)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
     sc.on_preempt = FKV_PREEMPT_FREE;
     sc.admission = FKV_ADMIT_VTC;
     sc.n_clients = 2;

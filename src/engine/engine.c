@@ -132,8 +132,10 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.on_preempt = FKV_PREEMPT_KEEP;
     sc.miss = FKV_MISS_RECOMPUTE;
     sc.pass_tokens = 1;
-    sc.import = fkv__engine_import; /* a no-op for requests without import_kv */
-    sc.import_ctx = e;
+    sc.below = fkv__engine_import; /* a no-op for requests without import_kv */
+    sc.below_ctx = e;
+    sc.on_finish = fkv__engine_finished;
+    sc.finish_ctx = e;
     if ((st = fkv_sched_create(&sc, e->cache, &e->sched))) goto fail;
     if ((st = fkv_attn_pool_create(cfg->n_threads, &e->apool))) goto fail;
     if ((st = fkv_fwd_create(m, e->apool, &e->fwd))) goto fail;

@@ -48,6 +48,7 @@ typedef struct eng_entry {
     int decode;                          /* one token at the table's end: batched decode kernel */
     uint32_t index;                      /* in the batch */
     int lg;                              /* row of engine->logits for the sampled token, -1: none */
+    size_t item;                         /* its batch item (fkv_sched_emit) */
     int owns_keep;
 } eng_entry;
 
@@ -90,8 +91,11 @@ struct fkv_engine {
 extern const fkv_kv_ops fkv__engine_kv_ops; /* ctx: fkv_engine* */
 /* engine_io.c: the scheduler's import hook (ctx: fkv_engine*) and the export
  * of a finishing request's pages */
-uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t matched, uint32_t limit);
+/* fkv_sched_config.below: a request's imported pages, appended with their K/V. */
+uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t limit, uint64_t *fetched, int *appended);
 void fkv__engine_export(fkv_engine *e, eng_req *q);
+/* fkv_sched_config.on_finish: a request the step ends exports its pages. */
+void fkv__engine_finished(void *ctx, fkv_req *r);
 static inline eng_req *fkv__req_of(fkv_req *r) { return (eng_req *)(void *)((char *)r - offsetof(eng_req, r)); }
 void fkv__eng_req_free(eng_req *q);
 

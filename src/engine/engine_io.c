@@ -54,10 +54,13 @@ static uint8_t *cache_row(const fkv_engine *e, uint32_t layer, int is_v, fkv_slo
     return base + (size_t)sl.page * e->geom.page_stride + (size_t)sl.slot * row_bytes(e);
 }
 
-uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t matched, uint32_t limit)
+uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t limit, uint64_t *fetched, int *appended)
 {
     fkv_engine *e = ctx;
     eng_req *q = fkv__req_of(r);
+    uint32_t matched = r->computed;
+    *appended = 1;
+    *fetched = 0;
     if (!q->import_kv) return 0;
     uint32_t pt = e->geom.page_tokens, end = q->import_tokens < limit ? q->import_tokens : limit, pos = matched;
     size_t pb = fkv_engine_page_bytes(e), rb = row_bytes(e);
@@ -83,7 +86,14 @@ uint32_t fkv__engine_import(void *ctx, fkv_req *r, uint32_t matched, uint32_t li
     free(q->import_kv);
     q->import_kv = NULL;
     e->st.imported_tokens += pos - matched;
+    *fetched = pos - matched;
     return pos - matched;
+}
+
+void fkv__engine_finished(void *ctx, fkv_req *r)
+{
+    eng_req *q = fkv__req_of(r);
+    if (q->on_export) fkv__engine_export(ctx, q);
 }
 
 void fkv__engine_export(fkv_engine *e, eng_req *q)

@@ -30,8 +30,8 @@ static eng_req *req_of(fkv_req *r) { return (eng_req *)(void *)((char *)r - offs
 /* Adds the entry [start, start + n) of q (table ch[nc]).  pure_new: the
  * entry holds only this step's new tokens (a lone one at the table's end
  * goes to the batched decode kernel). */
-static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *const *ch, size_t nc, uint32_t start,
-                            uint32_t n, int want_logits, int pure_new)
+static fkv_status add_entry(fkv_engine *e, eng_req *q, size_t item, const fkv_chunk_view *const *ch, size_t nc,
+                            uint32_t start, uint32_t n, int want_logits, int pure_new)
 {
     if (fkv_grow(&e->ent, &e->cap_ent, e->n_ent + 1, sizeof *e->ent)) return FKV_ENOMEM;
     eng_entry *en = &e->ent[e->n_ent];
@@ -42,6 +42,7 @@ static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *con
     en->n_tokens = n;
     en->index = (uint32_t)e->n_ent;
     en->lg = -1;
+    en->item = item;
     uint32_t end = start + n;
     size_t k = 0;
     while (k < nc && ch[k]->start < end) k++;
@@ -75,8 +76,9 @@ static fkv_status add_entry(fkv_engine *e, eng_req *q, const fkv_chunk_view *con
 /* The entries of one batch item: the ranges it restored, in position
  * order, then its new tokens (one entry with the last range when that ends
  * where they start). */
-static fkv_status item_entries(fkv_engine *e, const fkv_batch *b, const fkv_batch_item *it)
+static fkv_status item_entries(fkv_engine *e, const fkv_batch *b, size_t item)
 {
+    const fkv_batch_item *it = &b->items[item];
     eng_req *q = req_of(it->r);
     const fkv_chunk_view *const *ch;
     size_t nc;
@@ -89,8 +91,7 @@ static fkv_status item_entries(fkv_engine *e, const fkv_batch *b, const fkv_batc
                          (unsigned long long)q->r.id, ch[c]->start);
                 return FKV_ESTATE;
             }
-    int emits = it->n_new && q->r.computed >= q->r.target;
-    int first_out = q->r.generated + q->gen_offset == 0;
+    int decode = it->kind == FKV_ITEM_DECODE;
     for (uint32_t k = 0; k < it->n_ranges; k++) {
         fkv_range g = b->ranges[it->range0 + k];
         if (g.start >= g.end || g.end > it->ctx) {
@@ -100,19 +101,16 @@ static fkv_status item_entries(fkv_engine *e, const fkv_batch *b, const fkv_batc
         }
         e->st.recomputed_tokens += g.end - g.start;
         if (k + 1 == it->n_ranges && it->n_new && g.end == it->ctx) {
-            if (first_out) e->st.prefill_tokens += it->n_new;
-            else e->st.decode_tokens++;
-            return add_entry(e, q, ch, nc, g.start, g.end - g.start + it->n_new, emits, 0);
+            if (decode) e->st.decode_tokens++;
+            else e->st.prefill_tokens += it->n_new;
+            return add_entry(e, q, item, ch, nc, g.start, g.end - g.start + it->n_new, it->emits, 0);
         }
-        if ((st = add_entry(e, q, ch, nc, g.start, g.end - g.start, 0, 0))) return st;
+        if ((st = add_entry(e, q, item, ch, nc, g.start, g.end - g.start, 0, 0))) return st;
     }
     if (!it->n_new) return FKV_OK;
-    /* the scheduler marks every step "prefill" (it prefills up to the next
-     * emission); a lone token after the first emission is a decode */
-    int decode = it->n_new == 1 && !first_out;
     if (decode) e->st.decode_tokens++;
     else e->st.prefill_tokens += it->n_new;
-    return add_entry(e, q, ch, nc, it->ctx, it->n_new, emits, decode);
+    return add_entry(e, q, item, ch, nc, it->ctx, it->n_new, it->emits, decode);
 }
 
 static void free_entries(fkv_engine *e)
@@ -257,7 +255,7 @@ static void apply_cancels(fkv_engine *e)
         for (size_t i = 0; i < e->n_live; i++) {
             eng_req *q = e->live[i];
             if (q->id != e->cancels[c]) continue;
-            if (q->r.output > q->r.generated + 1) q->r.output = q->r.generated + 1;
+            fkv_sched_stop(e->sched, &q->r);
             for (uint32_t k = 0; k < q->n_kids; k++) q->kids[k]->max_tokens = 1;
         }
     e->n_cancels = 0;
@@ -349,7 +347,7 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
             st = FKV_ESTATE;
             break;
         }
-        st = item_entries(e, &e->batch, it);
+        st = item_entries(e, &e->batch, i);
     }
     if (st) goto out;
     uint32_t V = e->m->hp.n_vocab;
@@ -385,22 +383,20 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
         eng_req *q = en->q;
         const float *lg = e->logits + (size_t)en->lg * V;
         int32_t tok = fkv_sample(&q->smp, lg);
-        uint32_t pos = q->r.computed;
-        if (pos < q->n_prompt + q->max_tokens)
-            q->tokens[pos] = q->forced && q->r.generated + q->gen_offset < q->max_tokens
-                                 ? q->forced[q->r.generated + q->gen_offset]
-                                 : tok;
+        /* the token the next position holds: the forced one when teacher-forced */
+        int32_t next = q->forced && q->r.generated + q->gen_offset < q->max_tokens
+                           ? q->forced[q->r.generated + q->gen_offset]
+                           : tok;
+        if ((st = fkv_sched_emit(e->sched, &e->batch, en->item, next, q->stop_token >= 0 && tok == q->stop_token))) {
+            snprintf(e->err, sizeof e->err, "scheduler: %s", fkv_sched_last_error(e->sched));
+            goto out;
+        }
         e->st.generated_tokens++;
         if (q->on_token) q->on_token(q->ctx, q->id, q->sample, tok, lg, V);
-        if (q->stop_token >= 0 && tok == q->stop_token) q->r.output = q->r.generated + 1;
         if (q->n_kids && q->r.generated == 0) fork_kids(e, q, lg);
     }
-    /* the requests this step ends (fkv_sched_finish's rule: an emission
-     * that reaches `output`) export their pages while the sequence exists */
-    for (size_t i = 0; i < e->n_ent; i++) {
-        eng_req *q = e->ent[i].q;
-        if (e->ent[i].lg >= 0 && q->on_export && q->r.generated + 1 >= q->r.output) fkv__engine_export(e, q);
-    }
+    /* the requests this step ends export their pages from the scheduler's
+     * on_finish (fkv__engine_finished), while the sequence exists */
     if ((st = fkv_sched_finish(e->sched, &e->batch, e->now))) goto out;
     if ((st = sparsify(e))) goto out;
     reap(e);

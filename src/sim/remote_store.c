@@ -1,6 +1,7 @@
 /* The simulator's remote tier (remote_store.h): a hash table of chunk keys
  * (linear probing, backward-shift deletion) threaded on an LRU list. */
 #include "sim/remote_store.h"
+#include "sim/req_tokens.h"
 
 #include "core/admit.h"
 #include "fairkv.h"

@@ -40,7 +40,7 @@ void fkv_remote_store_free(fkv_remote_store *st);
 
 /* Tokens of r held from `from` on, whole chunks in a row, ending at or below
  * limit; *fetched_tokens gets the chunks' tokens (the first one may start
- * before from).  Hits move to the LRU's front.  fkv_sched_config.remote_find. */
+ * before from).  Hits move to the LRU's front.  fkv_sched_config.below (through the simulator). */
 uint32_t fkv_remote_store_find(void *st, const fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
 
 /* Write-back at request end: every full chunk of r's first `len` tokens

@@ -118,7 +118,6 @@ typedef struct service_track {
     fkv_service_diff d;
     uint32_t n;                 /* tenants; 0 = not tracked */
     double inv_weight[FKV_SIM_MAX_TENANTS + 1];
-    uint32_t gen[4096];         /* generated before the step, per batch item (first 4096) */
     size_t *open, n_open;       /* indices of arrived requests not yet finished */
 } service_track;
 
@@ -149,9 +148,8 @@ static void track_arrive(service_track *t, size_t idx)
 }
 
 /* Before the step (formed, not yet finished): who waits, so is
- * backlogged; each item's output count.  Finished requests leave the
- * open list here. */
-static void track_before(service_track *t, const fkv_batch *b, const fkv_req *reqs)
+ * backlogged.  Finished requests leave the open list here. */
+static void track_before(service_track *t, const fkv_req *reqs)
 {
     if (!t->n) return;
     uint8_t waiting[FKV_SIM_MAX_TENANTS + 1] = {0};
@@ -164,23 +162,16 @@ static void track_before(service_track *t, const fkv_batch *b, const fkv_req *re
     }
     t->n_open = k;
     for (uint32_t q = 1; q <= t->n; q++) fkv_service_diff_backlog(&t->d, q - 1, waiting[q]);
-    for (size_t i = 0; i < b->n && i < 4096; i++) t->gen[i] = b->items[i].r->generated;
 }
 
-/* After the step: the service it gave, as VTC counts it (sched.c,
- * fkv_sched_finish), then the observation. */
+/* After the step: the service it gave, as VTC counts it
+ * (fkv_sched_item_cost), then the observation. */
 static void track_after(service_track *t, const fkv_batch *b, const fkv_sched_config *sc)
 {
     if (!t->n) return;
-    for (size_t i = 0; i < b->n && i < 4096; i++) {
-        const fkv_batch_item *it = &b->items[i];
-        const fkv_req *r = it->r;
-        uint32_t k = tenant_of(t, r);
-        if (!k) continue;
-        double served = 0;
-        if (it->prefill && t->gen[i] == 0) served += sc->vtc_in_weight * it->n_new;
-        served += sc->vtc_out_weight * (double)(r->generated - t->gen[i]);
-        fkv_service_diff_serve(&t->d, k - 1, served * t->inv_weight[k]);
+    for (size_t i = 0; i < b->n; i++) {
+        uint32_t k = tenant_of(t, b->items[i].r);
+        if (k) fkv_service_diff_serve(&t->d, k - 1, fkv_sched_item_cost(sc, &b->items[i]) * t->inv_weight[k]);
     }
     fkv_service_diff_observe(&t->d);
 }
@@ -197,6 +188,14 @@ int64_t fkv_sim_remote_ns(const fkv_sim_config *cfg, const fkv_batch *b)
     if (cfg->remote_bytes_per_s > 0)
         s = (double)b->remote_tokens * (double)fkv_model_token_bytes(cfg->profile->model) / cfg->remote_bytes_per_s;
     return llround(s * 1e9) + (int64_t)b->remote_fetches * cfg->remote_latency_ns;
+}
+
+/* fkv_sched_config.below over the remote store: the scheduler appends
+ * what it holds, as loaded. */
+static uint32_t remote_below(void *ctx, fkv_req *r, uint32_t limit, uint64_t *fetched, int *appended)
+{
+    *appended = 0;
+    return fkv_remote_store_find(ctx, r, r->computed, limit, fetched);
 }
 
 /* Write-back at request end: the requests this step finished. */
@@ -301,7 +300,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             *now += fkv_sim_remote_ns(cfg, &b);
             o->remote_fetched += b.remote_tokens;
         }
-        track_before(&tr, &b, reqs);
+        track_before(&tr, reqs);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
             fkv_errf(err, errlen, st, "scheduler finish: %s", fkv_sched_last_error(s));
             goto out;
@@ -596,6 +595,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     fkv_sched *s = NULL;
     fkv_status st = FKV_OK;
     fkv_sched_config scfg = cfg->sched;
+    scfg.token_ids = fkv_sim_token_ids; /* ids of the simulated requests */
     if (cfg->n_tenants > FKV_SIM_MAX_TENANTS) {
         st = fkv_errf(err, errlen, FKV_EINVAL, "%u tenants: at most %d", cfg->n_tenants, FKV_SIM_MAX_TENANTS);
         goto out;
@@ -626,8 +626,8 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     }
     if (cache && cfg->remote_capacity_bytes && sc->prefix_cache) {
         if ((st = make_remote(sc, cfg, w, &rs, err, errlen)) != FKV_OK) goto out;
-        scfg.remote_find = fkv_remote_store_find;
-        scfg.remote_ctx = rs;
+        scfg.below = remote_below;
+        scfg.below_ctx = rs;
     }
     if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
         fkv_errf(err, errlen, st, "scheduler config invalid");

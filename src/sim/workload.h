@@ -44,6 +44,7 @@
 #include "fairkv.h"
 #include "fairkv_eval.h"
 #include "sched/sched.h"
+#include "sim/req_tokens.h"
 
 typedef enum fkv_trace_format {
     FKV_TRACE_AUTO = 0,
