@@ -3,6 +3,7 @@
  * preemption by the victim rule; a request alone and still without memory
  * is larger than the cache and is rejected. */
 #include "sched/sched_internal.h"
+#include "core/shares.h"
 #include "util/array.h"
 
 #include <string.h>
@@ -86,15 +87,11 @@ static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *
     *fair = 0;
     if (rule == FKV_VICTIM_FAIR && s->cache) {
         size_t n_over = 0;
-        double best_over = 0;
+        fkv__over_rank rank = {0}; /* the core's ranking: furthest over, then the latest admitted */
         for (size_t i = 0; i < s->n_run; i++) {
             fkv_req *r = s->run[i];
             if (r->served || r == except || r->fair_picks >= s->cfg.fair_max_victim) continue;
-            double over = tenant_over(t, r->tenant, &n_over);
-            if (!best || over > best_over || (over == best_over && r->admit_order > best->admit_order)) {
-                best = r;
-                best_over = over;
-            }
+            if (fkv__over_offer(&rank, tenant_over(t, r->tenant, &n_over), 0, r->admit_order)) best = r;
         }
         if (best) {
             *fair = 1;
