@@ -91,21 +91,6 @@ int fkv_sched_parse_reclaim(const char *list, fkv_reclaim_action *out, uint32_t 
     }
 }
 
-fkv_status fkv__sched_fail(fkv_sched *s, fkv_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-int fkv__step_failed(sched_step *t, fkv_status st)
-{
-    if (!t->status) t->status = st;
-    return FAILED;
-}
-
 const char *fkv_sched_last_error(const fkv_sched *s) { return s->err; }
 
 fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_sched **out)
@@ -169,25 +154,6 @@ uint64_t fkv_sched_rejections(const fkv_sched *s) { return s->rejections; }
 uint64_t fkv_sched_finished(const fkv_sched *s) { return s->done + s->rejections; }
 uint64_t fkv_sched_live_tokens(const fkv_sched *s) { return s->live_tokens; }
 
-const int32_t *fkv__sched_tokens(fkv_sched *s, const fkv_req *r, uint32_t start, uint32_t n)
-{
-    if (!s->cfg.pass_tokens) return NULL;
-    if (r->tokens) return r->tokens + start;
-    if (!s->cfg.token_ids || fkv_grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
-    s->cfg.token_ids(s->cfg.token_ctx, r, start, n, s->cfg.block_tokens, s->tok);
-    return s->tok;
-}
-
-fkv_status fkv__sched_wait_insert(fkv_sched *s, fkv_req *r, size_t pos)
-{
-    if (fkv_grow(&s->wait, &s->cap_wait, s->n_wait + 1, sizeof *s->wait)) return FKV_ENOMEM;
-    memmove(s->wait + pos + 1, s->wait + pos, (s->n_wait - pos) * sizeof *s->wait);
-    s->wait[pos] = r;
-    s->n_wait++;
-    r->state = FKV_REQ_WAITING;
-    return FKV_OK;
-}
-
 fkv_status fkv_sched_add(fkv_sched *s, fkv_req *r)
 {
     if (!r->id || !r->output || r->client >= s->cfg.n_clients)
@@ -221,23 +187,6 @@ fkv_status fkv_sched_add_seq(fkv_sched *s, fkv_req *r, fkv_seq *seq)
     r->computed = r->target = fkv_seq_len(seq);
     s->live_tokens += r->computed;
     return FKV_OK;
-}
-
-void fkv__sched_release_seq(fkv_sched *s, fkv_req *r)
-{
-    if (!r->seq && s->cache) return;
-    s->live_tokens -= r->computed;
-    if (r->seq) fkv_seq_free(r->seq);
-    r->seq = NULL;
-}
-
-/* Prefill work a request has left: none once it decodes (one token a
- * step after its first output: computed + 1 == target), else its target
- * minus what it has. */
-uint32_t fkv__sched_prefill_left(const fkv_req *r)
-{
-    if (r->computed >= r->target || (r->generated && r->computed + 1 == r->target)) return 0;
-    return r->target - r->computed;
 }
 
 fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)

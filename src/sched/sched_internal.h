@@ -1,15 +1,19 @@
 /* The scheduler's own state and the seams between its files (not for
  * other folders: scripts/layering.sh).
  *
- *   sched.c         requests in and out: create, add, step, emit, stop,
- *                   finish; the waiting queue and the running set
- *   sched_serve.c   one request's part of a step: restores, then new tokens
+ * The files, each calling only those listed before it:
+ *   sched_base.c    the error channel, the queue's insertion, a sequence's
+ *                   release, token ids, prefill left
  *   sched_victim.c  who pays when memory runs out: reclaim, preemption,
  *                   rejection
+ *   sched_share.c   the tenants' accounts of a step: the tenant step share,
+ *                   the DRR share's entries, charge and settling
+ *   sched_serve.c   one request's part of a step: restores, then new tokens
  *   sched_admit.c   who starts: FCFS or VTC order, the sequence's start
- *                   (prefix match, import, the remote tier)
- *   sched_share.c   how tenants share a step: the tenant step share and
- *                   the step share by deficit round robin
+ *                   (prefix match across tiers, the tier below)
+ *   sched_drr.c     the step under the DRR share: plan, then passes by tenant
+ *   sched.c         requests in and out: create, add, step (its frame),
+ *                   emit, stop, finish
  *
  * Everything the step being formed needs travels in one sched_step;
  * functions that can fail return an outcome, and the step's status says
@@ -96,7 +100,7 @@ struct fkv_sched {
  * FAILED (t->status says why). */
 enum { SERVED = 0, GONE = 1, NOROOM = 2, STALLED = 3, FAILED = 4 };
 
-/* sched.c */
+/* sched_base.c */
 fkv_status fkv__sched_fail(fkv_sched *s, fkv_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int fkv__step_failed(sched_step *t, fkv_status st); /* records st, returns FAILED */
@@ -121,13 +125,16 @@ void fkv__sched_admit(sched_step *t, int64_t now);
 void fkv__sched_admit_one(sched_step *t, size_t wi);
 
 /* sched_share.c */
+struct drr_tenant *fkv__sched_drr_entry(fkv_sched *s, uint64_t tenant); /* created when first seen; NULL: no memory */
 void fkv__sched_share_start(sched_step *t);
 uint32_t fkv__sched_tenant_left(sched_step *t, const fkv_req *r);
 void fkv__sched_tenant_used(sched_step *t, const fkv_req *r, uint32_t n);
 int fkv__sched_may_prefill(sched_step *t, const fkv_req *r);
 int fkv__sched_admission_fits(fkv_sched *s, const fkv_req *r);
-void fkv__sched_drr_serve(sched_step *t);
 void fkv__sched_drr_charge(sched_step *t, const fkv_req *r, int prefill, uint32_t n, uint32_t restored);
 void fkv__sched_drr_settle(fkv_sched *s);
+
+/* sched_drr.c */
+void fkv__sched_drr_serve(sched_step *t);
 
 #endif
