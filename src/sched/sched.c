@@ -4,8 +4,6 @@
 #include "sched/sched_internal.h"
 #include "util/array.h"
 
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

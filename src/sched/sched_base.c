@@ -7,7 +7,6 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 fkv_status fkv__sched_fail(fkv_sched *s, fkv_status st, const char *fmt, ...)
