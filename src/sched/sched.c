@@ -2,7 +2,6 @@
  * out, the waiting queue and the running set, and the step's frame.  The
  * other files are listed in sched_internal.h. */
 #include "sched/sched_internal.h"
-#include "util/array.h"
 
 #include <stdio.h>
 #include <stdlib.h>
