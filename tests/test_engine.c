@@ -91,6 +91,10 @@ typedef struct run_out {
     uint32_t n_tok[NREQ][MAXS];
     float *lg[NREQ]; /* [MAXTOK][n_vocab] of sample 0 when captured */
     int done[NREQ][MAXS];
+    /* the token flags: tokens flagged last, the position of the last one
+     * flagged, tokens flagged stop (none: no request names stop tokens) */
+    uint32_t n_last[NREQ][MAXS], last_at[NREQ][MAXS], n_stop[NREQ][MAXS];
+    uint32_t n_generated[NREQ][MAXS]; /* on_done's count */
     uint64_t ids[NREQ];
     fkv_engine_stats st;
     uint64_t reclaimed[FKV_N_RECLAIM_SLOTS]; /* over the tenants, when requests have them */
@@ -105,12 +109,15 @@ static int req_index(run_out *o, uint64_t id)
     return -1;
 }
 
-static void on_tok(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t V)
+static void on_tok(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t V,
+                   unsigned flags)
 {
     run_out *o = ctx;
     int r = req_index(o, id);
     if (r < 0 || sample >= MAXS) return;
     uint32_t t = o->n_tok[r][sample]++;
+    if (flags & FKV_ENGINE_TOKEN_LAST) o->n_last[r][sample]++, o->last_at[r][sample] = t;
+    if (flags & FKV_ENGINE_TOKEN_STOP) o->n_stop[r][sample]++;
     if (t >= MAXTOK) return;
     o->tok[r][sample][t] = token;
     if (o->lg[r] && sample == 0) memcpy(o->lg[r] + (size_t)t * V, logits, V * sizeof(float));
@@ -121,6 +128,7 @@ static void on_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint
     run_out *o = ctx;
     int r = req_index(o, id);
     if (r >= 0 && sample < MAXS) o->done[r][sample] = st == FKV_OK && n == MAXTOK ? 1 : -1;
+    if (r >= 0 && sample < MAXS) o->n_generated[r][sample] = n;
 }
 
 static fkv_engine_request mkreq(int r, float temperature, uint64_t seed, uint32_t n, void *ctx)
@@ -136,7 +144,7 @@ static fkv_engine_request mkreq(int r, float temperature, uint64_t seed, uint32_
     rq.n = n;
     rq.client = (uint64_t)r % 3;
     rq.tenant = with_tenants ? 1 + (uint64_t)r % 2 : 0;
-    rq.stop_token = -1;
+    rq.n_stop_tokens = 0;
     rq.on_token = on_tok;
     rq.on_done = on_done;
     rq.ctx = ctx;
@@ -189,6 +197,12 @@ static int matches_baseline(const run_out *o, uint32_t n, const char *label)
     int bad = 0;
     for (int r = 0; r < NREQ; r++)
         for (uint32_t s = 0; s < n; s++) {
+            if (o->n_last[r][s] != 1 || o->last_at[r][s] != MAXTOK - 1 || o->n_stop[r][s]) {
+                fprintf(stderr, "[%s] %s: request %d sample %u: %u tokens flagged last (at %u), %u stop\n", cell.name,
+                        label, r, s, o->n_last[r][s], o->last_at[r][s], o->n_stop[r][s]);
+                bad++;
+                continue;
+            }
             if (o->done[r][s] != 1 || o->n_tok[r][s] != MAXTOK) {
                 fprintf(stderr, "[%s] %s: request %d sample %u: done %d, %u tokens\n", cell.name, label, r, s,
                         o->done[r][s], o->n_tok[r][s]);
@@ -847,12 +861,61 @@ static void test_bad_args(void)
     fkv_engine_destroy(e);
 }
 
+/* Stop tokens: a request naming its greedy continuation's k-th token (new
+ * at k) among its stop tokens ends right after it, each sample, and says so
+ * on that token (stop and last) and on no other; too many stop tokens, or
+ * one outside the vocabulary, are refused. */
+static void test_stop_tokens(void)
+{
+    uint32_t k = 2;
+    for (;; k++) {
+        REQUIRE(k < MAXTOK - 1);
+        uint32_t j = 0;
+        while (j < k && want[0][j] != want[0][k]) j++;
+        if (j == k) break;
+    }
+    int32_t absent = 0; /* a token the continuation never holds */
+    for (int found = 1; found; absent++) {
+        found = 0;
+        for (uint32_t j = 0; j < MAXTOK; j++) found |= want[0][j] == absent;
+        if (!found) break;
+    }
+    fkv_engine_config c = base_cfg(0);
+    fkv_engine *e = NULL;
+    char err[200] = "";
+    REQUIRE(!fkv_engine_create(model, &c, &e, err, sizeof err));
+    static run_out o;
+    memset(&o, 0, sizeof o);
+    fkv_engine_request rq = mkreq(0, 0, 1, 2, &o);
+    rq.stop_tokens[0] = absent;
+    rq.stop_tokens[1] = want[0][k];
+    rq.n_stop_tokens = 2;
+    o.ids[0] = (uint64_t)-1;
+    REQUIRE(fkv_engine_submit(e, &rq, &o.ids[0]) == FKV_OK);
+    CHECK(fkv_engine_run_until_idle(e) == FKV_OK);
+    for (uint32_t s = 0; s < 2; s++) {
+        CHECKF(o.n_tok[0][s] == k + 1 && o.n_generated[0][s] == k + 1, "sample %u: %u tokens (done says %u), want %u",
+               s, o.n_tok[0][s], o.n_generated[0][s], k + 1);
+        CHECKF(o.n_stop[0][s] == 1 && o.n_last[0][s] == 1 && o.last_at[0][s] == k,
+               "sample %u: %u stop, %u last at %u; want one each at %u", s, o.n_stop[0][s], o.n_last[0][s],
+               o.last_at[0][s], k);
+        CHECK(!memcmp(o.tok[0][s], want[0], (k + 1) * sizeof(int32_t)));
+    }
+    rq.n_stop_tokens = FKV_ENGINE_MAX_STOP + 1;
+    CHECK(fkv_engine_submit(e, &rq, NULL) == FKV_EINVAL);
+    rq.n_stop_tokens = 1;
+    rq.stop_tokens[0] = (int32_t)model->hp.n_vocab;
+    CHECK(fkv_engine_submit(e, &rq, NULL) == FKV_EINVAL);
+    fkv_engine_destroy(e);
+}
+
 int main(void)
 {
     load_model();
     make_prompts();
     baseline();
     test_bad_args();
+    test_stop_tokens();
     test_f16();
     sweep();
     test_submit_thread();

@@ -30,9 +30,9 @@ typedef struct run {
     int exports;
 } run;
 
-static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *lg, uint32_t nv)
+static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *lg, uint32_t nv, unsigned flags)
 {
-    (void)id, (void)sample, (void)token;
+    (void)id, (void)sample, (void)token, (void)flags;
     run *r = ctx;
     if (r->n_tok < MAXTOK) memcpy(r->logits + (size_t)r->n_tok * nv, lg, nv * sizeof *lg);
     r->n_tok++;
@@ -89,7 +89,7 @@ static void go(fkv_engine *e, uint32_t n, run *r, const uint8_t *imp, uint32_t i
     q.max_tokens = MAXTOK;
     q.top_p = 1;
     q.n = 1;
-    q.stop_token = -1;
+    q.n_stop_tokens = 0;
     q.on_token = on_token;
     q.ctx = r;
     q.prefix_hit_out = &r->hit;

@@ -33,9 +33,9 @@ typedef struct box {
     int r;
 } box;
 
-static void on_tok(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *lg, uint32_t V)
+static void on_tok(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *lg, uint32_t V, unsigned flags)
 {
-    (void)id, (void)sample, (void)lg, (void)V;
+    (void)id, (void)sample, (void)lg, (void)V, (void)flags;
     box *b = ctx;
     int t = atomic_fetch_add(&b->o->n_tok[b->r], 1);
     if (t < NTOK) b->o->tok[b->r][t] = token;
@@ -59,7 +59,7 @@ static fkv_engine_request mk(int r, box *b)
     rq.max_tokens = NTOK;
     rq.top_p = 1;
     rq.n = 1;
-    rq.stop_token = -1;
+    rq.n_stop_tokens = 0;
     rq.on_token = on_tok;
     rq.on_done = on_done;
     rq.ctx = b;

@@ -58,7 +58,8 @@ static void emit(gen_ctx *g, sample_text *t, const char *p, size_t n)
     t->buf[t->len] = 0;
 }
 
-static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab)
+static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab,
+                     unsigned flags)
 {
     (void)id;
     gen_ctx *g = ctx;
@@ -68,7 +69,7 @@ static void on_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
     if (t->ended) return;
     if (sample == 0 && g->logits && fwrite(logits, sizeof *logits, n_vocab, g->logits) != n_vocab)
         g->logits_failed = 1;
-    int eog = fkv_tok_is_eog(g->tok, token);
+    int eog = (flags & FKV_ENGINE_TOKEN_STOP) != 0;
     char piece[1100];
     size_t pl;
     if (g->ids) {
@@ -143,7 +144,8 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
         rq.top_p = (float)o->top_p;
         rq.seed = o->seed;
         rq.n = (uint32_t)o->n;
-        rq.stop_token = tok->eos; /* every sample ends at the first end-of-generation token it draws */
+        /* every sample ends at the first end-of-generation token it draws */
+        rq.n_stop_tokens = fkv_tok_eog_ids(tok, rq.stop_tokens, FKV_ENGINE_MAX_STOP);
         rq.on_token = on_token;
         rq.on_done = on_done;
         rq.ctx = &g;

@@ -95,7 +95,7 @@ static fkv_status run_shape(fkv_engine *e, uint32_t vocab, uint32_t n, uint32_t 
         q.max_tokens = out;
         q.top_p = 1;
         q.n = 1;
-        q.stop_token = -1; /* shapes must not end early */
+        q.n_stop_tokens = 0; /* shapes must not end early */
         st = fkv_engine_submit(e, &q, NULL);
     }
     free(ids);

@@ -192,8 +192,10 @@ const char *fkv_engine_last_error(const fkv_engine *e) { return e->err; }
 fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64_t *id)
 {
     if (!rq->prompt || !rq->n_prompt || !rq->max_tokens || !rq->n || rq->n > 1024 || rq->client >= 64 ||
-        !(rq->temperature >= 0) || !(rq->top_p > 0 && rq->top_p <= 1))
+        !(rq->temperature >= 0) || !(rq->top_p > 0 && rq->top_p <= 1) || rq->n_stop_tokens > FKV_ENGINE_MAX_STOP)
         return FKV_EINVAL;
+    for (uint32_t i = 0; i < rq->n_stop_tokens; i++)
+        if (rq->stop_tokens[i] < 0 || (uint32_t)rq->stop_tokens[i] >= e->m->hp.n_vocab) return FKV_EINVAL;
     uint64_t total = (uint64_t)rq->n_prompt + rq->max_tokens;
     if (total > e->m->hp.ctx_len) return FKV_EINVAL;
     for (uint32_t i = 0; i < rq->n_prompt; i++)
@@ -220,7 +222,8 @@ fkv_status fkv_engine_submit(fkv_engine *e, const fkv_engine_request *rq, uint64
         q->n_prompt = rq->n_prompt;
         q->max_tokens = rq->max_tokens;
         q->sample = s;
-        q->stop_token = rq->stop_token;
+        memcpy(q->stop_tokens, rq->stop_tokens, sizeof q->stop_tokens);
+        q->n_stop_tokens = rq->n_stop_tokens;
         q->on_token = rq->on_token;
         q->on_done = rq->on_done;
         q->ctx = rq->ctx;

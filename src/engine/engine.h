@@ -109,13 +109,24 @@ typedef struct fkv_engine_export {
  * its sequence is freed; x and its arrays are valid during the call. */
 typedef void (*fkv_engine_export_fn)(void *ctx, uint64_t id, const fkv_engine_export *x);
 
+/* What a generated token means for its request, as the scheduler's batch
+ * item says it (fkv_batch_item.finishes) once the token is emitted: the
+ * caller reads these and derives nothing. */
+enum {
+    FKV_ENGINE_TOKEN_STOP = 1 << 0, /* one of the request's stop_tokens: the request ends on it */
+    FKV_ENGINE_TOKEN_LAST = 1 << 1  /* the request's last token (a stop token, or its max_tokens-th) */
+};
+
 /* Called on the stepping thread for each generated token: logits[n_vocab]
- * (valid during the call) are the ones the token was sampled from. */
+ * (valid during the call) are the ones the token was sampled from; flags
+ * are FKV_ENGINE_TOKEN_*. */
 typedef void (*fkv_engine_token_fn)(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits,
-                                    uint32_t n_vocab);
+                                    uint32_t n_vocab, unsigned flags);
 /* Once per sample, at its end: FKV_OK, or FKV_EFULL when it was rejected
  * (larger than the whole cache). */
 typedef void (*fkv_engine_done_fn)(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint32_t n_generated);
+
+#define FKV_ENGINE_MAX_STOP 4 /* stop tokens a request may name */
 
 typedef struct fkv_engine_request {
     const int32_t *prompt; /* [n_prompt] token ids (copied) */
@@ -128,7 +139,10 @@ typedef struct fkv_engine_request {
     uint64_t client;       /* fairness client (< 64) */
     uint64_t tenant;       /* the cache's tenant (fkv_seq_params.tenant): shares and prefix namespace */
     uint64_t cache_salt;   /* fkv_seq_params.cache_salt: 0 = none */
-    int32_t stop_token;    /* < 0: none; else generation ends after this token */
+    /* generation ends after any of these tokens (a tokenizer's
+     * end-of-generation set: end of sequence, end of turn); copied */
+    int32_t stop_tokens[FKV_ENGINE_MAX_STOP];
+    uint32_t n_stop_tokens; /* 0: none (zero-initialized requests stop only at max_tokens) */
     /* NULL, or [max_tokens] tokens appended instead of the sampled ones
      * (teacher forcing: evaluations compare the logits of two
      * configurations over the same context; callbacks still get the

@@ -16,7 +16,8 @@ typedef struct eng_req {
     uint32_t n_prompt, max_tokens;
     uint64_t id;            /* the submit's id */
     uint32_t sample;        /* index among the submit's n samples */
-    int32_t stop_token;
+    int32_t stop_tokens[FKV_ENGINE_MAX_STOP]; /* fkv_engine_request.stop_tokens */
+    uint32_t n_stop_tokens;
     int32_t *forced;        /* [max_tokens] teacher-forced tokens, or NULL */
     fkv_sampler smp;
     fkv_engine_token_fn on_token;

@@ -169,6 +169,14 @@ static fkv_status sparsify(fkv_engine *e)
     return FKV_OK;
 }
 
+/* The sampled token is one of the request's stop tokens. */
+static int is_stop(const eng_req *q, int32_t tok)
+{
+    for (uint32_t i = 0; i < q->n_stop_tokens; i++)
+        if (q->stop_tokens[i] == tok) return 1;
+    return 0;
+}
+
 static void end_kids(eng_req *q, fkv_status st)
 {
     for (uint32_t k = 0; k < q->n_kids; k++) {
@@ -191,8 +199,12 @@ static void fork_kids(fkv_engine *e, eng_req *q, const float *lg)
         int32_t tok = fkv_sample(&c->smp, lg);
         c->tokens[c->n_prompt] = c->forced ? c->forced[0] : tok;
         e->st.generated_tokens++;
-        if (c->on_token) c->on_token(c->ctx, c->id, c->sample, tok, lg, V);
-        if (c->max_tokens == 1 || (c->stop_token >= 0 && tok == c->stop_token)) {
+        /* drawn outside the batch: the sample's first token ends it as an
+         * item's would (a stop token, or a max_tokens of 1) */
+        unsigned fl = is_stop(c, tok) ? FKV_ENGINE_TOKEN_STOP : 0;
+        if (fl || c->max_tokens == 1) fl |= FKV_ENGINE_TOKEN_LAST;
+        if (c->on_token) c->on_token(c->ctx, c->id, c->sample, tok, lg, V, fl);
+        if (fl & FKV_ENGINE_TOKEN_LAST) {
             if (c->on_done) c->on_done(c->ctx, c->id, c->sample, FKV_OK, 1);
             fkv__eng_req_free(c);
             continue;
@@ -387,12 +399,16 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
         int32_t next = q->forced && q->r.generated + q->gen_offset < q->max_tokens
                            ? q->forced[q->r.generated + q->gen_offset]
                            : tok;
-        if ((st = fkv_sched_emit(e->sched, &e->batch, en->item, next, q->stop_token >= 0 && tok == q->stop_token))) {
+        int stop = is_stop(q, tok);
+        if ((st = fkv_sched_emit(e->sched, &e->batch, en->item, next, stop))) {
             snprintf(e->err, sizeof e->err, "scheduler: %s", fkv_sched_last_error(e->sched));
             goto out;
         }
         e->st.generated_tokens++;
-        if (q->on_token) q->on_token(q->ctx, q->id, q->sample, tok, lg, V);
+        /* the item says whether the request ends here (emit set it) */
+        unsigned fl = (stop ? FKV_ENGINE_TOKEN_STOP : 0) |
+                      (e->batch.items[en->item].finishes ? FKV_ENGINE_TOKEN_LAST : 0);
+        if (q->on_token) q->on_token(q->ctx, q->id, q->sample, tok, lg, V, fl);
         if (q->n_kids && q->r.generated == 0) fork_kids(e, q, lg);
     }
     /* the requests this step ends export their pages from the scheduler's

@@ -363,6 +363,14 @@ int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id)
     return id >= 0 && (id == t->eos || id == t->eot);
 }
 
+uint32_t fkv_tok_eog_ids(const fkv_tokenizer *t, int32_t *out, uint32_t cap)
+{
+    uint32_t n = 0;
+    if (t->eos >= 0 && n < cap) out[n++] = t->eos;
+    if (t->eot >= 0 && t->eot != t->eos && n < cap) out[n++] = t->eot;
+    return n;
+}
+
 /* A stretch of the text: raw (tok < 0) or one user-defined token. */
 typedef struct frag {
     size_t start, len;

@@ -75,6 +75,9 @@ fkv_status fkv_tok_encode_special(const fkv_tokenizer *t, const char *text, size
                                   size_t cap, size_t *n);
 /* Whether generation should stop at this token (EOS or end-of-turn). */
 int fkv_tok_is_eog(const fkv_tokenizer *t, int32_t id);
+/* The end-of-generation set (the tokens fkv_tok_is_eog accepts) into
+ * out[0..cap); returns how many (at most 2: EOS, end of turn). */
+uint32_t fkv_tok_eog_ids(const fkv_tokenizer *t, int32_t *out, uint32_t cap);
 /* The bytes one token stands for (no leading-space stripping); NUL-
  * terminated when room; returns the byte count (0 for control tokens and
  * ids out of range), which may exceed cap - 1. */

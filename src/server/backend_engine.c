@@ -36,7 +36,7 @@ typedef struct ereq {
     uint64_t eid;          /* the engine's id */
     struct eng *b;
     fkv_gen_sink sink;
-    uint32_t n_prompt, max_tokens, produced;
+    uint32_t n_prompt, produced;
     uint32_t cached;       /* prompt tokens found in the prefix cache (set by the engine before its on_done) */
     int cancelled;         /* under b->mu */
     int delivered;         /* on_done sent (step thread only) */
@@ -44,7 +44,6 @@ typedef struct ereq {
     fkv_utf8_hold hold;    /* a piece's incomplete last character (step thread only) */
     int logprobs;          /* the request asked for them: on_token gets them */
     uint32_t top_logprobs;
-    int ignore_eos;        /* the server's --ignore-eos or the request's */
     fkv_eng_remote_req remote; /* its part of the remote tier (when there is one) */
 } ereq;
 
@@ -105,18 +104,22 @@ static void lp_piece(eng *b, int slot, int32_t token, const char **p, size_t *le
     *len = n < sizeof b->lp_pieces[slot] ? n : sizeof b->lp_pieces[slot] - 1;
 }
 
-static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab)
+/* engine on_token: the flags say whether the token stops the request (an
+ * end-of-generation token: not shown) and whether it is the last (the
+ * holdback flushes); nothing here re-decides either. */
+static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, const float *logits, uint32_t n_vocab,
+                     unsigned flags)
 {
     (void)id, (void)sample;
     ereq *r = ctx;
     eng *b = r->b;
-    if (r->delivered || r->stopped) return;
+    if (r->delivered) return;
     if (!r->produced) {
         pthread_mutex_lock(&b->mu);
         b->n_started++;
         pthread_mutex_unlock(&b->mu);
     }
-    if (!r->ignore_eos && fkv_tok_is_eog(b->tok, token)) {
+    if (flags & FKV_ENGINE_TOKEN_STOP) {
         r->stopped = 1;
         r->produced++; /* counted for n_started bookkeeping only; not delivered */
         return;
@@ -132,7 +135,7 @@ static void cb_token(void *ctx, uint64_t id, uint32_t sample, int32_t token, con
         b->scratch_cap = need;
     }
     r->produced++;
-    size_t n = fkv_utf8_hold_feed(&r->hold, piece, pl, b->scratch, r->produced >= r->max_tokens);
+    size_t n = fkv_utf8_hold_feed(&r->hold, piece, pl, b->scratch, (flags & FKV_ENGINE_TOKEN_LAST) != 0);
     fkv_gen_logprobs lp;
     if (r->logprobs && logits) {
         /* the raw logits the token was drawn from (before temperature) */
@@ -365,10 +368,8 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     r->b = b;
     r->sink = *sink;
     r->n_prompt = req->n_prompt;
-    r->max_tokens = req->max_tokens;
     r->logprobs = req->logprobs;
     r->top_logprobs = req->top_logprobs;
-    r->ignore_eos = b->ignore_eos || req->ignore_eos;
     fkv_engine_request q;
     memset(&q, 0, sizeof q);
     q.prompt = req->prompt;
@@ -378,7 +379,8 @@ static fkv_status eng_submit(void *be, const fkv_gen_request *req, const fkv_gen
     q.top_p = (float)req->top_p;
     q.seed = req->seed;
     q.n = 1; /* the server submits each of n choices on its own, with seed + i */
-    q.stop_token = r->ignore_eos ? -1 : b->tok->eos;
+    /* the tokenizer's end-of-generation set ends it, unless ignore_eos */
+    if (!b->ignore_eos && !req->ignore_eos) q.n_stop_tokens = fkv_tok_eog_ids(b->tok, q.stop_tokens, FKV_ENGINE_MAX_STOP);
     q.on_token = cb_token;
     q.on_done = cb_done;
     q.ctx = r;
