@@ -122,9 +122,60 @@ static void bad_args(fkv_attn_pool *pool)
     fx_free(&f);
 }
 
+/* The VNNI key kernels quantize each query row to int8 (step sq <= amax /
+ * 127 of the row), so each score is within scale * sq / 2 * (sum of the
+ * row's codes) of the exact dot product, plus float rounding: checked
+ * against an fp64 sum for int8 and int4 codes, widths that are and are not
+ * multiples of 64, more query rows than one block of four, an outlier
+ * channel, a zero query row, and an offset into the rows. */
+static void vnni_bound(rng *r)
+{
+    const fkv__simd_ops *v = fkv__simd_vnni_ops();
+    if (!v) {
+        printf("VNNI key kernels: skipped, this CPU has no AVX512-VNNI/DQ\n");
+        return;
+    }
+    enum { M = 6, T = 3, OFF = 5 };
+    static const size_t dims[] = {8, 40, 64, 128, 200, 512};
+    for (int u4 = 0; u4 < 2; u4++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            size_t d = dims[di], rb = u4 ? d / 2 : d;
+            float q[M * 512], out[M * T];
+            char rowbuf[T][OFF + 512];
+            const char *rows[T];
+            for (size_t i = 0; i < M * d; i++) q[i] = (float)rng_gauss(r);
+            q[3] *= 50;                                     /* an outlier channel in row 0 */
+            for (size_t j = 0; j < d; j++) q[1 * d + j] = 0; /* a zero row */
+            for (int t = 0; t < T; t++) {
+                for (size_t b = 0; b < OFF + rb; b++) rowbuf[t][b] = (char)rng_below(r, 256);
+                rows[t] = rowbuf[t];
+            }
+            const float scale = 0.125f;
+            v->qk[u4 ? FKV__FMT_U4 : FKV__FMT_U8](M, q, T, rows, OFF, d, scale, out, T);
+            for (int m = 0; m < M; m++) {
+                double amax = 0;
+                for (size_t j = 0; j < d; j++) amax = fmax(amax, fabs(q[m * d + j]));
+                for (int t = 0; t < T; t++) {
+                    const unsigned char *c = (const unsigned char *)rows[t] + OFF;
+                    double exact = 0, csum = 0, mag = 0;
+                    for (size_t j = 0; j < d; j++) {
+                        unsigned code = u4 ? (c[j / 2] >> (4 * (j % 2))) & 15u : c[j];
+                        exact += (double)q[m * d + j] * code, csum += code, mag += fabs(q[m * d + j]) * code;
+                    }
+                    double err = fabs(out[m * T + t] - scale * exact);
+                    double bound = scale * (amax / 127 / 2 * csum + 1e-5 * mag);
+                    CHECKF(err <= bound, "vnni %s d %zu row %d token %d: |%.6g - %.6g| > %.3g", u4 ? "int4" : "int8",
+                           d, m, t, out[m * T + t], scale * exact, bound);
+                }
+            }
+        }
+}
+
 int main(void)
 {
     rng r = {12345};
+    rng rv = {99}; /* its own stream: the cases below see the same numbers as without it */
+    vnni_bound(&rv);
     fkv_attn_pool *p3 = NULL;
     REQUIRE(fkv_attn_pool_create(3, &p3) == FKV_OK);
     static const fkv_dtype f32_only[] = {FKV_F32}, f32_mix[] = {FKV_F32, FKV_INT8},

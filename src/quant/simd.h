@@ -54,7 +54,8 @@ typedef struct fkv__simd_ops {
 /* The ops in use (detected once; FAIRKV_SIMD=scalar forces the portable path). */
 const fkv__simd_ops *fkv__simd(void);
 /* Tests: 0 = scalar, 1 = the best available, 2 = AVX2 even where AVX-512 is
- * there; returns the previous choice (0 scalar, else non-zero). */
+ * there, 3 = the VNNI key kernels where the CPU has them (else the best);
+ * returns the previous choice (0 scalar, else non-zero). */
 int fkv__simd_force(int best);
 extern const fkv__simd_ops fkv__simd_scalar;
 /* NULL when not built (non-x86) */
@@ -62,6 +63,10 @@ const fkv__simd_ops *fkv__simd_avx2_ops(void);
 /* The AVX2 table with AVX-512 attention kernels (simd_avx512.c); NULL when
  * not built or the CPU lacks AVX-512F/BW/VL. */
 const fkv__simd_ops *fkv__simd_avx512_ops(void);
+/* The AVX-512 table with VNNI kernels for int8/int4 keys (a query quantized
+ * per row to int8; simd_avx512.c states the bound); NULL when not built or
+ * the CPU lacks AVX512-VNNI. */
+const fkv__simd_ops *fkv__simd_vnni_ops(void);
 
 /* fp8 E4M3 conversions of n elements: q[i] = e4m3(x[i] * inv), x[i] =
  * e4m3_value(q[i]) * s (the value first, then one fp32 product).  Scalar

@@ -73,6 +73,7 @@ const fkv__fp8_ops *fkv__fp8_avx512_ops(void)
  * a multiple of 16 go to the AVX2 kernels.  The codec primitives are the
  * AVX2 path's (bit-identical to scalar); the kernels' sums are in another
  * order than scalar's, within the same bounds (tests/test_attn.c). */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -186,8 +187,123 @@ Z_KERNELS(h, z_h, FKV__FMT_F16)
 Z_KERNELS(b, z_b, FKV__FMT_U8)
 Z_KERNELS(n, z_n, FKV__FMT_U4)
 
-static fkv__simd_ops avx512_simd;
-static const fkv__simd_ops *avx512_simd_ptr;
+/* ------------------------------------------------------------ VNNI keys
+ *
+ * Int8 and int4 keys against a query quantized per row, as llama.cpp's q8
+ * dot products do: each query row (the scales already folded in) becomes
+ * int8 codes qi = rint(q * 127 / amax) with step sq = amax / 127, and
+ * vpdpbusd multiplies the keys' unsigned codes by them four at a time into
+ * int32 sums, exact; out = scale * sq * sum.  Since |q - sq * qi| <= sq / 2
+ * per channel, |out - scale * dot(q, codes)| <= scale * sq / 2 * sum of the
+ * row's codes (plus the float rounding of the result), the bound
+ * tests/test_attn.c checks.  Int4 codes hold element 2i in a byte's low
+ * nibble and 2i + 1 in its high one, so the query is split into its even
+ * and odd channels once per call.  Rows longer than FKV__VNNI_MAX_D go to
+ * the FMA kernels. */
+#define FKV__VNNI_MAX_D 512
+#define TGTV __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+/* q[0..d) into int8 codes qi = rint(q / sq), sq = amax / 127; returns sq
+ * (0 for a zero row, nan for a row with inf or nan, whose scores are then
+ * nan as the FMA kernels' would be). */
+TGTV static float quant_row(const float *q, size_t d, int8_t *qi)
+{
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 mx = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j + 16 <= d; j += 16) mx = _mm512_max_ps(mx, _mm512_and_ps(_mm512_loadu_ps(q + j), absm));
+    if (j < d) mx = _mm512_max_ps(mx, _mm512_and_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << (d - j)) - 1), q + j), absm));
+    float amax = _mm512_reduce_max_ps(mx);
+    if (!(amax > 0) || !isfinite(amax)) {
+        memset(qi, 0, d);
+        for (j = 0; j < d; j++)
+            if (q[j] != q[j] || isinf(q[j])) return NAN;
+        return 0;
+    }
+    const __m512 inv = _mm512_set1_ps(127.0f / amax);
+    for (j = 0; j < d; j += 16) {
+        __mmask16 m = d - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - j)) - 1);
+        __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q + j), inv)); /* nearest even */
+        _mm_mask_storeu_epi8(qi + j, m, _mm512_cvtsepi32_epi8(c));
+    }
+    return amax / 127.0f;
+}
+
+TGTV static void v_qk_b(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
+                        float scale, float *out, size_t ldo)
+{
+    if (d > FKV__VNNI_MAX_D) {
+        z_qk_b(M, q, T, rows, off, d, scale, out, ldo);
+        return;
+    }
+    /* one step per 64 channels (a register of codes): an outlier channel
+     * coarsens only its own block's query codes */
+    _Alignas(64) int8_t qi[4][FKV__VNNI_MAX_D];
+    float sq[4][FKV__VNNI_MAX_D / 64];
+    size_t nblk = (d + 63) / 64;
+    for (size_t m0 = 0; m0 < M; m0 += 4) {
+        size_t nm = M - m0 < 4 ? M - m0 : 4;
+        for (size_t k = 0; k < nm; k++)
+            for (size_t b = 0; b < nblk; b++) {
+                size_t w = d - 64 * b < 64 ? d - 64 * b : 64;
+                sq[k][b] = quant_row(q + (m0 + k) * d + 64 * b, w, qi[k] + 64 * b);
+            }
+        for (size_t t = 0; t < T; t++) {
+            const char *r = rows[t] + off;
+            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (size_t b = 0; b < nblk; b++) {
+                size_t j = 64 * b, w = d - j < 64 ? d - j : 64;
+                __mmask64 mk = w == 64 ? ~0ULL : ~0ULL >> (64 - w);
+                __m512i kv = _mm512_maskz_loadu_epi8(mk, r + j);
+                for (size_t k = 0; k < nm; k++) {
+                    __m512i s32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kv, _mm512_maskz_loadu_epi8(mk, qi[k] + j));
+                    acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(sq[k][b]), acc[k]);
+                }
+            }
+            for (size_t k = 0; k < nm; k++) out[(m0 + k) * ldo + t] = _mm512_reduce_add_ps(acc[k]) * scale;
+        }
+    }
+}
+
+TGTV static void v_qk_n(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
+                        float scale, float *out, size_t ldo)
+{
+    if (d > FKV__VNNI_MAX_D || d % 2) {
+        z_qk_n(M, q, T, rows, off, d, scale, out, ldo);
+        return;
+    }
+    _Alignas(64) int8_t qi[FKV__VNNI_MAX_D], qe[4][FKV__VNNI_MAX_D / 2], qo[4][FKV__VNNI_MAX_D / 2];
+    float sq[4];
+    size_t nb = d / 2, full = nb & ~(size_t)63, rem = nb - full;
+    __mmask64 mk = rem ? (~0ULL >> (64 - rem)) : 0;
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    for (size_t m0 = 0; m0 < M; m0 += 4) {
+        size_t nm = M - m0 < 4 ? M - m0 : 4;
+        for (size_t k = 0; k < nm; k++) {
+            sq[k] = quant_row(q + (m0 + k) * d, d, qi);
+            for (size_t i = 0; i < nb; i++) qe[k][i] = qi[2 * i], qo[k][i] = qi[2 * i + 1];
+        }
+        for (size_t t = 0; t < T; t++) {
+            const char *r = rows[t] + off;
+            __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                              _mm512_setzero_si512()};
+            for (size_t j = 0; j < full + (rem ? 64 : 0); j += 64) {
+                __mmask64 m = j < full ? ~0ULL : mk;
+                __m512i kv = _mm512_maskz_loadu_epi8(m, r + j);
+                __m512i lo = _mm512_and_si512(kv, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(kv, 4), lo4);
+                for (size_t k = 0; k < nm; k++) {
+                    acc[k] = _mm512_dpbusd_epi32(acc[k], lo, _mm512_maskz_loadu_epi8(m, qe[k] + j));
+                    acc[k] = _mm512_dpbusd_epi32(acc[k], hi, _mm512_maskz_loadu_epi8(m, qo[k] + j));
+                }
+            }
+            for (size_t k = 0; k < nm; k++)
+                out[(m0 + k) * ldo + t] = (float)_mm512_reduce_add_epi32(acc[k]) * sq[k] * scale;
+        }
+    }
+}
+
+static fkv__simd_ops avx512_simd, vnni_simd;
+static const fkv__simd_ops *avx512_simd_ptr, *vnni_simd_ptr;
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 
 static void avx512_build(void)
@@ -206,6 +322,12 @@ static void avx512_build(void)
     avx512_simd.pv[FKV__FMT_F32] = z_pv_f, avx512_simd.pv[FKV__FMT_F16] = z_pv_h;
     avx512_simd.pv[FKV__FMT_U8] = z_pv_b, avx512_simd.pv[FKV__FMT_U4] = z_pv_n;
     avx512_simd_ptr = &avx512_simd;
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq")) {
+        vnni_simd = avx512_simd;
+        vnni_simd.name = "avx512-vnni";
+        vnni_simd.qk[FKV__FMT_U8] = v_qk_b, vnni_simd.qk[FKV__FMT_U4] = v_qk_n;
+        vnni_simd_ptr = &vnni_simd;
+    }
 }
 
 /* The AVX2 table with the attention kernels widened (built once). */
@@ -214,7 +336,15 @@ const fkv__simd_ops *fkv__simd_avx512_ops(void)
     pthread_once(&avx512_once, avx512_build);
     return avx512_simd_ptr;
 }
+
+/* The AVX-512 table with the VNNI key kernels (built once). */
+const fkv__simd_ops *fkv__simd_vnni_ops(void)
+{
+    pthread_once(&avx512_once, avx512_build);
+    return vnni_simd_ptr;
+}
 #else
+const fkv__simd_ops *fkv__simd_vnni_ops(void) { return NULL; }
 const fkv__fp8_ops *fkv__fp8_avx512_ops(void) { return NULL; }
 const fkv__simd_ops *fkv__simd_avx512_ops(void) { return NULL; }
 #endif
