@@ -3,12 +3,14 @@
  * (and do not when shares are targets), over-share victims follow the
  * policy's order across tenants rather than "the furthest over first",
  * the policy alone when nobody else is at or over its share (the same
- * victim sequence as quotas off), an over-share allocator with nothing
- * evictable fails, the host tier's rule, and the configuration checks. */
+ * victim sequence as quotas off), an allocator with nothing evictable
+ * fails rather than take from a tenant at its share, the host tier's
+ * rule, the server's option and the configuration checks. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache_fixture.h"
+#include "server/backend_engine_opts.h"
 #include "test_rng.h"
 
 static int64_t now;
@@ -236,6 +238,77 @@ static void alone_equals_policy(const char *policy, uint64_t seed)
            (unsigned long long)eb);
 }
 
+/* The host tier.  Host of 9 chunks, tenant 2 at weight 2: tenant 1's 3
+ * chunks are demoted first (the least recently used), tenant 2's 6 after;
+ * then tenant 3 demotes one.  Host shares (demands 3, 6, 1; capacity 9):
+ * 1 for tenant 3, 8/3 and 16/3 for tenants 1 and 2, both over.  Targets:
+ * tenant 2, the furthest over (by 2/3), gives a chunk; guarantees: the
+ * host LRU across both over-share tenants takes tenant 1's. */
+static void host_order(int guarantee, uint64_t *h1, uint64_t *h2)
+{
+    fkv_config cfg;
+    fx_small_config(&cfg, 16);
+    cfg.chunk_tokens = 4;
+    cfg.policy = "lru";
+    cfg.quotas = FKV_QUOTA_TENANT;
+    cfg.share_guarantee = guarantee;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &now;
+    fkv_cache *c = NULL;
+    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    fkv_cache_info ci;
+    REQUIRE(fkv_cache_get_info(c, &ci) == FKV_OK);
+    fkv_cache_destroy(c);
+    cfg.host_capacity_bytes = 9 * ci.page_bytes; /* a chunk is a page */
+    cfg.host_demote = 1;
+    c = NULL;
+    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    REQUIRE(fkv_cache_set_tenant_weight(c, 2, 2.0) == FKV_OK);
+    uint32_t freed = 0;
+    cached(c, 1, 1, 1000, 3);
+    REQUIRE(fkv_cache_evict(c, 16, &freed) == FKV_OK);
+    cached(c, 2, 2, 2000, 6);
+    REQUIRE(fkv_cache_evict(c, 16, &freed) == FKV_OK);
+    fkv_tenant_info t1, t2;
+    REQUIRE(fkv_cache_tenant_info(c, 1, &t1) == FKV_OK && fkv_cache_tenant_info(c, 2, &t2) == FKV_OK);
+    CHECK(t1.host_bytes == 3 * ci.page_bytes && t2.host_bytes == 6 * ci.page_bytes);
+    cached(c, 3, 3, 3000, 1);
+    REQUIRE(fkv_cache_evict(c, 16, &freed) == FKV_OK);
+    REQUIRE(fkv_cache_tenant_info(c, 1, &t1) == FKV_OK && fkv_cache_tenant_info(c, 2, &t2) == FKV_OK);
+    *h1 = t1.host_bytes / ci.page_bytes;
+    *h2 = t2.host_bytes / ci.page_bytes;
+    CHECK(fx_invariants(c));
+    fkv_cache_destroy(c);
+}
+
+static void host_both(void)
+{
+    uint64_t a1, a2, b1, b2;
+    host_order(1, &a1, &a2);
+    CHECKF(a1 == 2 && a2 == 6, "guarantee: host chunks %llu %llu, want 2 6", (unsigned long long)a1,
+           (unsigned long long)a2);
+    host_order(0, &b1, &b2);
+    CHECKF(b1 == 3 && b2 == 5, "targets: host chunks %llu %llu, want 3 5", (unsigned long long)b1,
+           (unsigned long long)b2);
+}
+
+/* `fairkv serve --backend-opt shares=...` */
+static void serve_option(void)
+{
+    fkv_engine_config ec;
+    fkv_engine_backend_opts bo;
+    char model[256], err[256] = "";
+    const char *on[] = {"quotas=tenant", "shares=guarantee", NULL};
+    CHECK(fkv__engine_opts_parse(on, &ec, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          ec.share_guarantee == 1 && ec.quotas == FKV_QUOTA_TENANT);
+    const char *off[] = {"shares=target", NULL};
+    CHECK(fkv__engine_opts_parse(off, &ec, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          ec.share_guarantee == 0);
+    const char *bad[] = {"shares=maybe", NULL};
+    CHECK(fkv__engine_opts_parse(bad, &ec, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "shares"));
+}
+
 static void config_errors(void)
 {
     fkv_config cfg;
@@ -260,6 +333,8 @@ int main(void)
     alone_equals_policy("lru", 7);
     alone_equals_policy("flru", 11);
     alone_equals_policy("fifo", 13);
+    host_both();
+    serve_option();
     config_errors();
     return check_done();
 }

@@ -12,8 +12,10 @@
  * an offload (running requests come before idle copies): in tenant mode
  * the tenant furthest over its host share goes first (shares.h, rules 1
  * and 3), as on the device; then its least recently used chunk, replaced
- * by a leaf that extends it (tree.c).  Both kinds are charged, in bytes,
- * to ch->tenant. */
+ * by a leaf that extends it (tree.c).  With share_guarantee (shares.h,
+ * rule 4) the least recently used chunk across all the tenants over their
+ * host shares goes instead.  Both kinds are charged, in bytes, to
+ * ch->tenant. */
 #include <stdlib.h>
 
 #include "core/internal.h"
