@@ -6,9 +6,12 @@
  * victim sequence as quotas off), an allocator with nothing evictable
  * fails rather than take from a tenant at its share, the host tier's
  * rule, the server's option and the configuration checks. */
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "bench_cli.h"
 #include "cache_fixture.h"
 #include "server/backend_engine_opts.h"
 #include "test_rng.h"
@@ -309,6 +312,43 @@ static void serve_option(void)
           strstr(err, "shares"));
 }
 
+/* `fairkv bench --shares`: the option reaches the fairkv scheme's cache
+ * (its rows change) and not lru's (no tenant quotas: identical rows). */
+static double hit_rate(const char *shares, const char *scheme)
+{
+    char path[] = "/tmp/fkv_guarantee_XXXXXX", args[256];
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    snprintf(args, sizeof args,
+             "--workload chat --tenants 4 --requests 400 --load 0.9 --schemes lru,fairkv --format json --quiet "
+             "--shares %s",
+             shares);
+    CHECK(bench_cli(args, path) == 0);
+    char *js = check_slurp(path);
+    REQUIRE(js);
+    cJSON *j = cJSON_Parse(js);
+    REQUIRE(j);
+    double r = -1;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "schemes")) if (!strcmp(cJSON_GetObjectItem(x, "name")->valuestring, scheme))
+        r = cJSON_GetObjectItem(x, "prefix_hit_rate")->valuedouble;
+    cJSON_Delete(j);
+    free(js);
+    unlink(path);
+    REQUIRE(r >= 0);
+    return r;
+}
+
+static void bench_option(void)
+{
+    double lt = hit_rate("target", "lru"), lg = hit_rate("guarantee", "lru");
+    double ft = hit_rate("target", "fairkv"), fg = hit_rate("guarantee", "fairkv");
+    CHECKF(lt == lg, "lru: %g vs %g (it has no tenant shares)", lt, lg);
+    CHECKF(ft != fg, "fairkv: %g with either --shares: the option did not reach the cache", ft);
+    CHECK(bench_cli("--workload chat --requests 10 --shares maybe --quiet", NULL) != 0);
+}
+
 static void config_errors(void)
 {
     fkv_config cfg;
@@ -335,6 +375,7 @@ int main(void)
     alone_equals_policy("fifo", 13);
     host_both();
     serve_option();
+    bench_option();
     config_errors();
     return check_done();
 }
