@@ -13,6 +13,7 @@
 
 #include "bench_cli.h"
 #include "cache_fixture.h"
+#include "ops_driver.h"
 #include "server/backend_engine_opts.h"
 #include "test_rng.h"
 
@@ -349,6 +350,41 @@ static void bench_option(void)
     CHECK(bench_cli("--workload chat --requests 10 --shares maybe --quiet", NULL) != 0);
 }
 
+/* The random operation driver (tests/ops_driver.h) over its tenant-mode
+ * variants (every policy, chunking, retention, prefix cache,
+ * quantization, reclaim; and the host tier's), with guarantees on: the
+ * full invariant checker and the K/V read-back after every 50 operations. */
+static void random_sweep(void)
+{
+    ops_share_guarantee = 1;
+    uint64_t per = (uint64_t)(1000 * check_scale()) + 1, total = 0, evicted = 0;
+    for (uint32_t k = 288; k < OPS_VARIANTS + OPS_HOST_VARIANTS; k++) {
+        if (k >= OPS_VARIANTS && ((k - OPS_VARIANTS) / 6) % 2 == 0) continue; /* host variants in request mode */
+        ops_state st;
+        REQUIRE(ops_open(&st, k) == FKV_OK);
+        REQUIRE(st.c->cfg.share_guarantee == 1);
+        ops_src src = {NULL, 0, 0, 5000 + k};
+        int failed = 0;
+        for (uint64_t i = 0; i < per && !failed; i++)
+            if (ops_step(&st, &src) || (i % 50 == 49 && ops_check(&st))) {
+                fprintf(stderr, "variant %u op %llu: %s\n", k, (unsigned long long)i, st.msg);
+                failed = 1;
+            }
+        CHECKF(!failed, "variant %u", k);
+        if (!failed) CHECKF(!ops_check(&st), "variant %u final: %s", k, st.msg);
+        fkv_counters cn;
+        fkv_cache_counters(st.c, &cn);
+        evicted += cn.evicted_pages;
+        total += st.ops;
+        ops_close(&st);
+    }
+    ops_share_guarantee = 0;
+    printf("random sweep under guarantees: %llu ops, %llu pages evicted\n", (unsigned long long)total,
+           (unsigned long long)evicted);
+    CHECKF(evicted > 0 && total > 0, "%llu ops, %llu pages evicted", (unsigned long long)total,
+           (unsigned long long)evicted);
+}
+
 static void config_errors(void)
 {
     fkv_config cfg;
@@ -376,6 +412,7 @@ int main(void)
     host_both();
     serve_option();
     bench_option();
+    random_sweep();
     config_errors();
     return check_done();
 }
