@@ -332,8 +332,11 @@ static double hit_rate(const char *shares, const char *scheme)
     REQUIRE(j);
     double r = -1;
     const cJSON *x;
-    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "schemes")) if (!strcmp(cJSON_GetObjectItem(x, "name")->valuestring, scheme))
-        r = cJSON_GetObjectItem(x, "prefix_hit_rate")->valuedouble;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "schemes"))
+    {
+        if (!strcmp(cJSON_GetObjectItem(x, "name")->valuestring, scheme))
+            r = cJSON_GetObjectItem(x, "prefix_hit_rate")->valuedouble;
+    }
     cJSON_Delete(j);
     free(js);
     unlink(path);
