@@ -160,6 +160,10 @@ typedef struct fkv_config {
     int64_t age_unit_ns;     /* 0: F-LRU age in turnovers of the pool (pages allocated / pool pages);
                               * > 0: in units of this many ns (the seed: 1e9, seconds) */
     fkv_quota_mode quotas;   /* FKV_QUOTA_REQUEST: fair shares around the policy */
+    int share_guarantee;     /* 0 (default): tenant shares are targets, the tenant furthest over its
+                              * share gives first; 1: shares are guarantees (tenant mode only): an
+                              * under-share tenant never loses memory to another's allocation, over
+                              * shares the policy's own order decides (src/core/shares.h, rule 4) */
     double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
     uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */

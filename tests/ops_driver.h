@@ -91,6 +91,10 @@ static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal"
  * matches across tiers and promotion (tests/test_ops_host.c). */
 #define OPS_HOST_VARIANTS 144
 
+/* 1: the variants in tenant mode read shares as guarantees
+ * (fkv_config.share_guarantee; tests/test_guarantee.c); 0: as targets. */
+static int ops_share_guarantee;
+
 /* Config variant k: policies x quotas x dynamic chunking x retention. */
 static fkv_status ops_open(ops_state *st, uint32_t k)
 {
@@ -136,6 +140,7 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
         cfg.quant_hot_tokens = 8;
         cfg.quant_pressure = 0.75;
     }
+    cfg.share_guarantee = ops_share_guarantee && cfg.quotas == FKV_QUOTA_TENANT;
     cfg.next_use = ops_next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &st->now;

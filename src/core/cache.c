@@ -114,6 +114,7 @@ static const struct opt {
     {"FAIRKV_BETA", OPT_DBL, offsetof(fkv_config, beta)},
     {"FAIRKV_AGE_UNIT_NS", OPT_I64, offsetof(fkv_config, age_unit_ns)},
     {"FAIRKV_QUOTAS", OPT_QUOTA, offsetof(fkv_config, quotas)},
+    {"FAIRKV_SHARE_GUARANTEE", OPT_BOOL, offsetof(fkv_config, share_guarantee)},
     {"FAIRKV_TENANT_LABELS", OPT_U32, offsetof(fkv_config, tenant_labels)},
     {"FAIRKV_TEMPERATURE", OPT_DBL, offsetof(fkv_config, temperature)},
     {"FAIRKV_MIN_CHUNK_RETENTION_NS", OPT_I64, offsetof(fkv_config, min_chunk_retention_ns)},
@@ -233,6 +234,10 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         return BAD("age_unit_ns=%lld: must be >= 0 (0 = the pool's turnover)", (long long)cfg->age_unit_ns);
     if (cfg->quotas != FKV_QUOTA_OFF && cfg->quotas != FKV_QUOTA_REQUEST && cfg->quotas != FKV_QUOTA_TENANT)
         return BAD("quotas=%d: must be 0 (off), 1 (request) or 2 (tenant)", cfg->quotas);
+    if (cfg->share_guarantee != 0 && cfg->share_guarantee != 1)
+        return BAD("share_guarantee=%d: must be 0 (shares are targets) or 1 (guarantees)", cfg->share_guarantee);
+    if (cfg->share_guarantee && cfg->quotas != FKV_QUOTA_TENANT)
+        return BAD("share_guarantee=1 needs quotas=tenant (shares are per tenant)");
     if (cfg->tenant_labels > FKV__TENANT_LABELS_MAX)
         return BAD("tenant_labels=%u: at most %d", cfg->tenant_labels, FKV__TENANT_LABELS_MAX);
     if (!(cfg->temperature > 0) || isnan(cfg->temperature))

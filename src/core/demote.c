@@ -12,8 +12,10 @@
  * an offload (running requests come before idle copies): in tenant mode
  * the tenant furthest over its host share goes first (shares.h, rules 1
  * and 3), as on the device; then its least recently used chunk, replaced
- * by a leaf that extends it (tree.c).  Both kinds are charged, in bytes,
- * to ch->tenant. */
+ * by a leaf that extends it (tree.c).  With share_guarantee (shares.h,
+ * rule 4) the least recently used chunk across all the tenants over their
+ * host shares goes instead.  Both kinds are charged, in bytes, to
+ * ch->tenant. */
 #include <stdlib.h>
 
 #include "core/internal.h"
@@ -27,7 +29,24 @@ static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t ne
 {
     if (!c->host_lru.head) return NULL;
     fkv__chunk *v = c->host_lru.head;
-    if (c->cfg.quotas == FKV_QUOTA_TENANT) {
+    if (c->cfg.share_guarantee) {
+        /* shares.h, rule 4: the least recently used demoted chunk of the
+         * tenants over their host shares; none over: the host LRU alone;
+         * else the incoming tenant's own, or nothing */
+        fkv__host_shares(c, who, need);
+        fkv__chunk *over = NULL, *own = NULL;
+        int any_over = 0;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            if (!(fkv__host_demand(t, who, need) > t->host_share)) continue;
+            any_over = 1;
+            fkv__chunk *h = t->host_lru.head;
+            if (h && (!over || h->host.stamp < over->host.stamp)) over = h;
+        }
+        if (who && !over) own = who->host_lru.head;
+        if (any_over) v = over ? over : own;
+        if (!v) return NULL;
+    } else if (c->cfg.quotas == FKV_QUOTA_TENANT) {
         fkv__host_shares(c, who, need);
         fkv__over_rank r = {0};
         fkv__tenant *bt = NULL;

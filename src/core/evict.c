@@ -13,6 +13,8 @@
  *      is positive, in_quota otherwise);
  *   4. young:   the oldest chunk of the young FIFO.
  * With quotas off: the policy's victim over all chunks, then young.
+ * With quotas = tenant and share_guarantee = 1, shares.h rule 4 instead:
+ * the policy's order across the over-share tenants, never the TTL tier.
  *
  * Quota of open request i (pages; shares.h rule 2, fkv__request_quotas):
  *     quota_i = capacity * w_i * d_i^(1/T) / sum_j w_j * d_j^(1/T)
@@ -92,9 +94,104 @@ static fkv__chunk *pick_request(fkv_cache *c, int *tier)
     return best->inst->ops->victim(best->inst->state);
 }
 
+/* Guarantee mode (fkv_config.share_guarantee; shares.h, rule 4). */
+static int over_share(const fkv__tenant *t)
+{
+    return (double)t->pages > t->share;
+}
+
+/* The policy's order across instances: a is evicted before b.  Key-ordered
+ * policies (heap_policy.c) order every chunk by (key, chunk id), so the
+ * smallest of their instances' victims is the victim one instance holding
+ * them all would give.  The list policies (sieve, freeq) have no order
+ * across instances: their victims compare by last read, then chunk id. */
+static int evicted_before(const fkv_cache *c, const fkv__chunk *a, const fkv__chunk *b)
+{
+    if (c->ops->victim == fkv__hp_victim) {
+        uint64_t ka = fkv__key_enc(a->pn.key), kb = fkv__key_enc(b->pn.key);
+        if (ka != kb) return ka < kb;
+    } else if (a->m.last_access_ns != b->m.last_access_ns) {
+        return a->m.last_access_ns < b->m.last_access_ns;
+    }
+    return a->id < b->id;
+}
+
+/* Whom a victim may come from: every tenant, the tenants over their
+ * shares, or the allocating tenant alone. */
+enum { FROM_ALL, FROM_OVER, FROM_SELF };
+
+static int from(int who, const fkv__tenant *t, const fkv__tenant *self)
+{
+    return who == FROM_ALL || (who == FROM_OVER ? over_share(t) : t == self);
+}
+
+static void offer(const fkv_cache *c, fkv__policy_inst *in, fkv__chunk **best)
+{
+    if (!in || !in->n) return;
+    fkv__chunk *v = in->ops->victim(in->state);
+    if (v && (!*best || evicted_before(c, v, *best))) *best = v;
+}
+
+/* The policy's victim among the evictable chunks of the tenants `who`
+ * names: their cached instances and their open requests' ones. */
+static fkv__chunk *guarantee_best(fkv_cache *c, int who, const fkv__tenant *self)
+{
+    fkv__chunk *best = NULL;
+    for (uint32_t i = 0; i < c->n_tenants; i++) {
+        fkv__tenant *t = c->tenants[i];
+        if (t->n_evictable && from(who, t, self)) offer(c, t->cached, &best);
+    }
+    for (uint32_t i = 0; i < c->n_owners; i++) {
+        fkv_seq *s = c->owners[i];
+        if (s->tenant->n_evictable && from(who, s->tenant, self)) offer(c, s->inst, &best);
+    }
+    return best;
+}
+
+/* Rule 4 of shares.h: the first of the groups below with an evictable
+ * chunk gives the policy's victim, then, the same way, the oldest young
+ * chunk (tenants holding no page take no part).  Some tenant over its
+ * share: the over-share tenants, then the allocating tenant itself (an
+ * over-share allocator with nothing evictable fails), or everybody when
+ * no request is allocating (fkv_cache_evict, teardown).  None over: if
+ * every other tenant is strictly under its share, everybody (the policy
+ * alone), else the allocator itself.  The TTL tier is not used: the
+ * policy's order decides. */
+static fkv__chunk *pick_guarantee(fkv_cache *c, int *tier)
+{
+    if (quota_stale(c)) fkv__tenant_shares(c);
+    const fkv__tenant *self = c->cur_seq ? c->cur_seq->tenant : NULL;
+    int any_over = 0, others_under = 1;
+    for (uint32_t i = 0; i < c->n_tenants; i++) {
+        const fkv__tenant *t = c->tenants[i];
+        if (!t->pages) continue;
+        if (over_share(t)) any_over = 1;
+        if (t != self && !((double)t->pages < t->share)) others_under = 0;
+    }
+    int order[2] = {FROM_OVER, -1};
+    if (!self) order[1] = FROM_ALL;
+    else if (any_over) order[1] = FROM_SELF;
+    else order[0] = others_under ? FROM_ALL : FROM_SELF;
+    for (int k = 0; k < 2 && order[k] >= 0; k++) {
+        fkv__chunk *v = guarantee_best(c, order[k], self);
+        if (v) {
+            *tier = !v->owner ? FKV__TIER_CACHED : over_share(v->tenant) ? FKV__TIER_OVER_QUOTA : FKV__TIER_IN_QUOTA;
+            return v;
+        }
+    }
+    for (int k = 0; k < 2 && order[k] >= 0; k++)
+        for (fkv__chunk *y = c->young.head; y; y = y->lk.young.next)
+            if (from(order[k], y->tenant, self)) {
+                *tier = FKV__TIER_YOUNG;
+                return y;
+            }
+    return NULL;
+}
+
 static fkv__chunk *pick(fkv_cache *c, int *tier)
 {
     if (c->young.head) fkv__place_mature(c, fkv__now(c));
+    if (c->cfg.share_guarantee) return pick_guarantee(c, tier);
     if (c->cfg.quotas) {
         /* nothing can have expired while the heap is empty and the clock
          * has not reached the wheel's next bucket */

@@ -22,7 +22,43 @@
  * 3. "Furthest over its share": candidates are ranked by excess = held -
  *    share; the larger excess wins, an equal one goes to the larger tie
  *    key (fkv__over_offer).  The caller names the tie key: 0 for "the
- *    first one seen", an age for "the oldest", an order for "the latest". */
+ *    first one seen", an age for "the oldest", an order for "the latest".
+ *    Rule 3 ranks victims when shares are targets (the default).
+ * 4. Shares as guarantees (fkv_config.share_guarantee, tenant mode): the
+ *    shares are rule 1 over the open requests' demands only (their pages
+ *    and what they expect to grow into; cached pages claim nothing), the
+ *    spare spread by weight, so each tenant's cache is guaranteed within
+ *    its weighted part of what running requests leave.  A tenant is over
+ *    its share when it holds (running and cached) more pages than its
+ *    share; at or under it, its memory is guaranteed.  When
+ *    tenant A allocates, the victim is the policy's own next victim among
+ *    the evictable chunks of the first group with one (tenants holding no
+ *    page take no part):
+ *      a. some tenant is over its share: the over-share tenants, A
+ *         included if it is over, all in one order -- not the furthest
+ *         over first; then A's own chunks; then none (FKV_EFULL): so an
+ *         over-share A with nothing evictable fails;
+ *      b. nobody is over and every tenant other than A is strictly under
+ *         its share (or there is no other): every tenant -- the policy
+ *         alone, as with quotas off;
+ *      c. otherwise (nobody over, some other tenant exactly at its share,
+ *         as a tenant holding only cached chunks within its fair level
+ *         is): A's own chunks, then none.
+ *    With no allocating request (fkv_cache_evict, teardown): the
+ *    over-share tenants, then every tenant.
+ *    So a tenant at or under its share never loses memory to another
+ *    tenant's allocation, except in case b, where the allocation pushes A
+ *    over and everybody else still has room under its share.  "The
+ *    policy's order" is one order across the instances: (key, chunk id)
+ *    for the key-ordered policies, exactly the victim one instance holding
+ *    all the chunks would give; for sieve and freeq, whose order lives in
+ *    one instance, each instance's victim competes by last read, then
+ *    chunk id.  Young chunks
+ *    (min_chunk_retention) go after all of these, by the same a/b/c, and
+ *    the TTL tier is not used.  The host tier (demote.c) does the same with
+ *    host shares: the least recently used demoted chunk of the tenants over
+ *    their host shares; no tenant over: the host LRU alone; else the
+ *    incoming tenant's own, or none (the chunk is not demoted). */
 #ifndef FKV_CORE_SHARES_H
 #define FKV_CORE_SHARES_H
 

@@ -16,7 +16,8 @@
  * or their length, minus their pages).  Within a tenant, its share is
  * split among its open requests by rule 2 (weight * demand^(1/T)), as the
  * pool is in request mode: that split orders the tenant's own requests when
- * it is the one that must give memory back.
+ * it is the one that must give memory back.  With share_guarantee, the
+ * demand counts the open requests only (shares.h, rule 4).
  *
  * Host shares: the host's capacity water-filled over the tenants' host
  * bytes (rule 1, spare bytes kept: demote.c ranks tenants by them only
@@ -116,10 +117,14 @@ static uint64_t seq_demand(const fkv_cache *c, const fkv_seq *s)
 
 void fkv__tenant_shares(fkv_cache *c)
 {
-    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[i]->demand = (double)c->tenants[i]->pages;
+    /* guarantees (shares.h, rule 4): only open requests claim memory, so
+     * cached pages are guaranteed within the spare spread by weight */
+    int live = c->cfg.share_guarantee;
+    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[i]->demand = live ? 0 : (double)c->tenants[i]->pages;
     for (uint32_t i = 0; i < c->n_owners; i++) {
         fkv_seq *s = c->owners[i];
         uint64_t d = seq_demand(c, s);
+        if (live) s->tenant->demand += (double)s->usage_pages;
         if (d > s->usage_pages) s->tenant->demand += (double)(d - s->usage_pages);
     }
     fkv__claim *cl = c->torder;

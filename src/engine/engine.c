@@ -90,6 +90,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     if (cfg->policy) cc.policy = cfg->policy;
     cc.prefix_cache = cfg->prefix_cache;
     cc.quotas = cfg->quotas;
+    cc.share_guarantee = cfg->share_guarantee;
     cc.host_capacity_bytes = cfg->host_bytes;
     cc.host_demote = cfg->host_demote;
     cc.tier_admission = cfg->tier_admission;

@@ -56,6 +56,7 @@ typedef struct fkv_engine_config {
     const char *policy;        /* "flru" */
     int prefix_cache;          /* 1 */
     int quotas;                /* FKV_QUOTA_REQUEST: the cache's quotas around the policy (fkv_config.quotas) */
+    int share_guarantee;       /* 0: tenant shares are targets; 1: guarantees (fkv_config.share_guarantee) */
     int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: the cache's dynamic chunk sizes */
     fkv_quant_mode quant_mode; /* off */
     fkv_dtype quant_dtype;     /* FKV_INT8 */

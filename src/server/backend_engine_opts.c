@@ -62,6 +62,11 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             if (!strcmp(v, "tenant")) cfg->quotas = FKV_QUOTA_TENANT;
             else if (!strcmp(v, "request")) cfg->quotas = FKV_QUOTA_REQUEST;
             else bad = onoff(v, &cfg->quotas);
+        } else if (KEY("shares")) {
+            /* tenant shares as guarantees (fkv_config.share_guarantee; needs quotas=tenant) */
+            if (!strcmp(v, "guarantee")) cfg->share_guarantee = 1;
+            else if (!strcmp(v, "target")) cfg->share_guarantee = 0;
+            else bad = 1;
         } else if (KEY("victim")) {
             int r = fkv_victim_parse(v);
             if (r < 0) bad = 1;

@@ -227,6 +227,7 @@ static const opt_choice workloads[] = {{"seed", 0}, {"tenants", 0}, {"tenants-al
 static const opt_choice formats[] = {{"text", 0}, {"json", 0}, {"csv", 0}, {NULL, 0}};
 static const opt_choice quotas[] = {
     {"off", FKV_QUOTA_OFF}, {"request", FKV_QUOTA_REQUEST}, {"tenant", FKV_QUOTA_TENANT}, {NULL, 0}};
+static const opt_choice shares[] = {{"target", 0}, {"guarantee", 1}, {NULL, 0}};
 static const opt_choice batching[] = {
     {"continuous", FKV_SCHED_CONTINUOUS}, {"dynamic", FKV_SCHED_DYNAMIC}, {NULL, 0}};
 static const opt_choice admission[] = {{"fcfs", FKV_ADMIT_FCFS}, {"vtc", FKV_ADMIT_VTC}, {NULL, 0}};
@@ -283,6 +284,10 @@ static const opt_row rows[] = {
               "                           sessions and are refused\n"},
     {.name = "--quotas", .kind = OPT_CHOICE, .field = F(sim.quotas), .choices = quotas, .why = "one of off, request, tenant",
      .help = "  --quotas off|request|tenant   the cache's fair shares for every scheme (default: the scheme's)\n"},
+    {.name = "--shares", .kind = OPT_CHOICE, .field = F(sim.share_guarantee), .choices = shares, .why = "target or guarantee",
+     .help = "  --shares target|guarantee   tenant shares (quotas tenant) as targets: the tenant furthest over\n"
+              "                           gives first (default); or as guarantees: no tenant at or under its\n"
+              "                           share loses memory to another, the policy orders the rest\n"},
     {.name = "--victim", .kind = OPT_CALL, .call = victim,
      .help = "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"},
     {.name = "--reclaim", .kind = OPT_CALL, .call = reclaim, .set = F(sim.reclaim_set),

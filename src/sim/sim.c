@@ -359,6 +359,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.dynamic_chunking = sc->dynamic_chunking;
     cc.policy = sc->policy;
     cc.quotas = cfg->quotas >= 0 ? cfg->quotas : sc->quotas;
+    cc.share_guarantee = cfg->share_guarantee && cc.quotas == FKV_QUOTA_TENANT;
     cc.prefix_cache = sc->prefix_cache;
     cc.block_tokens = cfg->sched.block_tokens;
     if (cfg->alpha >= 0) cc.alpha = cfg->alpha;

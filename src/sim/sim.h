@@ -77,6 +77,8 @@ typedef struct fkv_sim_config {
     uint32_t n_tenants;       /* 0: no tenants; requests carry fkv_req.tenant in 1..n_tenants */
     double tenant_weight[FKV_SIM_MAX_TENANTS]; /* [n_tenants]: fkv_cache_set_tenant_weight (1) */
     int quotas;               /* -1: the scheme's; else fkv_quota_mode for every scheme */
+    int share_guarantee;      /* 1: tenant shares are guarantees (fkv_config.share_guarantee) in every
+                               * scheme whose quotas are per tenant; 0: targets, as before */
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
