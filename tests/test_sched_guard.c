@@ -123,11 +123,12 @@ static void no_self_preemption(void)
 }
 
 /* The cache full of two heavy requests' (tenant 1) running prefills, a
- * light request (tenant 2) arrives: in the plain order it waits for
- * memory a heavy request gives up; with admit_reclaim it takes it from
+ * light request (tenant 2) arrives: in the plain order (or under the DRR
+ * share, whose admissions must fit beside the running requests) it waits
+ * for memory a heavy request gives up; with admit_reclaim it takes it from
  * them at once (reclaim then preemption) and its first token comes in the
  * step after its arrival. */
-static void admission_reclaims(void)
+static void admission_reclaims(fkv_step_share share)
 {
     int64_t ttft[2];
     uint64_t pre[2];
@@ -139,6 +140,7 @@ static void admission_reclaims(void)
         sc.token_ids = fkv_sim_token_ids;
         sc.max_batch_tokens = 256;
         sc.victim = FKV_VICTIM_FAIR;
+        sc.step_share = share;
         sc.admit_reclaim = on;
         fkv_sched *s;
         REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
@@ -152,8 +154,8 @@ static void admission_reclaims(void)
         fkv_sched_destroy(s);
         fkv_cache_destroy(c);
     }
-    printf("admission_reclaims: light TTFT %.2f ms plain, %.2f ms with admit_reclaim (%llu preemptions)\n",
-           ttft[0] / 1e6, ttft[1] / 1e6, (unsigned long long)pre[1]);
+    printf("admission_reclaims (step share %s): light TTFT %.2f ms without, %.2f ms with admit_reclaim (%llu preemptions)\n",
+           fkv_step_share_name(share), ttft[0] / 1e6, ttft[1] / 1e6, (unsigned long long)pre[1]);
     /* a step takes 1 ms + 20 us a token, at most 6.2 ms: admitted in the
      * first step formed after its arrival, the light request's first token
      * comes within two steps */
@@ -235,7 +237,8 @@ int main(void)
 {
     config_checks();
     no_self_preemption();
-    admission_reclaims();
+    admission_reclaims(FKV_STEP_SHARE_OFF);
+    admission_reclaims(FKV_STEP_DRR);
     bound();
     return check_done();
 }

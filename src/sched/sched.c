@@ -226,7 +226,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
             s->drr[i].alloc = s->drr[i].extra = s->drr[i].used = s->drr[i].recomputed = 0;
     fkv__sched_shares_start(t);
     if (!t->status) fkv__sched_step_bound(t);
-    if (!t->status) fkv__sched_guard_first(t);
+    if (!t->status && !t->drr_on) fkv__sched_guard_first(t); /* under the DRR share: after its plan */
     if (t->status) return t->status;
     if (t->drr_on) {
         fkv__sched_drr_serve(t);

@@ -79,13 +79,14 @@
  *   its share, the step serves (1) the oldest running request, (2) the
  *   running requests of within-share tenants, oldest first, (3) waiting
  *   requests of within-share tenants in admission order, without the DRR
- *   share's fit test, then (4) the rest as configured (plain or DRR).  In
- *   (2) and (3) a token is held back for every unserved decode.  Requests
+ *   share's fit test, then (4) the rest as configured.  Under the DRR
+ *   share, (1) is its oldest-first service, (2) and (3) follow its plan and
+ *   stay within each tenant's allotment, and its passes are (4).  In (2)
+ *   and (3) a token is held back for every unserved decode.  Requests
  *   served in (1)-(3) need memory while the over-share tenants' requests
  *   are still unserved, so the reclaim ladder (reclaim[], then preemption)
  *   takes it from those, and nothing the step has formed is undone: a
- *   request served in a step is never preempted in it.  Their tokens are
- *   charged to the DRR share as used beyond their allotment.
+ *   request served in a step is never preempted in it.
  * Step-time bound (step_bound = k > 0, chunked prefill).  At the start of
  *   a step, take the within-share request waiting for its first token
  *   (waiting, or running with prefill left and nothing emitted) with the

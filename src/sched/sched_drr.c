@@ -131,6 +131,11 @@ void fkv__sched_drr_serve(sched_step *t)
         t->drr_limit = 0;
         if (rc) return;
     }
+    /* admit_reclaim: within-share tenants next, within their allotments */
+    t->drr_limit = 1;
+    fkv__sched_guard_first(t);
+    t->drr_limit = 0;
+    if (t->status) return;
     if (serve_picked(t, pick_running(t, PICK_DECODING, 0), 0)) return;
     size_t nt = s->n_drr, first = s->drr_first;
     t->drr_limit = 1;

@@ -113,6 +113,7 @@ static size_t next_within(sched_step *t)
     for (size_t i = 0; i < s->n_wait; i++) {
         const fkv_req *r = s->wait[i];
         if (!fkv__sched_may_prefill(t, r) || !fkv__sched_within_share(t, r->tenant)) continue;
+        if (t->drr_limit && !fkv__sched_tenant_left(t, r)) continue; /* its DRR allotment is used */
         if (best == s->n_wait) best = i;
         if (s->cfg.admission == FKV_ADMIT_FCFS) break;
         if (s->vtc[r->client] < s->vtc[s->wait[best]->client]) best = i;
@@ -137,6 +138,10 @@ void fkv__sched_guard_first(sched_step *t)
     for (size_t i = 0; i < s->n_run && !t->status;) {
         fkv_req *r = s->run[i];
         if (r->served || !fkv__sched_within_share(t, r->tenant)) {
+            i++;
+            continue;
+        }
+        if (t->drr_limit && !fkv__sched_tenant_left(t, r)) {
             i++;
             continue;
         }
