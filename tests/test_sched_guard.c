@@ -217,6 +217,61 @@ static void bound(void)
     }
 }
 
+/* Every request ends with the options on, against an adversarial heavy
+ * tenant (tenant 1: long prompts four times as often as tenant 2's tiny
+ * ones, as test_sched_fair's starvation case), under each step order, with
+ * the bound on: no rejection, every output complete; and tenant 2's
+ * requests (within their share) are preempted no more often than without
+ * admit_reclaim (victims spare within-share tenants but for the oldest
+ * request's need). */
+static void all_finish(fkv_step_share share)
+{
+    size_t light_pre[2];
+    uint64_t pre[2];
+    for (int on = 0; on < 2; on++) {
+        int64_t now = 0;
+        fkv_cache *c = cache_of(&now, 160);
+        fkv_sched_config sc;
+        fkv_sched_config_default(&sc);
+        sc.token_ids = fkv_sim_token_ids;
+        sc.victim = FKV_VICTIM_FAIR;
+        sc.step_share = share;
+        sc.admit_reclaim = on;
+        sc.step_bound = 2;
+        sc.step_cost = toy_cost;
+        REQUIRE(fkv_sched_parse_reclaim("quantize8,evict", sc.reclaim, &sc.n_reclaim, NULL, 0) == 0);
+        fkv_sched *s;
+        REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
+        size_t n = (size_t)(400 * check_scale()) + 50;
+        fkv_req *q = calloc(n, sizeof *q);
+        REQUIRE(q);
+        uint64_t rng = 12345;
+        for (size_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint32_t x = (uint32_t)(rng >> 33);
+            q[i] = i % 5 == 4 ? req(i + 1, 2, 1 + x % 12, 1 + x % 4) : req(i + 1, 1, 300 + x % 700, 50 + x % 300);
+            q[i].arrival_ns = (int64_t)i * MS(2);
+        }
+        uint32_t bad;
+        drive(s, c, q, n, &now, 4, 1, &bad);
+        pre[on] = fkv_sched_preemptions(s);
+        CHECK(fkv_sched_rejections(s) == 0);
+        light_pre[on] = 0;
+        for (size_t i = 0; i < n; i++) {
+            CHECKF(q[i].state == FKV_REQ_DONE && q[i].generated == q[i].output, "request %zu did not finish", i + 1);
+            if (q[i].tenant == 2) light_pre[on] += q[i].preemptions;
+        }
+        free(q);
+        fkv_sched_destroy(s);
+        fkv_cache_destroy(c);
+    }
+    printf("all_finish (step share %s): %llu preemptions, %zu of tenant 2 without admit_reclaim; %llu, %zu with it\n",
+           fkv_step_share_name(share), (unsigned long long)pre[0], light_pre[0], (unsigned long long)pre[1], light_pre[1]);
+    CHECK(pre[1] > 0); /* the pressure path ran */
+    CHECKF(light_pre[1] <= light_pre[0], "tenant 2 preempted %zu times with admit_reclaim, %zu without", light_pre[1],
+           light_pre[0]);
+}
+
 static void config_checks(void)
 {
     fkv_sched_config sc;
@@ -240,5 +295,7 @@ int main(void)
     admission_reclaims(FKV_STEP_SHARE_OFF);
     admission_reclaims(FKV_STEP_DRR);
     bound();
+    all_finish(FKV_STEP_SHARE_OFF);
+    all_finish(FKV_STEP_DRR);
     return check_done();
 }

@@ -75,7 +75,9 @@
  *   first, then any), never the requester itself; only when no other
  *   over-share request is unserved do the rules above apply (so a request
  *   is never its own victim while an over-share tenant holds reclaimable
- *   running memory).  Order: while some running request's tenant is over
+ *   running memory), and then, unless the requester is the oldest running
+ *   request (which must progress), requests of other tenants within their
+ *   share are spared: the requester pays itself.  Order: while some running request's tenant is over
  *   its share, the step serves (1) the oldest running request, (2) the
  *   running requests of within-share tenants, oldest first, (3) waiting
  *   requests of within-share tenants in admission order, without the DRR

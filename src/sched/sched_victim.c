@@ -76,11 +76,20 @@ static double tenant_over(sched_step *t, uint64_t tenant, size_t *n)
     return over;
 }
 
+/* admit_reclaim (sched.h): q may not pay for `for_r`'s memory, being of
+ * another tenant within its share (for_r NULL: anyone may). */
+static int spared(sched_step *t, const fkv_req *q, const fkv_req *for_r)
+{
+    return for_r && q->tenant != for_r->tenant && fkv__sched_within_share(t, q->tenant);
+}
+
 /* The victim by `rule` among running requests not yet served in this
- * step, other than `except` (may be NULL), or NULL.  *fair is set when the
- * fair rule chose it (sched.h: exempt requests are not its candidates, and
- * with no candidate left the last-started one goes). */
-static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *except, int *fair)
+ * step, other than `except` (may be NULL) and those spared for `for_r`
+ * (may be NULL), or NULL.  *fair is set when the fair rule chose it
+ * (sched.h: exempt requests are not its candidates, and with no candidate
+ * left the last-started one goes). */
+static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *except, const fkv_req *for_r,
+                            int *fair)
 {
     fkv_sched *s = t->s;
     fkv_req *best = NULL;
@@ -90,7 +99,7 @@ static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *
         fkv__over_rank rank = {0}; /* the core's ranking: furthest over, then the latest admitted */
         for (size_t i = 0; i < s->n_run; i++) {
             fkv_req *r = s->run[i];
-            if (r->served || r == except || r->fair_picks >= s->cfg.fair_max_victim) continue;
+            if (r->served || r == except || r->fair_picks >= s->cfg.fair_max_victim || spared(t, r, for_r)) continue;
             if (fkv__over_offer(&rank, tenant_over(t, r->tenant, &n_over), 0, r->admit_order)) best = r;
         }
         if (best) {
@@ -100,7 +109,7 @@ static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *
     }
     for (size_t i = 0; i < s->n_run; i++) {
         fkv_req *r = s->run[i];
-        if (r->served || r == except) continue;
+        if (r->served || r == except || spared(t, r, for_r)) continue;
         if (!best) {
             best = r;
             continue;
@@ -196,6 +205,15 @@ static fkv_req *guard_victim(sched_step *t, const fkv_req *r, int *fair)
     return NULL;
 }
 
+/* The requester whose victims spare within-share tenants (sched.h): r
+ * under admit_reclaim, unless it is the oldest running request (which
+ * must progress); NULL otherwise. */
+static const fkv_req *guarded(sched_step *t, const fkv_req *r)
+{
+    fkv_sched *s = t->s;
+    return s->cfg.admit_reclaim && s->cache && s->n_run && s->run[0] != r ? r : NULL;
+}
+
 /* Fair reclaim (sched.h): the configured actions in order on the fair
  * victim among the others; 1 when one of them freed pages.  When r's own
  * tenant is further over its share than the victim's, r gives from
@@ -208,7 +226,7 @@ static int reclaim_some(sched_step *t, fkv_req *r, uint32_t need)
     for (uint32_t k = 0; k < s->cfg.n_reclaim; k++) {
         int fair;
         fkv_req *v = guard_victim(t, r, &fair);
-        if (!v) v = pick_victim(t, FKV_VICTIM_FAIR, r, &fair); /* whatever the preemption rule */
+        if (!v) v = pick_victim(t, FKV_VICTIM_FAIR, r, guarded(t, r), &fair); /* whatever the preemption rule */
         size_t n_over = 0;
         if (r->seq && (!v || tenant_over(t, v->tenant, &n_over) < tenant_over(t, r->tenant, &n_over)))
             v = r, fair = 0; /* paying for itself is not being victimized: no exemption count */
@@ -246,7 +264,7 @@ int fkv__sched_make_room(sched_step *t, fkv_req *r, uint32_t need)
     int fair;
     fkv_req *v = guard_victim(t, r, &fair);
     if (v) fair = fair && s->cfg.victim == FKV_VICTIM_FAIR;
-    else v = pick_victim(t, s->cfg.victim, NULL, &fair);
+    else v = pick_victim(t, s->cfg.victim, NULL, guarded(t, r), &fair);
     t->fair_choice = fair ? v : NULL;
     if (!v || v == r) return 1;
     fkv_status st = fkv__sched_preempt(s, v);
