@@ -300,6 +300,14 @@ static void test_pressure(int ref)
     c.step_share = FKV_STEP_DRR;
     run(&c, (run_opts){1, 0, 0, NULL}, o);
     CHECKF(matches_baseline(o, 1, "step share drr"), "%s: step share drr", lab);
+    /* within-share first and the step-time bound (steps capped at twice
+     * a waiting prompt's own): other step sizes, same tokens */
+    c.admit_reclaim = 1;
+    c.step_bound = 2;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "admit_reclaim, step bound 2"), "%s: admit_reclaim, step bound 2", lab);
+    c.admit_reclaim = 0;
+    c.step_bound = 0;
     c.step_share = FKV_STEP_SHARE_OFF;
     /* dynamic (windowed) batching: a batch is admitted whole and runs to its end */
     c.sched_mode = FKV_SCHED_DYNAMIC;

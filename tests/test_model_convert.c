@@ -363,6 +363,17 @@ static void test_ctx_synthetic(void)
           cfg.step_share == FKV_STEP_DRR);
     CHECK(fkv__engine_opts_parse(o6, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
           strstr(err, "step_share=fair"));
+    /* within-share tenants first and the step-time bound */
+    const char *o7[] = {"admit_reclaim=on", "step_bound=2.5", NULL}, *o8[] = {"step_bound=-1", NULL},
+               *o9[] = {"step_bound=2x", NULL}, *o10[] = {"admit_reclaim=yes", NULL};
+    CHECK(fkv__engine_opts_parse(o7, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.admit_reclaim == 1 && cfg.step_bound == 2.5);
+    CHECK(fkv__engine_opts_parse(o8, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "step_bound=-1"));
+    CHECK(fkv__engine_opts_parse(o9, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "step_bound=2x"));
+    CHECK(fkv__engine_opts_parse(o10, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "admit_reclaim=yes"));
     char mopt[300], copt[32] = "ctx=64";
     snprintf(mopt, sizeof mopt, "model=%s", op);
     const char *o4[] = {mopt, copt, NULL};

@@ -72,6 +72,10 @@ static void usage(FILE *f)
             "  --admission fcfs|vtc engine: admission order; vtc shares service among 'user' ids\n"
             "  --step-share off|drr engine: drr shares each step's prefill budget among 'user' ids by\n"
             "                       weighted deficit round robin after decodes (default off)\n"
+            "  --admit-reclaim on|off  engine: within-share 'user' ids first, taking memory from\n"
+            "                       over-share ones (default off)\n"
+            "  --step-bound K       engine: while a within-share request waits for its first token, cap\n"
+            "                       the step's tokens at K x its own step's (0 = off, the default)\n"
             "  --step-log FILE      engine: write one line per step (tokens, requests, attention work,\n"
             "                       wall ns) for `fairkv bench --calibrate-log FILE`\n"
             "  --backend NAME       token generator (default: engine with --model, else fake; known:");
@@ -112,6 +116,7 @@ static const struct {
               {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
               {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
               {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"},
+              {"--admit-reclaim", "admit_reclaim"}, {"--step-bound", "step_bound"},
               /* llama-server's names (docs/OPERATIONS.md has the table) */
               {"-np", "max_running"},         {"--parallel", "max_running"},
               {"-b", "max_batch_tokens"},     {"--batch-size", "max_batch_tokens"}};

@@ -47,6 +47,8 @@ _OPTIONS: Dict[str, tuple] = {
     "remote_latency_ms": ("--remote-latency-ms", "value"),
     "vtc_mem": ("--vtc-mem", "value"),
     "tenant_step_share": ("--tenant-step-share", "value"),
+    "admit_reclaim": ("--admit-reclaim", "flag"),
+    "step_bound": ("--step-bound", "value"),
     "private_prefix": ("--private-prefix", "flag"),
     "profile": ("--profile", "value"),
     "step_coeffs": ("--step-coeffs", "list"),

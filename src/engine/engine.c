@@ -122,6 +122,8 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.admission = cfg->admission;
     sc.victim = cfg->victim;
     sc.step_share = cfg->step_share;
+    sc.admit_reclaim = cfg->admit_reclaim;
+    sc.step_bound = cfg->step_bound;
     memcpy(sc.reclaim, cfg->reclaim, sizeof sc.reclaim);
     sc.n_reclaim = cfg->n_reclaim;
     sc.reclaim_sink_tokens = cfg->chunk_tokens; /* streaming keeps chunk 0 ... */

@@ -68,6 +68,9 @@ typedef struct fkv_engine_config {
     fkv_admit admission;       /* FCFS; VTC shares service among request.client ids */
     fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
     fkv_step_share step_share; /* off; drr: tenants share each step's prefill budget (sched.h) */
+    int admit_reclaim;         /* 0; 1: within-share tenants first, taking memory from over-share ones (sched.h) */
+    double step_bound;         /* 0 = off; k: sched.h's step-time bound, step time predicted as proportional
+                                * to the step's tokens (the engine has no calibrated cost at run time) */
     fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* fair reclaim before preemption (sched.h); none */
     uint32_t n_reclaim;
     uint64_t host_bytes;       /* 0: the cache's host tier for offloaded chunks (fkv_config.host_capacity_bytes) */

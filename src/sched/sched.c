@@ -33,6 +33,8 @@ void fkv_sched_config_default(fkv_sched_config *c)
     c->tenant_step_share = 1;
     c->no_admit_after_preempt = 0;
     c->step_share = FKV_STEP_SHARE_OFF;
+    c->admit_reclaim = 0;
+    c->step_bound = 0;
 }
 
 static const char *const step_share_names[] = {"off", "drr"};
@@ -97,7 +99,8 @@ fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_s
         return FKV_EINVAL;
     if ((unsigned)cfg->victim > FKV_VICTIM_FAIR || cfg->n_reclaim > FKV_N_RECLAIM ||
         !(cfg->tenant_step_share > 0 && cfg->tenant_step_share <= 1) || !(cfg->vtc_mem_weight >= 0) ||
-        (unsigned)cfg->step_share > FKV_STEP_DRR)
+        (unsigned)cfg->step_share > FKV_STEP_DRR || (unsigned)cfg->admit_reclaim > 1 ||
+        !(cfg->step_bound >= 0 && cfg->step_bound <= 1e6))
         return FKV_EINVAL;
     for (uint32_t i = 0; i < cfg->n_reclaim; i++)
         if ((unsigned)cfg->reclaim[i] >= FKV_N_RECLAIM || cfg->reclaim[i] == FKV_RECLAIM_PREEMPT) return FKV_EINVAL;
@@ -141,6 +144,9 @@ void fkv_sched_destroy(fkv_sched *s)
     free(s->step.over);
     free(s->drr);
     free(s->step.pick);
+    fkv_batch_free(&s->step.probe);
+    free(s->step.shares);
+    free(s->step.claims);
     free(s);
 }
 
@@ -215,12 +221,23 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
      * happens between steps, so unpinning them in between would only churn
      * the policy's structures */
     for (size_t i = 0; i < s->n_run; i++) s->run[i]->served = 0;
+    if (t->drr_on)
+        for (size_t i = 0; i < s->n_drr; i++)
+            s->drr[i].alloc = s->drr[i].extra = s->drr[i].used = s->drr[i].recomputed = 0;
+    fkv__sched_shares_start(t);
+    if (!t->status) fkv__sched_step_bound(t);
+    if (!t->status && !t->drr_on) fkv__sched_guard_first(t); /* under the DRR share: after its plan */
+    if (t->status) return t->status;
     if (t->drr_on) {
         fkv__sched_drr_serve(t);
     } else {
         /* running requests, oldest first; preemption removes from the tail side */
         for (size_t i = 0; i < s->n_run && !t->status;) {
             fkv_req *r = s->run[i];
+            if (r->served) { /* by the within-share pass */
+                i++;
+                continue;
+            }
             size_t before = s->n_run;
             int rc = fkv__sched_serve(t, r);
             if (rc == SERVED || rc == STALLED) i++;

@@ -65,6 +65,39 @@
  *   bounded by one budget; no work left, no credit.  A tenant alone gets
  *   the whole budget.  Weights: the cache's, when first seen (1 without a
  *   cache).
+ * Within share (admit_reclaim, step_bound): a tenant whose pages in the
+ *   cache are at most its share_pages (fkv_tenant_info: the weighted
+ *   max-min share of src/core/shares.h); one the cache has not seen, and
+ *   every tenant without a cache, is within.
+ * Reclaiming admission (admit_reclaim, continuous mode, with a cache).
+ *   Victims: a victim is first the latest admitted unserved running
+ *   request of the tenant furthest over its share (fair-rule exemptions
+ *   first, then any), never the requester itself; only when no other
+ *   over-share request is unserved do the rules above apply (so a request
+ *   is never its own victim while an over-share tenant holds reclaimable
+ *   running memory), and then, unless the requester is the oldest running
+ *   request (which must progress), requests of other tenants within their
+ *   share are spared: the requester pays itself.  Order: while some running request's tenant is over
+ *   its share, the step serves (1) the oldest running request, (2) the
+ *   running requests of within-share tenants, oldest first, (3) waiting
+ *   requests of within-share tenants in admission order, without the DRR
+ *   share's fit test, then (4) the rest as configured.  Under the DRR
+ *   share, (1) is its oldest-first service, (2) and (3) follow its plan and
+ *   stay within each tenant's allotment, and its passes are (4).  In (2)
+ *   and (3) a token is held back for every unserved decode.  Requests
+ *   served in (1)-(3) need memory while the over-share tenants' requests
+ *   are still unserved, so the reclaim ladder (reclaim[], then preemption)
+ *   takes it from those, and nothing the step has formed is undone: a
+ *   request served in a step is never preempted in it.
+ * Step-time bound (step_bound = k > 0, chunked prefill).  At the start of
+ *   a step, take the within-share request waiting for its first token
+ *   (waiting, or running with prefill left and nothing emitted) with the
+ *   least prefill left; with p its prefill left (at most the budget) and D
+ *   the running decodes, ref = step_cost(the D decodes + p prompt tokens
+ *   of it).  The budget is the largest B <= max_batch_tokens, B >= D + p,
+ *   with step_cost(the D decodes + B - D prompt tokens) <= k x ref
+ *   (binary search: the cost grows with tokens).  No such request, or
+ *   D + p >= the budget: the full budget.
  * VTC: a client's counter grows by fkv_sched_item_cost (vtc_in_weight per
  *   prompt token, vtc_out_weight per emitted token) and, with
  *   vtc_mem_weight > 0, by vtc_mem_weight x KV tokens held x step seconds
@@ -103,7 +136,8 @@ typedef enum fkv_preempt_mode { FKV_PREEMPT_KEEP = 0, FKV_PREEMPT_FREE = 1 } fkv
 typedef enum fkv_miss_mode { FKV_MISS_RECOMPUTE = 0, FKV_MISS_RELOAD = 1 } fkv_miss_mode;
 typedef enum fkv_step_share { FKV_STEP_SHARE_OFF = 0, FKV_STEP_DRR = 1 } fkv_step_share;
 
-struct fkv_req; /* below */
+struct fkv_req;   /* below */
+struct fkv_batch; /* below */
 
 typedef struct fkv_sched_config {
     fkv_sched_mode mode;
@@ -128,6 +162,12 @@ typedef struct fkv_sched_config {
     double tenant_step_share;  /* 1 = off; (0, 1]: one tenant's prefill share of a step */
     int no_admit_after_preempt; /* 0; 1: a step that preempted admits nothing (vLLM) */
     fkv_step_share step_share; /* OFF: running requests first, then admission; DRR: above */
+    int admit_reclaim;         /* 0; 1: within-share tenants first, taking memory from over-share ones (above) */
+    double step_bound;         /* 0 = off; k > 0: the step-time bound while a within-share request waits (above) */
+    /* The predicted duration of a step like b (any unit, increasing with
+     * b's work), for step_bound; NULL: its compute tokens (b->tokens). */
+    int64_t (*step_cost)(void *ctx, const struct fkv_batch *b);
+    void *cost_ctx;
     /* A tier below the cache (NULL = none): an engine's imported pages, the
      * simulator's remote store.  At a request's admission, after the
      * cache's match across device and host, with r->computed tokens in its

@@ -95,7 +95,8 @@ void fkv__sched_drr_serve(sched_step *t)
 {
     fkv_sched *s = t->s;
     fkv_batch *b = t->b;
-    for (size_t i = 0; i < s->n_drr; i++) s->drr[i].alloc = s->drr[i].extra = s->drr[i].used = s->drr[i].recomputed = 0;
+    /* alloc, extra, used, recomputed: zeroed by the step's frame (the
+     * within-share pass may have charged some) */
     /* the plan counts a token for each decode; restores may take more */
     uint32_t decodes = 0;
     for (size_t i = 0; i < s->n_run; i++) decodes += !fkv__sched_prefill_left(s->run[i]);
@@ -130,6 +131,11 @@ void fkv__sched_drr_serve(sched_step *t)
         t->drr_limit = 0;
         if (rc) return;
     }
+    /* admit_reclaim: within-share tenants next, within their allotments */
+    t->drr_limit = 1;
+    fkv__sched_guard_first(t);
+    t->drr_limit = 0;
+    if (t->status) return;
     if (serve_picked(t, pick_running(t, PICK_DECODING, 0), 0)) return;
     size_t nt = s->n_drr, first = s->drr_first;
     t->drr_limit = 1;

@@ -11,6 +11,8 @@
  *   sched_serve.c   one request's part of a step: restores, then new tokens
  *   sched_admit.c   who starts: FCFS or VTC order, the sequence's start
  *                   (prefix match across tiers, the tier below)
+ *   sched_guard.c   within-share tenants first (admit_reclaim), the
+ *                   step-time bound (step_bound)
  *   sched_drr.c     the step under the DRR share: plan, then passes by tenant
  *   sched.c         requests in and out: create, add, step (its frame),
  *                   emit, stop, finish
@@ -22,6 +24,7 @@
 #define FKV_SCHED_INTERNAL_H
 
 #include "sched/sched.h"
+#include "core/shares.h"
 
 /* The tenant step share's use of the step being formed, per tenant (a step
  * sees few tenants: a linear list). */
@@ -34,6 +37,13 @@ struct tenant_use {
 struct tenant_over {
     uint64_t tenant;
     double over; /* pages - share_pages */
+};
+
+/* A tenant's share at the step's start over the demand of running and
+ * waiting requests (sched.h, "Within share"). */
+struct tenant_share {
+    uint64_t tenant;
+    double demand, weight, share;
 };
 
 /* The step share by DRR (sched.h): one entry per tenant seen, kept across
@@ -68,6 +78,11 @@ typedef struct sched_step {
     int drr_limit; /* serving within allotments (not the leftover pass) */
     fkv_req **pick; /* requests a pass of the share visits */
     size_t cap_pick;
+    fkv_batch probe; /* step_bound: the steps whose cost it predicts */
+    struct tenant_share *shares; /* admit_reclaim, step_bound: this step's shares */
+    size_t n_shares, cap_shares;
+    fkv__claim *claims;
+    size_t cap_claims;
 } sched_step;
 
 struct fkv_sched {
@@ -115,6 +130,8 @@ void fkv__sched_reject(fkv_sched *s, fkv_req *r);
 void fkv__sched_forget(fkv_sched *s, fkv_req *r);
 int fkv__sched_make_room(sched_step *t, fkv_req *r, uint32_t need);
 int fkv__sched_give_up(sched_step *t, fkv_req *r);
+void fkv__sched_shares_start(sched_step *t);
+int fkv__sched_within_share(sched_step *t, uint64_t tenant);
 
 /* sched_serve.c */
 int fkv__sched_serve(sched_step *t, fkv_req *r);
@@ -133,6 +150,10 @@ int fkv__sched_may_prefill(sched_step *t, const fkv_req *r);
 int fkv__sched_admission_fits(fkv_sched *s, const fkv_req *r);
 void fkv__sched_drr_charge(sched_step *t, const fkv_req *r, int prefill, uint32_t n, uint32_t restored);
 void fkv__sched_drr_settle(fkv_sched *s);
+
+/* sched_guard.c */
+void fkv__sched_step_bound(sched_step *t);
+void fkv__sched_guard_first(sched_step *t);
 
 /* sched_drr.c */
 void fkv__sched_drr_serve(sched_step *t);

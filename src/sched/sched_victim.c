@@ -76,11 +76,20 @@ static double tenant_over(sched_step *t, uint64_t tenant, size_t *n)
     return over;
 }
 
+/* admit_reclaim (sched.h): q may not pay for `for_r`'s memory, being of
+ * another tenant within its share (for_r NULL: anyone may). */
+static int spared(sched_step *t, const fkv_req *q, const fkv_req *for_r)
+{
+    return for_r && q->tenant != for_r->tenant && fkv__sched_within_share(t, q->tenant);
+}
+
 /* The victim by `rule` among running requests not yet served in this
- * step, other than `except` (may be NULL), or NULL.  *fair is set when the
- * fair rule chose it (sched.h: exempt requests are not its candidates, and
- * with no candidate left the last-started one goes). */
-static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *except, int *fair)
+ * step, other than `except` (may be NULL) and those spared for `for_r`
+ * (may be NULL), or NULL.  *fair is set when the fair rule chose it
+ * (sched.h: exempt requests are not its candidates, and with no candidate
+ * left the last-started one goes). */
+static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *except, const fkv_req *for_r,
+                            int *fair)
 {
     fkv_sched *s = t->s;
     fkv_req *best = NULL;
@@ -90,7 +99,7 @@ static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *
         fkv__over_rank rank = {0}; /* the core's ranking: furthest over, then the latest admitted */
         for (size_t i = 0; i < s->n_run; i++) {
             fkv_req *r = s->run[i];
-            if (r->served || r == except || r->fair_picks >= s->cfg.fair_max_victim) continue;
+            if (r->served || r == except || r->fair_picks >= s->cfg.fair_max_victim || spared(t, r, for_r)) continue;
             if (fkv__over_offer(&rank, tenant_over(t, r->tenant, &n_over), 0, r->admit_order)) best = r;
         }
         if (best) {
@@ -100,7 +109,7 @@ static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *
     }
     for (size_t i = 0; i < s->n_run; i++) {
         fkv_req *r = s->run[i];
-        if (r->served || r == except) continue;
+        if (r->served || r == except || spared(t, r, for_r)) continue;
         if (!best) {
             best = r;
             continue;
@@ -118,6 +127,93 @@ static fkv_req *pick_victim(sched_step *t, fkv_victim_rule rule, const fkv_req *
     return best;
 }
 
+/* sched.h, "Within share": the weighted max-min shares (src/core/shares.h)
+ * of the pool over the demand of the tenants with running or waiting
+ * requests: the cache's demand_pages (held, and what open sequences
+ * expect), plus prompt + output of waiting requests without a sequence
+ * (which the cache does not know yet). */
+void fkv__sched_shares_start(sched_step *t)
+{
+    fkv_sched *s = t->s;
+    t->n_shares = 0;
+    if ((!s->cfg.admit_reclaim && !(s->cfg.step_bound > 0)) || !s->cache) return;
+    fkv_cache_info ci;
+    if (fkv_cache_get_info(s->cache, &ci) != FKV_OK || !ci.page_tokens) return;
+    for (size_t i = 0; i < s->n_run + s->n_wait; i++) {
+        const fkv_req *r = i < s->n_run ? s->run[i] : s->wait[i - s->n_run];
+        size_t k = 0;
+        while (k < t->n_shares && t->shares[k].tenant != r->tenant) k++;
+        if (k == t->n_shares) {
+            if (fkv_grow(&t->shares, &t->cap_shares, k + 1, sizeof *t->shares)) {
+                fkv__step_failed(t, FKV_ENOMEM);
+                return;
+            }
+            fkv_tenant_info ti;
+            int seen = fkv_cache_tenant_info(s->cache, r->tenant, &ti) == FKV_OK;
+            t->shares[t->n_shares++] =
+                (struct tenant_share){r->tenant, seen ? ti.demand_pages : 0, seen && ti.weight > 0 ? ti.weight : 1, 0};
+        }
+        if (!r->seq) t->shares[k].demand += (double)((r->prompt + r->output + ci.page_tokens - 1) / ci.page_tokens);
+    }
+    if (fkv_grow(&t->claims, &t->cap_claims, t->n_shares ? t->n_shares : 1, sizeof *t->claims)) {
+        fkv__step_failed(t, FKV_ENOMEM);
+        return;
+    }
+    for (size_t k = 0; k < t->n_shares; k++)
+        t->claims[k] = (fkv__claim){.demand = t->shares[k].demand, .weight = t->shares[k].weight, .id = (uint32_t)k};
+    fkv__water_fill(t->claims, (uint32_t)t->n_shares, (double)ci.n_pages, FKV__SPARE_SPREAD);
+    for (size_t k = 0; k < t->n_shares; k++) t->shares[t->claims[k].id].share = t->claims[k].share;
+}
+
+/* Pages a tenant holds now beyond its share of this step (<= 0: within). */
+static double share_over(sched_step *t, uint64_t tenant)
+{
+    size_t k = 0;
+    while (k < t->n_shares && t->shares[k].tenant != tenant) k++;
+    if (k == t->n_shares) return 0;
+    fkv_tenant_info ti;
+    if (fkv_cache_tenant_info(t->s->cache, tenant, &ti) != FKV_OK) return -t->shares[k].share;
+    return (double)ti.pages - t->shares[k].share;
+}
+
+int fkv__sched_within_share(sched_step *t, uint64_t tenant) { return share_over(t, tenant) <= 0; }
+
+/* admit_reclaim (sched.h, "Reclaiming admission"): the latest admitted
+ * unserved running request, other than r, of the tenant furthest over its
+ * share (over > 0), requests the fair rule has not exempted first; NULL
+ * when no other over-share request is unserved.  *fair: chosen among the
+ * non-exempt ones (it counts toward exemption where the fair rule's would). */
+static fkv_req *guard_victim(sched_step *t, const fkv_req *r, int *fair)
+{
+    fkv_sched *s = t->s;
+    *fair = 0;
+    if (!s->cfg.admit_reclaim || !s->cache) return NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        fkv_req *best = NULL;
+        fkv__over_rank rank = {0};
+        for (size_t i = 0; i < s->n_run; i++) {
+            fkv_req *q = s->run[i];
+            if (q->served || q == r || (!pass && q->fair_picks >= s->cfg.fair_max_victim)) continue;
+            double over = share_over(t, q->tenant);
+            if (over > 0 && fkv__over_offer(&rank, over, 0, q->admit_order)) best = q;
+        }
+        if (best) {
+            *fair = !pass;
+            return best;
+        }
+    }
+    return NULL;
+}
+
+/* The requester whose victims spare within-share tenants (sched.h): r
+ * under admit_reclaim, unless it is the oldest running request (which
+ * must progress); NULL otherwise. */
+static const fkv_req *guarded(sched_step *t, const fkv_req *r)
+{
+    fkv_sched *s = t->s;
+    return s->cfg.admit_reclaim && s->cache && s->n_run && s->run[0] != r ? r : NULL;
+}
+
 /* Fair reclaim (sched.h): the configured actions in order on the fair
  * victim among the others; 1 when one of them freed pages.  When r's own
  * tenant is further over its share than the victim's, r gives from
@@ -129,7 +225,8 @@ static int reclaim_some(sched_step *t, fkv_req *r, uint32_t need)
     fkv_reclaim_args args = {s->cfg.reclaim_sink_tokens, s->cfg.reclaim_window_tokens};
     for (uint32_t k = 0; k < s->cfg.n_reclaim; k++) {
         int fair;
-        fkv_req *v = pick_victim(t, FKV_VICTIM_FAIR, r, &fair); /* whatever the preemption rule */
+        fkv_req *v = guard_victim(t, r, &fair);
+        if (!v) v = pick_victim(t, FKV_VICTIM_FAIR, r, guarded(t, r), &fair); /* whatever the preemption rule */
         size_t n_over = 0;
         if (r->seq && (!v || tenant_over(t, v->tenant, &n_over) < tenant_over(t, r->tenant, &n_over)))
             v = r, fair = 0; /* paying for itself is not being victimized: no exemption count */
@@ -165,7 +262,9 @@ int fkv__sched_make_room(sched_step *t, fkv_req *r, uint32_t need)
     if (s->cfg.n_reclaim && reclaim_some(t, r, need)) return 0;
     if (t->status) return 0;
     int fair;
-    fkv_req *v = pick_victim(t, s->cfg.victim, NULL, &fair);
+    fkv_req *v = guard_victim(t, r, &fair);
+    if (v) fair = fair && s->cfg.victim == FKV_VICTIM_FAIR;
+    else v = pick_victim(t, s->cfg.victim, NULL, guarded(t, r), &fair);
     t->fair_choice = fair ? v : NULL;
     if (!v || v == r) return 1;
     fkv_status st = fkv__sched_preempt(s, v);

@@ -133,6 +133,13 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             int r = fkv_step_share_parse(v);
             if (r < 0) bad = 1;
             else cfg->step_share = (fkv_step_share)r;
+        } else if (KEY("admit_reclaim")) {
+            bad = onoff(v, &cfg->admit_reclaim);
+        } else if (KEY("step_bound")) {
+            char *end = NULL;
+            double k = strtod(v, &end);
+            if (!*v || *end || !(k >= 0 && k <= 1000)) bad = 1;
+            else cfg->step_bound = k;
         } else if (KEY("max_waiting")) {
             bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
         } else if (KEY("ignore_eos")) {

@@ -317,6 +317,12 @@ static const opt_row rows[] = {
     {.name = "--step-share", .kind = OPT_CALL, .call = step_share,
      .help = "  --step-share off|drr     drr: the step's prefill budget shared by tenants, weighted deficit\n"
               "                           round robin after decodes (replaces --tenant-step-share)\n"},
+    {.name = "--admit-reclaim", .kind = OPT_FLAG, .field = F(sim.sched.admit_reclaim), .value = 1,
+     .help = "  --admit-reclaim          while a tenant is over its share, within-share tenants' requests are\n"
+              "                           served and admitted first, taking memory from over-share ones\n"},
+    {.name = "--step-bound", .kind = OPT_NUM, .field = F(sim.sched.step_bound), .lo = 0, .hi = 1000, .why = "a multiple from 0 (off) to 1000",
+     .help = "  --step-bound K           while a within-share request waits for its first token, cap the step\n"
+              "                           so its predicted time <= K x that request's own step (0 = off)\n"},
     {.name = "--private-prefix", .kind = OPT_FLAG, .field = F(sim.sched.publish_shared), .value = 0,
      .help = "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n"},
     {.help = "system:\n"},

@@ -192,6 +192,18 @@ int64_t fkv_sim_remote_ns(const fkv_sim_config *cfg, const fkv_batch *b)
 
 /* fkv_sched_config.below over the remote store: the scheduler appends
  * what it holds, as loaded. */
+/* step_bound's cost hook (sched.h): the profile's step time. */
+struct bound_cost {
+    const fkv_profile *p;
+    fkv_miss_mode miss;
+};
+
+static int64_t bound_step_cost(void *ctx, const fkv_batch *b)
+{
+    const struct bound_cost *c = ctx;
+    return fkv_profile_step_ns(c->p, b, c->miss);
+}
+
 static uint32_t remote_below(void *ctx, fkv_req *r, uint32_t limit, uint64_t *fetched, int *appended)
 {
     *appended = 0;
@@ -597,6 +609,11 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     fkv_status st = FKV_OK;
     fkv_sched_config scfg = cfg->sched;
     scfg.token_ids = fkv_sim_token_ids; /* ids of the simulated requests */
+    struct bound_cost bcost = {cfg->profile, cfg->sched.miss};
+    if (scfg.step_bound > 0 && cfg->profile) {
+        scfg.step_cost = bound_step_cost;
+        scfg.cost_ctx = &bcost;
+    }
     if (cfg->n_tenants > FKV_SIM_MAX_TENANTS) {
         st = fkv_errf(err, errlen, FKV_EINVAL, "%u tenants: at most %d", cfg->n_tenants, FKV_SIM_MAX_TENANTS);
         goto out;
