@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 
+#include "sim/report_fields.h"
 #include "sim/sim.h"
 
 typedef struct fkv_lat_stats {
@@ -21,26 +22,15 @@ typedef struct fkv_lat_stats {
     } by_class[FKV_N_CLASSES];
 } fkv_lat_stats;
 
-enum { FKV_TIER_DEVICE = 0, FKV_TIER_HOST = 1, FKV_TIER_REMOTE = 2 };
-
 typedef struct fkv_scheme_summary {
     char name[32];
     FKV_RESULT_FIELDS(FKV_RF_SUMMARY_FIELD) /* the figures: result_fields.h */
     /* prefix_hit_rate by the tier each token was found in (they sum to it);
      * printed only when a host or remote tier was configured (tiered) */
-    double tier_hit_rate[3];  /* FKV_TIER_DEVICE, _HOST, _REMOTE */
+    double tier_hit_rate[FKV_N_TIERS]; /* FKV_TIER_DEVICE, _HOST, _REMOTE (report_fields.h) */
     double sim_wall_s;       /* not printed in byte-compared outputs */
     struct fkv_tenant_summary {
-        size_t n;            /* finished requests */
-        int light;           /* fkv_bench_light_tenants: a light tenant */
-        double weight, share_pages;
-        fkv_lat_stats e2e, ttft; /* the tenant's requests only, per class too */
-        double prefix_hit_rate;    /* its prompt tokens matched at first admission / its prompt tokens */
-        double partition_hit_rate; /* the same on a static 1/n partition (fkv_sim_partition); < 0 = not run */
-        double isolated_ttft_p99_ms, isolated_e2e_p99_ms; /* scheme isolated's; < 0 = not run */
-        uint64_t preemptions, reclaims;
-        uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS];
-        double slowdown_mean; /* mean of e2e / e2e alone on an idle system; 0 = not computed */
+        FKV_TENANT_FIELDS(FKV_TF_FIELD) /* the figures: report_fields.h */
     } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t = 1..n_tenants */
     double tenant_spread;    /* largest / smallest tenant mean e2e (1 = even); 0 without tenants */
     /* slowdown (fkv_summary_slowdown): 0 = not computed */

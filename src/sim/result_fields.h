@@ -24,9 +24,11 @@
  *   csv        the rank of its CSV column(s) after "scheme" (1, 2, ...;
  *              dense); 0: none
  *
- * The list's order is the JSON keys' order.  Figures printed in nested
- * parts (the tiers, the tenants, the fairness indices) are written by hand
- * in report.c; the text tables are laid out by hand there too.
+ * The list's order is the JSON keys' order.  The nested figures (per
+ * tenant, per tier) are listed in report_fields.h; the text tables, the
+ * nested JSON objects and the per-tenant and per-tier CSV columns are
+ * column tables in report.c (header, width, format, which figure; printed
+ * by report_cols.c).
  */
 #ifndef FKV_SIM_RESULT_FIELDS_H
 #define FKV_SIM_RESULT_FIELDS_H
