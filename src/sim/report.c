@@ -1,5 +1,6 @@
 /* Result summaries and their three output forms (see report.h). */
 #include "sim/report.h"
+#include "core/shares.h"
 #include "sim/fairness.h"
 #include "sim/report_cols.h"
 
@@ -149,6 +150,12 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
         double w = r->tenants[t].weight > 0 ? r->tenants[t].weight : 1;
         x->light = r->n_light ? t <= r->n_light
                               : (double)r->tenants[t].offered_tokens <= offered * w / weights * (1 + 1e-9);
+        /* share attainment: the loads here, the shares in fkv_summary_shares */
+        double win = r->tenants[t].window_ns * 1e-9;
+        x->offered_tokens_s = win > 0 ? (double)r->tenants[t].offered_tokens / win : 0;
+        x->served_tokens_s = win > 0 ? (double)r->tenants[t].window_tokens / win : 0;
+        x->fair_tokens_s = x->attained = -1;
+        x->within_share = -1;
         if (x->n && (lo == 0 || x->e2e.mean_ms < lo)) lo = x->e2e.mean_ms;
         if (x->n && x->e2e.mean_ms > hi) hi = x->e2e.mean_ms;
     }
@@ -216,6 +223,33 @@ void fkv_summaries_isolated(fkv_scheme_summary *s, size_t n)
             s[i].tenants[t].isolated_ttft_p99_ms = iso->tenants[t].ttft.p99_ms;
             s[i].tenants[t].isolated_e2e_p99_ms = iso->tenants[t].e2e.p99_ms;
         }
+}
+
+void fkv_summary_shares(fkv_scheme_summary *o, double capacity_tok_s)
+{
+    if (!o->n_tenants || capacity_tok_s <= 0) return;
+    /* the saturation run's average includes its drain (a few long requests
+     * decoding alone), so a run kept saturated may serve more: its own
+     * total is then the capacity */
+    double served = 0;
+    for (uint32_t t = 1; t <= o->n_tenants; t++) served += o->tenants[t].served_tokens_s;
+    o->share_saturation_tok_s = capacity_tok_s;
+    o->share_capacity_tok_s = served > capacity_tok_s ? served : capacity_tok_s;
+    capacity_tok_s = o->share_capacity_tok_s;
+    fkv__claim cl[FKV_SIM_MAX_TENANTS];
+    uint32_t nc = 0;
+    for (uint32_t t = 1; t <= o->n_tenants && nc < FKV_SIM_MAX_TENANTS; t++) {
+        const struct fkv_tenant_summary *x = &o->tenants[t];
+        cl[nc++] = (fkv__claim){.demand = x->offered_tokens_s, .weight = x->weight > 0 ? x->weight : 1, .id = t};
+    }
+    fkv__water_fill(cl, nc, capacity_tok_s, FKV__SPARE_KEEP);
+    for (uint32_t k = 0; k < nc; k++) {
+        struct fkv_tenant_summary *x = &o->tenants[cl[k].id];
+        x->fair_tokens_s = cl[k].share;
+        x->within_share = x->offered_tokens_s <= cl[k].share * (1 + 1e-9);
+        double owed = x->offered_tokens_s < cl[k].share ? x->offered_tokens_s : cl[k].share;
+        x->attained = owed > 0 ? x->served_tokens_s / owed : -1;
+    }
 }
 
 void fkv_summary_partition(fkv_scheme_summary *o, const fkv_sim_result *p)
@@ -337,6 +371,17 @@ static const fkv_col tenant_mem_cols[] = {
     {C_("", 9, " %9llu", SLOTS, T_(reclaimed_pages)), .clip = 1},
 };
 
+/* per tenant: share attainment */
+static const fkv_col tenant_share_cols[] = {
+    {C_("tenant", 6, " %6u", ID, 0)},
+    {C_("weight", 6, " %6.2f", F64, T_(weight))},
+    {C_("offered/s", 10, " %10.1f", F64, T_(offered_tokens_s))},
+    {C_("fair/s", 10, " %10.1f", F64, T_(fair_tokens_s)), .miss = FKV_MISS_NEG},
+    {C_("served/s", 10, " %10.1f", F64, T_(served_tokens_s))},
+    {C_("within", 6, " %6s", BOOL, T_(within_share)), .miss = FKV_MISS_NEG},
+    {C_("attained", 8, " %8.3f", F64, T_(attained)), .miss = FKV_MISS_NEG},
+};
+
 /* the slowdown line's figures */
 static const fkv_col slowdown_text_cols[] = {
     {C_("mean", 0, " mean %.3f", F64, S_(slowdown_mean))},
@@ -388,6 +433,16 @@ static const fkv_col fairness_json[] = {
     {C_("jain_slowdown", 0, "%.6f", F64, S_(jain_slowdown))},
     {C_("max_min_slowdown", 0, "%.6f", F64, S_(max_min_slowdown))},
     {C_("service_diff_tokens", 0, "%.3f", F64, S_(service_diff_tokens))},
+    {C_("share_capacity_tokens_s", 0, "%.3f", F64, S_(share_capacity_tok_s)), .miss = FKV_MISS_NONPOS},
+    {C_("saturation_tokens_s", 0, "%.3f", F64, S_(share_saturation_tok_s)), .miss = FKV_MISS_NONPOS},
+};
+/* a tenant's "share" object */
+static const fkv_col share_json[] = {
+    {C_("fair_tokens_s", 0, "%.3f", F64, T_(fair_tokens_s)), .miss = FKV_MISS_NEG},
+    {C_("attained", 0, "%.6f", F64, T_(attained)), .miss = FKV_MISS_NEG},
+    {C_("within_share", 0, "%s", BOOL, T_(within_share)), .miss = FKV_MISS_NEG},
+    {C_("offered_tokens_s", 0, "%.3f", F64, T_(offered_tokens_s))},
+    {C_("served_tokens_s", 0, "%.3f", F64, T_(served_tokens_s))},
 };
 /* per tenant, what the fairness targets read */
 static const fkv_col fairness_tenant_json[] = {
@@ -503,6 +558,17 @@ static void tenant_text(FILE *f, const fkv_scheme_summary *s, size_t n)
                "mean:");
     for (size_t i = 0; i < n; i++) fprintf(f, " %s %.2f", s[i].name, s[i].tenant_spread);
     fprintf(f, "\n");
+    if (s[0].share_capacity_tok_s > 0) {
+        fprintf(f, "\nper tenant: share of service (prompt + output tokens/s over the window from the first "
+                   "arrival to the last); fair = its weighted max-min fair share of the capacity given the offered "
+                   "loads; within = offered <= fair; attained = served / min(offered, fair)\n");
+        text_head(f, w, tenant_share_cols, FKV_NCOLS(tenant_share_cols));
+        tenant_rows(f, w, tenant_share_cols, FKV_NCOLS(tenant_share_cols), s, n);
+        fprintf(f, "capacity (tokens/s) = the saturation throughput %.1f, or the scheme's own served total when "
+                   "larger:", s[0].share_saturation_tok_s);
+        for (size_t i = 0; i < n; i++) fprintf(f, " %s %.1f", s[i].name, s[i].share_capacity_tok_s);
+        fprintf(f, "\n");
+    }
     if (!s[0].slowdown_mean) return;
     fprintf(f, "\nslowdown = e2e / e2e alone on an idle system; per tenant (mean), then Jain's index and max/min over "
                "the tenants' means; service diff = VTC's largest gap in weighted tokens served between two "
@@ -606,6 +672,14 @@ void fkv_report_fairness_text(FILE *f, const fkv_report_meta *m, const fkv_schem
                "lru's\n");
 }
 
+/* ,"key":{pairs} */
+static void json_obj(FILE *f, const char *key, const fkv_col *c, size_t nc, const void *row)
+{
+    fprintf(f, ",\"%s\":{", key);
+    fkv_cols_json(f, c, nc, row, 0, 0);
+    fputc('}', f);
+}
+
 /* "fairness": the slowdown indices, the service difference, and per
  * tenant what the fairness targets read. */
 static void json_fairness(FILE *f, const fkv_scheme_summary *x)
@@ -616,6 +690,7 @@ static void json_fairness(FILE *f, const fkv_scheme_summary *x)
     for (uint32_t t = 1; t <= x->n_tenants; t++) {
         fprintf(f, "%s{", t > 1 ? "," : "");
         fkv_cols_json(f, fairness_tenant_json, FKV_NCOLS(fairness_tenant_json), &x->tenants[t], t, 0);
+        json_obj(f, "share", share_json, FKV_NCOLS(share_json), &x->tenants[t]);
         fputc('}', f);
     }
     fprintf(f, "]}");
@@ -633,14 +708,6 @@ static void json_fairness(FILE *f, const fkv_scheme_summary *x)
 #define JSON_PUT_INT(name, fmt) fprintf(f, ",\"" #name "\":" fmt, x->name);
 #define JSON_PUT_NS(name, fmt) fprintf(f, ",\"" #name "\":" fmt, (long long)x->name);
 #define JSON_PUT_LAT(name, cols) fputc(',', f), fkv_json_lat(f, #name, &x->name);
-
-/* ,"key":{pairs} */
-static void json_obj(FILE *f, const char *key, const fkv_col *c, size_t nc, const void *row)
-{
-    fprintf(f, ",\"%s\":{", key);
-    fkv_cols_json(f, c, nc, row, 0, 0);
-    fputc('}', f);
-}
 
 void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n)
 {
@@ -675,6 +742,7 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
             for (uint32_t t = 1; t <= x->n_tenants; t++) {
                 fprintf(f, "%s{", t > 1 ? "," : "");
                 fkv_cols_json(f, tenant_json, FKV_NCOLS(tenant_json), &x->tenants[t], t, 0);
+                json_obj(f, "share", share_json, FKV_NCOLS(share_json), &x->tenants[t]);
                 fputc('}', f);
             }
             fprintf(f, "]");

@@ -45,7 +45,15 @@
     X(U64,   reclaims)                                                                                               \
     X(SLOTS, reclaimed_pages)                                                                                        \
     /* mean of e2e / e2e alone on an idle system; 0 = not computed */                                                \
-    X(F64,   slowdown_mean)
+    X(F64,   slowdown_mean)                                                                                          \
+    /* share attainment (report.h): its offered load and the tokens/s served, both over its share window;           \
+     * its weighted max-min fair share of the saturation throughput; served / min(offered, fair share);             \
+     * offered <= fair share.  < 0 = not computed (attained also when min(offered, fair share) is 0) */             \
+    X(F64,   offered_tokens_s)                                                                                       \
+    X(F64,   served_tokens_s)                                                                                        \
+    X(F64,   fair_tokens_s)                                                                                          \
+    X(F64,   attained)                                                                                               \
+    X(INT,   within_share)
 
 #define FKV_TIER_FIELDS(X)                                                                                            \
     /* ID      name    below  written               refused */                                                      \
