@@ -14,7 +14,7 @@
  *
  * Which figure a table, a JSON object or a CSV column group prints, with
  * its header, width and format, is a column table (fkv_col,
- * report_cols.h) in report.c that names the figure's field.
+ * report_cols.h) in report_write.c that names the figure's field.
  */
 #ifndef FKV_SIM_REPORT_FIELDS_H
 #define FKV_SIM_REPORT_FIELDS_H
