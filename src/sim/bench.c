@@ -150,7 +150,11 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
         for (size_t i = 0; i < c->base.n; i++) c->base.reqs[i].client = c->base.reqs[i].tenant - 1;
     }
     if (o->load_lo > 0 || o->trace == NULL) {
-        if ((st = fkv_sim_capacity_rps(&c->base, &o->sim, &c->cap_rps, err, errlen)) != FKV_OK) return st;
+        if ((st = fkv_sim_capacity(&c->base, &o->sim, &c->cap_rps, &c->cap_tok_s, err, errlen)) != FKV_OK) return st;
+    } else if (o->sim.n_tenants) {
+        /* trace timing: the shares still need the saturation throughput */
+        double rps;
+        if ((st = fkv_sim_capacity(&c->base, &o->sim, &rps, &c->cap_tok_s, err, errlen)) != FKV_OK) return st;
     }
     uint64_t tb = fkv_model_token_bytes(c->profile.model);
     if (o->cap_tokens) {
@@ -344,6 +348,7 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
         double dt = wall() - t0;
         fkv_summarize(&r, &sums[i]);
         if (idle) fkv_summary_slowdown(&sums[i], &r, idle);
+        if (cfg.n_tenants) fkv_summary_shares(&sums[i], c->cap_tok_s);
         if (cfg.n_tenants && sel[i]->mode != FKV_SCHEME_ISOLATED) {
             /* the isolation check's reference: the same scheme on a static
              * 1/n partition of the cache */

@@ -75,6 +75,7 @@ typedef struct fkv_bench_ctx {
     fkv_profile profile;
     fkv_workload base;      /* sizes as loaded/generated, native arrivals */
     double cap_rps;
+    double cap_tok_s;       /* the same run in prompt + output tokens/s (tenant runs: the fair shares' capacity) */
     uint64_t capacity_tokens;
     char capacity_rule[160];
     /* set by the capacity-fraction rule (0 with a fixed capacity): the

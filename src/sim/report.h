@@ -4,12 +4,37 @@
  * sample at or below it); std is the population standard deviation (the
  * seed's fairness metric).  Fairness gain of a scheme = std(e2e, lru) /
  * std(e2e, scheme): above 1 means latencies are more even than under LRU.
+ *
+ * Share attainment (tenant runs; fkv_summary_shares):
+ *  - the share window runs from the workload's first arrival to its last
+ *    (the same for every scheme and tenant; a workload arriving all at
+ *    once has none: the figures are then "-");
+ *  - offered load = the prompt + output tokens of all its requests / the
+ *    window;
+ *  - served = the tokens served by the window's end (the first step start
+ *    at or after it) / the window: a request's prompt once its first token
+ *    is out (while in prefill, the part prefilled), plus its output tokens
+ *    emitted;
+ *  - capacity = the saturation throughput in prompt + output tokens/s
+ *    (fkv_sim_capacity: every request at time 0, unlimited memory, no
+ *    prefix cache; the run behind "load", so at a load below 1 the offered
+ *    loads sum to less), or the scheme's own served total when larger (the
+ *    saturation run's average includes its drain, a few long requests
+ *    decoding alone, so a run kept saturated may serve more: what it
+ *    served is then the measured capacity, and the shares divide it);
+ *  - fair share = weighted max-min water-filling of the capacity over the
+ *    offered loads (src/core/shares.h rule 1, spare capacity kept: a
+ *    tenant asking less than its share is owed what it asks);
+ *  - within_share = offered <= fair share; attained = served / min(offered,
+ *    fair share) (above 1: served more than owed, e.g. thanks to prefix
+ *    hits, which the capacity run does not have).
  */
 #ifndef FKV_SIM_REPORT_H
 #define FKV_SIM_REPORT_H
 
 #include <stdio.h>
 
+#include "sim/report_fields.h"
 #include "sim/sim.h"
 
 typedef struct fkv_lat_stats {
@@ -21,31 +46,23 @@ typedef struct fkv_lat_stats {
     } by_class[FKV_N_CLASSES];
 } fkv_lat_stats;
 
-enum { FKV_TIER_DEVICE = 0, FKV_TIER_HOST = 1, FKV_TIER_REMOTE = 2 };
-
 typedef struct fkv_scheme_summary {
     char name[32];
     FKV_RESULT_FIELDS(FKV_RF_SUMMARY_FIELD) /* the figures: result_fields.h */
     /* prefix_hit_rate by the tier each token was found in (they sum to it);
      * printed only when a host or remote tier was configured (tiered) */
-    double tier_hit_rate[3];  /* FKV_TIER_DEVICE, _HOST, _REMOTE */
+    double tier_hit_rate[FKV_N_TIERS]; /* FKV_TIER_DEVICE, _HOST, _REMOTE (report_fields.h) */
     double sim_wall_s;       /* not printed in byte-compared outputs */
     struct fkv_tenant_summary {
-        size_t n;            /* finished requests */
-        int light;           /* fkv_bench_light_tenants: a light tenant */
-        double weight, share_pages;
-        fkv_lat_stats e2e, ttft; /* the tenant's requests only, per class too */
-        double prefix_hit_rate;    /* its prompt tokens matched at first admission / its prompt tokens */
-        double partition_hit_rate; /* the same on a static 1/n partition (fkv_sim_partition); < 0 = not run */
-        double isolated_ttft_p99_ms, isolated_e2e_p99_ms; /* scheme isolated's; < 0 = not run */
-        uint64_t preemptions, reclaims;
-        uint64_t reclaimed_pages[FKV_N_RECLAIM_SLOTS];
-        double slowdown_mean; /* mean of e2e / e2e alone on an idle system; 0 = not computed */
+        FKV_TENANT_FIELDS(FKV_TF_FIELD) /* the figures: report_fields.h */
     } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t = 1..n_tenants */
     double tenant_spread;    /* largest / smallest tenant mean e2e (1 = even); 0 without tenants */
     /* slowdown (fkv_summary_slowdown): 0 = not computed */
     double slowdown_mean, slowdown_p99;
     double jain_slowdown, max_min_slowdown; /* over the tenants' mean slowdowns */
+    /* what the fair shares divide (fkv_summary_shares), and the saturation
+     * throughput it is at least; 0 = not computed */
+    double share_capacity_tok_s, share_saturation_tok_s;
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */
@@ -79,6 +96,10 @@ void fkv_summaries_fairness(fkv_scheme_summary *s, size_t n);
 /* Copies the isolated scheme's per-tenant P99s (if s holds one) into every
  * summary, so each row says how far it is from the tenant alone. */
 void fkv_summaries_isolated(fkv_scheme_summary *s, size_t n);
+/* Each tenant's fair share of capacity_tok_s (the saturation throughput,
+ * fkv_sim_capacity), whether its offered load is within it, and the
+ * fraction attained (the rules above); capacity_tok_s <= 0: not computed. */
+void fkv_summary_shares(fkv_scheme_summary *o, double capacity_tok_s);
 /* The partition's per-tenant prefix hit rates (fkv_sim_partition) into o. */
 void fkv_summary_partition(fkv_scheme_summary *o, const fkv_sim_result *partition);
 

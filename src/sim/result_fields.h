@@ -4,7 +4,7 @@
  * fmt, json, csv) once per figure.  From it come the fields of
  * fkv_sim_result (sim.h) and fkv_scheme_summary (report.h), run_whole's
  * per-request counts and run_apart's combining (sim.c), fkv_summarize's
- * copies and the JSON and CSV writers (report.c).
+ * copies (report.c) and the JSON and CSV writers (report_write.c).
  *
  *   kind       F64 double, U64 uint64_t, SZ size_t, U32 uint32_t, INT int,
  *              NS int64_t (ns), LAT fkv_lat_stats (a latency distribution)
@@ -24,9 +24,11 @@
  *   csv        the rank of its CSV column(s) after "scheme" (1, 2, ...;
  *              dense); 0: none
  *
- * The list's order is the JSON keys' order.  Figures printed in nested
- * parts (the tiers, the tenants, the fairness indices) are written by hand
- * in report.c; the text tables are laid out by hand there too.
+ * The list's order is the JSON keys' order.  The nested figures (per
+ * tenant, per tier) are listed in report_fields.h; the text tables, the
+ * nested JSON objects and the per-tenant and per-tier CSV columns are
+ * column tables in report_write.c (header, width, format, which figure;
+ * printed by report_cols.c).
  */
 #ifndef FKV_SIM_RESULT_FIELDS_H
 #define FKV_SIM_RESULT_FIELDS_H

@@ -106,7 +106,34 @@ typedef struct loop_out {
     uint64_t peak_live, steps, max_step_tokens, remote_fetched;
     int64_t end_ns;
     double service_diff;
+    /* each tenant's tokens served by the share window's end
+     * (fkv_sim_tenant.window_tokens) */
+    uint64_t window_tokens[FKV_SIM_MAX_TENANTS + 1];
 } loop_out;
+
+/* The share window's end: the workload's last arrival. */
+static int64_t last_arrival(const fkv_workload *w)
+{
+    int64_t t = w->n ? w->reqs[0].arrival_ns : 0;
+    for (size_t i = 1; i < w->n; i++)
+        if (w->reqs[i].arrival_ns > t) t = w->reqs[i].arrival_ns;
+    return t;
+}
+
+/* The share window closes (at the first step start at or after its end,
+ * or at the run's end if that comes first): each tenant's tokens served so
+ * far. */
+static void window_close(loop_out *o, const fkv_req *reqs, size_t n, uint32_t n_tenants)
+{
+    for (size_t i = 0; i < n; i++) {
+        const fkv_req *r = &reqs[i];
+        uint32_t t = r->tenant <= n_tenants ? (uint32_t)r->tenant : 0;
+        uint64_t prompt = r->generated || r->state == FKV_REQ_DONE ? r->prompt
+                          : r->computed < r->prompt                ? r->computed
+                                                                   : r->prompt;
+        o->window_tokens[t] += prompt + r->generated;
+    }
+}
 
 /* VTC's service difference over a run (fairness.h).  A tenant is
  * backlogged, as in VTC, while one of its requests waits in the queue
@@ -254,8 +281,8 @@ static fkv_status kv_factors(const fkv_sim_config *cfg, const fkv_batch *b, int 
 }
 
 static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
-                           fkv_remote_store *rs, int64_t *now, loop_out *o, const char *label, int kv_fp8,
-                           char *err, size_t errlen)
+                           fkv_remote_store *rs, int64_t window_end, int64_t *now, loop_out *o, const char *label,
+                           int kv_fp8, char *err, size_t errlen)
 {
     double *kvf = NULL;
     size_t kvf_cap = 0;
@@ -267,6 +294,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
     memset(o, 0, sizeof *o);
     *now = 0;
     service_track tr;
+    int windowed = 0;
     if (track_init(&tr, cfg, n)) return FKV_ENOMEM;
     while (fkv_sched_finished(s) < n) {
         while (next < n && reqs[next].arrival_ns <= *now) {
@@ -276,6 +304,10 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             }
             track_arrive(&tr, next);
             next++;
+        }
+        if (!windowed && *now >= window_end) {
+            window_close(o, reqs, n, cfg->n_tenants);
+            windowed = 1;
         }
         if (fkv_sched_n_running(s) == 0 && fkv_sched_n_waiting(s) == 0) {
             if (next >= n) break;
@@ -331,6 +363,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
     if (tty) fprintf(stderr, "\r%60s\r", "");
 out:
     o->end_ns = *now;
+    if (!windowed) window_close(o, reqs, n, cfg->n_tenants);
     o->service_diff = tr.n ? tr.d.max_diff : 0;
     track_free(&tr);
     free(kvf);
@@ -456,7 +489,7 @@ static fkv_status alloc_result(fkv_sim_result *res, size_t n)
 }
 
 static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
-                           fkv_sim_result *res, char *err, size_t errlen);
+                           int64_t window_end, fkv_sim_result *res, char *err, size_t errlen);
 
 /* The figures' combining and counting, from their list (result_fields.h):
  * run_apart combines the tenants' runs r into res by each figure's `apart`
@@ -520,7 +553,7 @@ static fkv_status run_apart(const fkv_workload *w, const fkv_scheme *sc, const f
             if (c.capacity_tokens < (uint64_t)biggest + 256) c.capacity_tokens = (uint64_t)biggest + 256;
         }
         fkv_sim_result r;
-        if ((st = run_whole(&sub, sc, &c, &r, err, errlen)) != FKV_OK) goto out;
+        if ((st = run_whole(&sub, sc, &c, last_arrival(w), &r, err, errlen)) != FKV_OK) goto out;
         for (size_t j = 0; j < sub.n; j++) {
             size_t i = where[j];
             res->e2e_ns[i] = r.e2e_ns[j];
@@ -532,7 +565,11 @@ static fkv_status run_apart(const fkv_workload *w, const fkv_scheme *sc, const f
         FKV_RESULT_FIELDS(APART_FIELD)
         int64_t end = r.makespan_ns + sub.reqs[0].arrival_ns - w->reqs[0].arrival_ns;
         if (end > res->makespan_ns) res->makespan_ns = end;
-        if (cfg->n_tenants) res->tenants[t] = r.tenants[t];
+        if (cfg->n_tenants) {
+            res->tenants[t] = r.tenants[t];
+            /* its window from the whole workload's first arrival, as the makespan */
+            res->tenants[t].window_ns += sub.reqs[0].arrival_ns - w->reqs[0].arrival_ns;
+        }
         fkv_sim_result_free(&r);
     }
 out:
@@ -562,11 +599,11 @@ fkv_status fkv_sim_run(const fkv_workload *w, const fkv_scheme *sc, const fkv_si
         if (!st) snprintf(res->scheme, sizeof res->scheme, "%s", sc->name);
         return st;
     }
-    return run_whole(w, sc, cfg, res, err, errlen);
+    return run_whole(w, sc, cfg, last_arrival(w), res, err, errlen);
 }
 
 static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const fkv_sim_config *cfg,
-                           fkv_sim_result *res, char *err, size_t errlen)
+                           int64_t window_end, fkv_sim_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
     /* oracle-memory: a cache that holds every token the run ever writes
@@ -652,7 +689,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         goto out;
     }
     loop_out lo;
-    st = run_loop(reqs, w->n, s, cache, cfg, rs, &now, &lo, res->scheme, sc ? sc->kv_fp8 : 0, err, errlen);
+    st = run_loop(reqs, w->n, s, cache, cfg, rs, window_end, &now, &lo, res->scheme, sc ? sc->kv_fp8 : 0, err, errlen);
     if (st) goto out;
     res->steps = lo.steps;
     res->peak_live_tokens = lo.peak_live;
@@ -661,6 +698,10 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     res->preemptions = fkv_sched_preemptions(s);
     res->service_diff_tokens = lo.service_diff;
     res->remote_fetched_tokens = lo.remote_fetched;
+    for (uint32_t t = 0; t <= cfg->n_tenants && t <= FKV_SIM_MAX_TENANTS; t++) {
+        res->tenants[t].window_ns = window_end - (w->n ? w->reqs[0].arrival_ns : 0);
+        res->tenants[t].window_tokens = lo.window_tokens[t];
+    }
     res->tiered = cache && (cfg->host_x > 0 || cfg->host_capacity_bytes || rs);
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &reqs[i];
@@ -726,6 +767,12 @@ out:
 fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg, double *rps, char *err,
                                 size_t errlen)
 {
+    return fkv_sim_capacity(w, cfg, rps, NULL, err, errlen);
+}
+
+fkv_status fkv_sim_capacity(const fkv_workload *w, const fkv_sim_config *cfg, double *rps, double *tok_s, char *err,
+                            size_t errlen)
+{
     fkv_workload sat = *w;
     sat.reqs = malloc(w->n * sizeof *sat.reqs);
     if (!sat.reqs) return FKV_ENOMEM;
@@ -739,6 +786,8 @@ fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg
     free(sat.reqs);
     if (st) return st;
     *rps = r.makespan_ns > 0 ? (double)r.done / (r.makespan_ns * 1e-9) : 0;
+    if (tok_s)
+        *tok_s = r.makespan_ns > 0 ? (double)(r.prompt_tokens + r.output_tokens) / (r.makespan_ns * 1e-9) : 0;
     fkv_sim_result_free(&r);
     return FKV_OK;
 }

@@ -130,6 +130,14 @@ typedef struct fkv_sim_result {
         uint64_t preemptions, reclaims;
         uint64_t prompt_tokens, matched_tokens; /* of all its requests; matched at first admission */
         uint64_t offered_tokens; /* prompt + output of all its requests */
+        /* the share window (report.h, share attainment): from the
+         * workload's first arrival to its last (the whole workload's in the
+         * isolated and partition runs too); the tokens served by the first
+         * step start at or after its end (a request's prompt once its first
+         * token is out -- its prefilled part while in prefill -- and its
+         * emitted output tokens) */
+        int64_t window_ns;
+        uint64_t window_tokens;
     } tenants[FKV_SIM_MAX_TENANTS + 1]; /* [t] for tenant t; [0] = anonymous */
 } fkv_sim_result;
 
@@ -156,6 +164,11 @@ fkv_status fkv_sim_partition(const fkv_workload *w, const fkv_scheme *sc, const 
  * unlimited memory.  The denominator of "load". */
 fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg, double *rps,
                                 char *err, size_t errlen);
+/* The same run: *rps as above and, when tok_s is not NULL, *tok_s the
+ * prompt + output tokens of finished requests per second (the capacity
+ * the tenants' fair shares divide, report.h). */
+fkv_status fkv_sim_capacity(const fkv_workload *w, const fkv_sim_config *cfg, double *rps, double *tok_s,
+                            char *err, size_t errlen);
 /* Each request's end-to-end latency alone on an idle system with unlimited
  * memory, under cfg's scheduler (the denominator of its slowdown): w's
  * request i run by itself, arriving at 0, through the same loop and cost
