@@ -309,7 +309,6 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     sc.on_preempt = k->on_preempt;
     sc.miss = k->miss;
     sc.pass_tokens = 1;
-    sc.block_tokens = 8;
     if (fkv_sched_parse_reclaim(sd_reclaims[k->reclaim], sc.reclaim, &sc.n_reclaim, NULL, 0)) return FKV_EINVAL;
     sc.reclaim_sink_tokens = 4;
     sc.reclaim_window_tokens = 16;
