@@ -57,11 +57,9 @@ fkv_status fkv_sim_open_seq(void *ctx, const fkv_req *r, fkv_cache *cache, const
     if (t && t->src && r->tag >= t->n)
         return fkv__fail(FKV_EINVAL, "request %llu: tag %llu names no token source (%zu sources)",
                          (unsigned long long)r->id, (unsigned long long)r->tag, t->n);
-    fkv_seq_params q = *p;
     if (t && t->blocks) {
         fkv_req_src s = fkv_sim_src(t, r);
-        q.block_ids = s.block_ids;
-        q.n_block_ids = s.n_block_ids;
+        return fkv_seq_create_blocks(cache, p, s.block_ids, s.n_block_ids, out);
     }
-    return fkv_seq_create(cache, &q, out);
+    return fkv_seq_create(cache, p, out);
 }

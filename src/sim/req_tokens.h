@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "fairkv.h"
+#include "fairkv_eval.h"
 #include "sched/sched.h"
 
 /* Where a simulated request's token ids come from. */

@@ -361,7 +361,6 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.policy = sc->policy;
     cc.quotas = cfg->quotas >= 0 ? cfg->quotas : sc->quotas;
     cc.prefix_cache = sc->prefix_cache;
-    cc.block_tokens = cfg->block_tokens;
     if (cfg->alpha >= 0) cc.alpha = cfg->alpha;
     if (cfg->beta >= 0) cc.beta = cfg->beta;
     if (cfg->temperature >= 0) cc.temperature = cfg->temperature;
@@ -377,12 +376,15 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.clock.ctx = now;
     cc.thread_safe = 0;
     cc.device_label = "sim0";
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = cfg->block_tokens;
     if (!strcmp(sc->policy, "belady")) {
-        cc.next_use = belady_next_use;
-        cc.next_use_ctx = bctx;
+        ev.next_use = belady_next_use;
+        ev.next_use_ctx = bctx;
     }
     char e[256] = "";
-    fkv_status st = fkv_cache_create(&cc, cache, e, sizeof e);
+    fkv_status st = fkv_cache_create_eval(&cc, &ev, cache, e, sizeof e);
     if (st) return fkv_errf(err, errlen, st, "scheme %s: fkv_cache_create: %s (%s)", sc->name, fkv_strerror(st), e);
     for (uint32_t t = 0; t < cfg->n_tenants; t++)
         if ((st = fkv_cache_set_tenant_weight(*cache, t + 1, cfg->tenant_weight[t])) != FKV_OK) {
