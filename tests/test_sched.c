@@ -710,7 +710,8 @@ static void open_hook(int same, int fail)
 }
 
 /* A simulated workload whose request names no token source is refused
- * with the request's id, before anything runs. */
+ * with the request's id, before anything runs: with a cache, and without
+ * one (no sequence is opened then, so only the check up front sees it). */
 static void bad_tag(void)
 {
     spec sp[] = {{0, 8, 2}, {0, 8, 2}};
@@ -725,11 +726,13 @@ static void bad_tag(void)
     fkv_sim_config c;
     fkv_sim_config_default(&c);
     c.profile = &p;
-    c.capacity_tokens = 100000;
     fkv_sim_result res;
-    char err[256] = "";
-    CHECK(fkv_sim_run(&w, fkv_scheme_find("lru"), &c, &res, err, sizeof err) == FKV_EINVAL);
-    CHECKF(strstr(err, "request 2") && strstr(err, "tag 1"), "error: %s", err);
+    for (int cap = 0; cap < 2; cap++) {
+        c.capacity_tokens = cap ? 100000 : 0;
+        char err[256] = "";
+        CHECK(fkv_sim_run(&w, cap ? fkv_scheme_find("lru") : NULL, &c, &res, err, sizeof err) == FKV_EINVAL);
+        CHECKF(strstr(err, "request 2") && strstr(err, "tag 1"), "capacity %d: error: %s", cap, err);
+    }
     w.src = NULL; /* the test's */
     fkv_workload_free(&w);
 }
