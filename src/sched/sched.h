@@ -148,9 +148,9 @@ typedef struct fkv_sched_config {
     void *token_ctx;
     /* Opens r's sequence in cache with the parameters the scheduler chose
      * (p: id, client, tenant, salt, expected and shared tokens), which the
-     * caller may complete (the simulator names its prompt blocks for the
-     * cache's hash-id mode, src/sim/req_tokens.h); on failure it returns
-     * the error with fkv_last_error's text set.  NULL: fkv_seq_create. */
+     * caller may complete (the simulator's hash-id mode,
+     * src/sim/req_tokens.h); on failure it returns the error with
+     * fkv_last_error's text set.  NULL: fkv_seq_create. */
     fkv_status (*open_seq)(void *ctx, const struct fkv_req *r, fkv_cache *cache, const fkv_seq_params *p,
                            fkv_seq **out);
     void *open_ctx;
