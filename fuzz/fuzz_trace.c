@@ -35,9 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < w.n; i++) {
             const fkv_req *r = &w.reqs[i];
             if (r->prompt < 1 || r->output < 1 || r->id != i + 1 || r->client >= 3) abort();
-            if (r->shared_tokens > r->prompt || (!r->shared_tokens && r->shared_seed)) abort();
+            if (r->tag >= w.n_src || !w.src) abort(); /* a trace's requests all have a source */
+            const fkv_req_src *q = &w.src[r->tag];
+            if (r->shared_tokens > r->prompt || (!r->shared_tokens && q->shared_seed)) abort();
             if (i && r->arrival_ns < w.reqs[i - 1].arrival_ns) abort();
-            for (uint32_t b = 0; b < r->n_block_ids; b++) (void)r->block_ids[b];
+            for (uint32_t b = 0; b < q->n_block_ids; b++) (void)q->block_ids[b];
         }
         fkv_workload_free(&w);
     } else if (st != FKV_EPARSE && st != FKV_ENOMEM) {

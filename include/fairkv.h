@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define FKV_VERSION_MAJOR 0
-#define FKV_VERSION_MINOR 1
+#define FKV_VERSION_MINOR 2 /* 0.2: evaluation fields moved to fairkv_eval.h (ABI change) */
 #define FKV_VERSION_PATCH 0
 
 /* ---------------------------------------------------------------- status */
@@ -170,10 +170,10 @@ typedef struct fkv_config {
     int free_tail_first;     /* 0: a sequence's chunks reach the policy in position order when it is
                               * unpinned or freed; 1: last chunk first (vLLM frees a request's blocks
                               * reversed, so its tail is evicted first: policy "freeq") */
-    /* evaluation only (fairkv_eval.h, fkv_next_use_fn): Belady's future,
-     * required by the "belady" policy, which only a simulator can give */
-    int64_t (*next_use)(void *ctx, const fkv_chunk_view *chunk, const fkv_chunk_info *info);
-    void *next_use_ctx;
+    /* Belady's future (the "belady" policy), the hash-id mode's block size
+     * and the request-class limits are evaluation notions: fkv_eval_config
+     * and fkv_cache_create_eval in fairkv_eval.h (no longer fields here
+     * since 0.2.0). */
 
     /* cold-chunk quantization (layouts in fairkv_quant.h) */
     fkv_quant_mode quant_mode; /* FKV_QUANT_OFF */
@@ -220,12 +220,6 @@ typedef struct fkv_config {
 
     /* prefix cache */
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
-    uint32_t block_tokens;   /* 512: tokens per block id in hash-id mode */
-
-    /* request classes (fairkv_eval.h), the label of the per-class counters:
-     * short < class_short_max <= medium <= class_medium_max < long */
-    uint32_t class_short_max;  /* 128 */
-    uint32_t class_medium_max; /* 512 */
 
     fkv_clock clock;
     const char *device_label; /* "cpu0": label of kv_cache_chunk_size{device} */
@@ -351,12 +345,8 @@ typedef struct fkv_seq_params {
     uint64_t client_id;       /* fairness client (informational in the cache) */
     double weight;            /* 1.0: quota weight */
     uint32_t expected_tokens; /* prompt + max output if known (class, TTL); 0 = unknown */
-    /* hash-id mode (traces such as Mooncake, which publish block ids, not
-     * tokens; fairkv_eval.h): block ids of the prompt, each naming
-     * `block_tokens` tokens; the prefix index then keys pages on these ids
-     * instead of token contents.  Copied by the call.  NULL otherwise. */
-    const uint64_t *block_ids;
-    uint32_t n_block_ids;
+    /* (hash-id mode, traces that publish block ids instead of tokens:
+     * fkv_seq_create_blocks in fairkv_eval.h) */
     /* Tenant (a user, an API key): fair shares and the charge of pages.
      * 0 = the anonymous tenant.  Prefix namespaces: a page is matched only
      * by requests of the same tenant and salt, except the pages wholly

@@ -29,10 +29,8 @@ static inline fkv_seq *fx_seq_full(fkv_cache *c, uint64_t id, uint32_t expected,
     p.request_id = id;
     p.expected_tokens = expected;
     p.weight = weight;
-    p.block_ids = blocks;
-    p.n_block_ids = n_blocks;
     fkv_seq *s = NULL;
-    REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+    REQUIRE(fkv_seq_create_blocks(c, &p, blocks, n_blocks, &s) == FKV_OK);
     return s;
 }
 

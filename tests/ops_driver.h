@@ -109,7 +109,6 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
     cfg.chunk_tokens = 8;
     cfg.chunk_min_tokens = 4;
     cfg.chunk_max_tokens = 16;
-    cfg.block_tokens = 8;
     cfg.capacity_pages = 96;
     cfg.storage = FKV_STORAGE_CPU;
     st->host = k >= OPS_VARIANTS;
@@ -141,12 +140,15 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
         cfg.quant_pressure = 0.75;
     }
     cfg.share_guarantee = ops_share_guarantee && cfg.quotas == FKV_QUOTA_TENANT;
-    cfg.next_use = ops_next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &st->now;
     cfg.thread_safe = 0;
     st->next_id = 1;
-    fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = 8;
+    ev.next_use = ops_next_use;
+    fkv_status rc = fkv_cache_create_eval(&cfg, &ev, &st->c, st->msg, sizeof st->msg);
     static const double w[4] = {1, 2, 0.5, 1};
     for (uint32_t t = 0; !rc && (st->tenants || st->host) && t < 4; t++)
         rc = fkv_cache_set_tenant_weight(st->c, t, w[t]);
@@ -255,12 +257,12 @@ static int ops_step(ops_state *st, ops_src *src)
          * keys its appended pages on the ids, not on the tokens the driver
          * checks, which the host tier's longer memory makes visible) */
         int hashmode = ops_next(src, 4) == 0 && plen >= 8 && !st->host;
+        uint32_t n_blocks = 0;
         if (hashmode) { /* block ids as a trace gives them: same ids for a same prefix */
             for (uint32_t b = 0; b < 8; b++) blocks[b] = (uint64_t)(base + 1) * 100 + (b * 8 < same ? b : 50 + ops_next(src, 3));
-            p.block_ids = blocks;
-            p.n_block_ids = plen / 8; /* full blocks of the prompt only */
+            n_blocks = plen / 8; /* full blocks of the prompt only */
         }
-        if (fkv_seq_create(st->c, &p, &nq->s)) {
+        if (fkv_seq_create_blocks(st->c, &p, hashmode ? blocks : NULL, n_blocks, &nq->s)) {
             snprintf(st->msg, sizeof st->msg, "create: %s", fkv_last_error());
             return 1;
         }

@@ -272,7 +272,6 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     cfg.chunk_tokens = 8;
     cfg.chunk_min_tokens = 4;
     cfg.chunk_max_tokens = 16;
-    cfg.block_tokens = 8;
     cfg.capacity_pages = k->capacity_pages;
     cfg.storage = FKV_STORAGE_CPU;
     cfg.policy = k->policy;
@@ -285,11 +284,14 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     cfg.quant_hot_tokens = SD_HOT;
     cfg.quant_pressure = 0.75;
     cfg.host_capacity_bytes = 1 << 16; /* offload: a few dozen pages of this geometry */
-    cfg.next_use = sd_next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &st->now;
     cfg.thread_safe = 0;
-    fkv_status rc = fkv_cache_create(&cfg, &st->c, st->msg, sizeof st->msg);
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = 8;
+    ev.next_use = sd_next_use;
+    fkv_status rc = fkv_cache_create_eval(&cfg, &ev, &st->c, st->msg, sizeof st->msg);
     if (rc) return rc;
     for (uint64_t t = 1; k->tenants && t <= 3; t++)
         if ((rc = fkv_cache_set_tenant_weight(st->c, t, t == 2 ? 2.0 : 1.0)) != FKV_OK) {
@@ -309,7 +311,6 @@ static fkv_status sd_open(sd_state *st, uint32_t word)
     sc.on_preempt = k->on_preempt;
     sc.miss = k->miss;
     sc.pass_tokens = 1;
-    sc.block_tokens = 8;
     if (fkv_sched_parse_reclaim(sd_reclaims[k->reclaim], sc.reclaim, &sc.n_reclaim, NULL, 0)) return FKV_EINVAL;
     sc.reclaim_sink_tokens = 4;
     sc.reclaim_window_tokens = 16;

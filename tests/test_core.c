@@ -281,7 +281,8 @@ static void bad_arguments(void)
     fkv_seq_append(s, NULL, 3, NULL);
     int32_t t[4] = {1, 2, 3, 4};
     CHECK(fx_match(s, t, 4, 4, &m) == FKV_ESTATE);
-    CHECK(fkv_cache_layer_storage(c, 0, (void **)&p.block_ids, (void **)&p.block_ids, &p.request_id) ==
+    void *kv = NULL;
+    CHECK(fkv_cache_layer_storage(c, 0, &kv, &kv, &p.request_id) ==
           FKV_EUNSUPPORTED);
     CHECK(strcmp(fkv_strerror(FKV_EFULL), "cache full: nothing evictable") == 0);
     fkv_cache_destroy(c);
@@ -373,6 +374,92 @@ static void clock_once_per_call(void)
     fkv_cache_destroy(c);
 }
 
+/* The evaluation settings (fairkv_eval.h): defaults 512 / 128 / 512;
+ * class limits move the classes; bad values are refused at creation with
+ * the field named; FAIRKV_BLOCK_TOKENS and the class variables reach them
+ * through fkv_eval_config_from_env (fkv_config_from_env ignores them);
+ * hash-id sequences need their ids. */
+static int64_t far(void *ctx, const fkv_chunk_view *v, const fkv_chunk_info *in)
+{
+    (void)ctx;
+    (void)v;
+    (void)in;
+    return INT64_MAX;
+}
+
+static void eval_settings(void)
+{
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    CHECK(ev.block_tokens == 512 && ev.class_short_max == 128 && ev.class_medium_max == 512 && !ev.next_use);
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 1;
+    cfg.n_kv_heads = 1;
+    cfg.head_dim = 4;
+    cfg.page_tokens = 4;
+    cfg.chunk_tokens = 8;
+    cfg.capacity_pages = 64;
+    cfg.storage = FKV_STORAGE_PHANTOM;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &now;
+    fkv_cache *c = NULL;
+    char err[200];
+    ev.class_short_max = 10;
+    ev.class_medium_max = 20;
+    REQUIRE(fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err) == FKV_OK);
+    fkv_seq_params p;
+    fkv_seq_params_default(&p);
+    fkv_seq *s;
+    uint32_t cases[][2] = {{9, FKV_CLASS_SHORT}, {10, FKV_CLASS_MEDIUM}, {20, FKV_CLASS_MEDIUM}, {21, FKV_CLASS_LONG}};
+    for (int i = 0; i < 4; i++) {
+        p.request_id = (uint64_t)i + 1;
+        p.expected_tokens = cases[i][0];
+        REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+        CHECKF(fkv_seq_class(s) == (fkv_class)cases[i][1], "expected %u tokens", cases[i][0]);
+        fkv_seq_free(s);
+    }
+    p.request_id = 9;
+    CHECK(fkv_seq_create_blocks(c, &p, NULL, 2, &s) == FKV_EINVAL && !s &&
+          strstr(fkv_last_error(), "block_ids") && strstr(fkv_last_error(), "n_block_ids=2"));
+    fkv_cache_destroy(c);
+
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = 6; /* not a multiple of page_tokens 4 */
+    c = NULL;
+    CHECK(fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err) == FKV_EINVAL && !c && strstr(err, "block_tokens=6") &&
+          strstr(fkv_last_error(), "block_tokens=6"));
+    ev.block_tokens = 0;
+    CHECK(fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "block_tokens=0"));
+    fkv_eval_config_default(&ev);
+    ev.class_short_max = 600;
+    CHECK(fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "class_short_max=600"));
+    fkv_eval_config_default(&ev);
+    cfg.policy = "belady";
+    CHECK(fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "next_use"));
+    CHECK(fkv_cache_create_eval(&cfg, NULL, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "next_use"));
+    ev.next_use = far;
+    REQUIRE(fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err) == FKV_OK);
+    fkv_cache_destroy(c);
+    cfg.policy = "lru";
+
+    setenv("FAIRKV_BLOCK_TOKENS", "64", 1);
+    setenv("FAIRKV_CLASS_SHORT_MAX", "7", 1);
+    fkv_config plain;
+    fkv_config_default(&plain);
+    fkv_config plain_env = plain;
+    CHECK(fkv_config_from_env(&plain_env, err, sizeof err) == FKV_OK && !memcmp(&plain, &plain_env, sizeof plain));
+    fkv_eval_config_default(&ev);
+    CHECK(fkv_eval_config_from_env(&ev, err, sizeof err) == FKV_OK && ev.block_tokens == 64 &&
+          ev.class_short_max == 7 && ev.class_medium_max == 512);
+    setenv("FAIRKV_CLASS_MEDIUM_MAX", "x1", 1);
+    CHECK(fkv_eval_config_from_env(&ev, err, sizeof err) == FKV_EINVAL && strstr(err, "FAIRKV_CLASS_MEDIUM_MAX"));
+    CHECK(fkv_eval_config_from_env(NULL, err, sizeof err) == FKV_EINVAL);
+    unsetenv("FAIRKV_BLOCK_TOKENS");
+    unsetenv("FAIRKV_CLASS_SHORT_MAX");
+    unsetenv("FAIRKV_CLASS_MEDIUM_MAX");
+}
+
 int main(void)
 {
     clock_once_per_call();
@@ -383,6 +470,7 @@ int main(void)
     holes_and_restore();
     bad_arguments();
     classes();
+    eval_settings();
     sizes();
     return check_done();
 }

@@ -359,7 +359,12 @@ static void sched_promotes(int demote)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    /* the requests' token sources: one shared seed, their own seeds */
+    fkv_req_src src[3];
+    memset(src, 0, sizeof src);
+    fkv_sim_tokens ts = {src, 3, 512, 0};
     sc.token_ids = fkv_sim_token_ids;
+    sc.token_ctx = &ts;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
     fkv_req r[3];
@@ -369,9 +374,10 @@ static void sched_promotes(int demote)
         r[i].id = (uint64_t)i + 1;
         r[i].prompt = prompt[i];
         r[i].output = 2;
-        r[i].token_seed = 1000 + (uint64_t)i;
+        r[i].tag = (uint64_t)i;
+        src[i].token_seed = 1000 + (uint64_t)i;
         r[i].shared_tokens = i == 1 ? 0 : 64;
-        r[i].shared_seed = 77;
+        src[i].shared_seed = 77;
     }
     fkv_batch b = {0};
     uint64_t host[3] = {0};

@@ -16,6 +16,9 @@
 
 static const uint64_t X[3] = {1, 2, 3}, Y[3] = {4, 5, 6}, Z[3] = {9, 2, 3};
 
+/* the token sources of the requests below, by id (tag = id - 1) */
+static fkv_req_src src[8];
+
 /* 33 prompt tokens in 16-token blocks: two full pages a match can find */
 static fkv_req req(uint64_t id, const uint64_t *blocks, uint64_t salt)
 {
@@ -24,9 +27,9 @@ static fkv_req req(uint64_t id, const uint64_t *blocks, uint64_t salt)
     r.id = id;
     r.prompt = 33;
     r.output = 1;
-    r.block_ids = blocks;
-    r.n_block_ids = 3;
-    r.token_seed = 100 + id;
+    REQUIRE(id >= 1 && id <= 8);
+    r.tag = id - 1;
+    src[id - 1] = (fkv_req_src){.block_ids = blocks, .n_block_ids = 3, .token_seed = 100 + id};
     r.cache_salt = salt;
     return r;
 }
@@ -37,6 +40,8 @@ static uint64_t bound(const fkv_req *reqs, size_t n, uint64_t cap)
     memset(&w, 0, sizeof w);
     w.reqs = (fkv_req *)reqs;
     w.n = n;
+    w.src = src;
+    w.n_src = 8;
     uint64_t hits = 0, prompts = 0;
     REQUIRE(fkv_min_bound(&w, 16, 16, &cap, 1, &hits, &prompts) == FKV_OK);
     CHECK(prompts == 33 * n);

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "fairkv.h"
+#include "fairkv_eval.h"
 
 #define PT 4
 #define MAX_OBJ 256
@@ -56,12 +57,14 @@ static fkv_cache *open_cache(const char *policy, uint32_t pages)
     cfg.policy = policy;
     cfg.quotas = 0;
     cfg.age_unit_ns = 1000; /* ages in steps of 1000 ns (one request each) */
-    cfg.next_use = next_use;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &now;
     fkv_cache *c = NULL;
     char err[128];
-    if (fkv_cache_create(&cfg, &c, err, sizeof err)) fprintf(stderr, "create: %s\n", err);
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.next_use = next_use;
+    if (fkv_cache_create_eval(&cfg, &ev, &c, err, sizeof err)) fprintf(stderr, "create: %s\n", err);
     return c;
 }
 

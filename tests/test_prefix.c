@@ -18,13 +18,15 @@ static fkv_cache *open_cache(int prefix, int dynamic)
     cfg.dynamic_chunking = dynamic;
     cfg.chunk_min_tokens = 8;
     cfg.chunk_max_tokens = 32;
-    cfg.block_tokens = 8;
     cfg.capacity_pages = 128;
     cfg.prefix_cache = prefix;
     cfg.clock.now_ns = fkv_virtual_clock_now;
     cfg.clock.ctx = &now;
     fkv_cache *c = NULL;
-    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = 8;
+    REQUIRE(fkv_cache_create_eval(&cfg, &ev, &c, NULL, 0) == FKV_OK);
     return c;
 }
 

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "hand_profile.h"
 #include "sim/sim.h"
+#include "util/err.h"
 
 typedef struct spec {
     double arrival_ms;
@@ -27,7 +28,7 @@ static void make(fkv_workload *w, const spec *s, size_t n)
         w->reqs[i].arrival_ns = (int64_t)(s[i].arrival_ms * 1e6 + 0.5);
         w->reqs[i].prompt = s[i].prompt;
         w->reqs[i].output = s[i].output;
-        w->reqs[i].token_seed = 1000 + i;
+        w->reqs[i].tag = 1000 + i;
     }
 }
 
@@ -290,9 +291,11 @@ static void budget(const fkv_scheme *sc, uint32_t max_tokens)
     cc.chunk_tokens = sc->chunk_tokens;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = &now;
-    cc.next_use = never;
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.next_use = never;
     fkv_cache *cache;
-    REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
+    REQUIRE(fkv_cache_create_eval(&cc, &ev, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config scfg;
     fkv_sched_config_default(&scfg);
     scfg.token_ids = fkv_sim_token_ids;
@@ -462,7 +465,6 @@ static void dropped_not_missing(void)
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
     sc.token_ids = fkv_sim_token_ids;
-    sc.block_tokens = 8;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
     spec sp[] = {{0, 8, 40}, {0, 20, 20}};
@@ -511,7 +513,6 @@ static void forked_freed(void)
     fkv_sched_config_default(&sc);
     sc.token_ids = fkv_sim_token_ids;
     sc.on_preempt = FKV_PREEMPT_FREE;
-    sc.block_tokens = 8;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
     int32_t tok[2][17];
@@ -633,6 +634,109 @@ static void contract(void)
     fkv_cache_destroy(cache);
 }
 
+/* The open_seq hook completes the sequence's parameters: without
+ * pass_tokens the simulator's hook opens sequences on the request's prompt
+ * blocks (the cache's hash-id mode), so B, whose 16-token blocks repeat
+ * A's, finds A's two full blocks (32 tokens) once A is done; B with other
+ * block ids finds nothing.  A hook's failure stops the step with the
+ * request and the hook's text. */
+static fkv_status failing_open(void *ctx, const fkv_req *r, fkv_cache *cache, const fkv_seq_params *p, fkv_seq **out)
+{
+    (void)ctx;
+    (void)r;
+    (void)cache;
+    (void)p;
+    (void)out;
+    return fkv__fail(FKV_EINVAL, "no source here");
+}
+
+static void open_hook(int same, int fail)
+{
+    int64_t now = 0;
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = 64;
+    cc.page_tokens = 4;
+    cc.chunk_tokens = 8;
+    cc.prefix_cache = 1;
+    cc.policy = "lru";
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = &now;
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = 16;
+    fkv_cache *cache;
+    REQUIRE(fkv_cache_create_eval(&cc, &ev, &cache, NULL, 0) == FKV_OK);
+    static const uint64_t ids[3] = {11, 12, 13}, other[2] = {21, 22};
+    fkv_req_src src[2] = {{ids, 3, 5, 0}, {same ? ids : other, 2, 6, 0}};
+    fkv_sim_tokens ts = {src, 2, 16, 1};
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.pass_tokens = 0;
+    sc.token_ids = fkv_sim_token_ids;
+    sc.token_ctx = &ts;
+    sc.open_seq = fail ? failing_open : fkv_sim_open_seq;
+    sc.open_ctx = &ts;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
+    fkv_req r[2] = {{.id = 1, .prompt = 48, .output = 2, .tag = 0}, {.id = 2, .prompt = 40, .output = 2, .tag = 1}};
+    fkv_batch b = {0};
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+        for (int k = 0; k < 20 && r[i].state != FKV_REQ_DONE; k++) {
+            fkv_status st = fkv_sched_step(s, now, &b);
+            if (fail) {
+                CHECK(st == FKV_EINVAL && strstr(fkv_sched_last_error(s), "request 1") &&
+                      strstr(fkv_sched_last_error(s), "no source here"));
+                fkv_batch_free(&b);
+                fkv_sched_destroy(s);
+                fkv_cache_destroy(cache);
+                return;
+            }
+            CHECKF(st == FKV_OK, "step: %s", fkv_sched_last_error(s));
+            REQUIRE(st == FKV_OK);
+            now += MS(1);
+            REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
+        }
+        REQUIRE(r[i].state == FKV_REQ_DONE);
+    }
+    CHECKF(r[1].matched == (same ? 32u : 0u), "same blocks %d: B matched %llu", same,
+           (unsigned long long)r[1].matched);
+    CHECK(r[0].matched == 0);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+    fkv_cache_destroy(cache);
+}
+
+/* A simulated workload whose request names no token source is refused
+ * with the request's id, before anything runs: with a cache, and without
+ * one (no sequence is opened then, so only the check up front sees it). */
+static void bad_tag(void)
+{
+    spec sp[] = {{0, 8, 2}, {0, 8, 2}};
+    fkv_workload w;
+    make(&w, sp, 2);
+    fkv_req_src src[1] = {{NULL, 0, 1, 0}};
+    w.src = src;
+    w.n_src = 1;
+    w.reqs[0].tag = 0;
+    w.reqs[1].tag = 1;
+    fkv_profile p = hand_profile();
+    fkv_sim_config c;
+    fkv_sim_config_default(&c);
+    c.profile = &p;
+    fkv_sim_result res;
+    for (int cap = 0; cap < 2; cap++) {
+        c.capacity_tokens = cap ? 100000 : 0;
+        char err[256] = "";
+        CHECK(fkv_sim_run(&w, cap ? fkv_scheme_find("lru") : NULL, &c, &res, err, sizeof err) == FKV_EINVAL);
+        CHECKF(strstr(err, "request 2") && strstr(err, "tag 1"), "capacity %d: error: %s", cap, err);
+    }
+    w.src = NULL; /* the test's */
+    fkv_workload_free(&w);
+}
+
 int main(void)
 {
     contract();
@@ -654,6 +758,10 @@ int main(void)
     vtc();
     vtc_weights(2.0, 1);
     vtc_weights(1.0, 0);
+    open_hook(1, 0);
+    open_hook(0, 0);
+    open_hook(1, 1);
+    bad_tag();
     size_t n;
     const fkv_scheme *all = fkv_scheme_list(&n);
     for (size_t i = 0; i < n; i++)

@@ -28,7 +28,7 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t outpu
     r.tenant = tenant;
     r.prompt = prompt;
     r.output = output;
-    r.token_seed = 1000 + id;
+    r.tag = 1000 + id;
     return r;
 }
 
@@ -252,7 +252,7 @@ static void prefix_hits(void)
     }
     REQUIRE(fkv_sched_finished(s) == 1);
     fkv_req x = req(2, 1, 170, 1), y = req(3, 2, 400, 1);
-    x.token_seed = z.token_seed; /* the same prompt */
+    x.tag = z.tag; /* the same prompt */
     REQUIRE(fkv_sched_add(s, &x) == FKV_OK);
     REQUIRE(fkv_sched_add(s, &y) == FKV_OK);
     STEP(s, now, &b);

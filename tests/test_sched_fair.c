@@ -70,7 +70,7 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t outpu
     r.tenant = tenant;
     r.prompt = prompt;
     r.output = output;
-    r.token_seed = 1000 + id;
+    r.tag = 1000 + id;
     return r;
 }
 
@@ -557,14 +557,18 @@ static void publish_shared(int publish)
     REQUIRE(fkv_cache_create(&cc, &cache, NULL, 0) == FKV_OK);
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
+    /* the requests' token sources: the same shared seed, their own seeds */
+    fkv_req_src src[2] = {{.token_seed = 1001, .shared_seed = 77}, {.token_seed = 1002, .shared_seed = 77}};
+    fkv_sim_tokens ts = {src, 2, 512, 0};
     sc.token_ids = fkv_sim_token_ids;
+    sc.token_ctx = &ts;
     sc.publish_shared = publish;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, cache, &s) == FKV_OK);
     fkv_req r[2] = {req(1, 1, 100, 2), req(2, 2, 100, 2)};
     for (int i = 0; i < 2; i++) {
         r[i].shared_tokens = 64;
-        r[i].shared_seed = 77;
+        r[i].tag = (uint64_t)i; /* src[i] */
     }
     fkv_batch b = {0};
     for (int i = 0; i < 2; i++) {

@@ -91,9 +91,11 @@ static double replay(const fkv_scheme *sc, uint64_t *recomputed)
     cc.prefix_cache = 0;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = &replay_now;
-    cc.next_use = replay_next_use;
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.next_use = replay_next_use;
     fkv_cache *c;
-    REQUIRE(fkv_cache_create(&cc, &c, NULL, 0) == FKV_OK);
+    REQUIRE(fkv_cache_create_eval(&cc, &ev, &c, NULL, 0) == FKV_OK);
     fkv_seq *s[N_SESS];
     for (int i = 0; i < N_SESS; i++) {
         fkv_seq_params p;

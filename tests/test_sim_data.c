@@ -206,14 +206,16 @@ static void same_rows(const fkv_workload *w, const row *rows, size_t n, uint32_t
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         const fkv_req *r = &w->reqs[i];
+        fkv_sim_tokens ts = fkv_workload_tokens(w, 512);
+        fkv_req_src src = fkv_sim_src(&ts, r);
         int ok = r->id == i + 1 && r->prompt == rows[i].in && r->output == (rows[i].out ? rows[i].out : 1) &&
                  r->arrival_ns == rows[i].t_ns - rows[0].t_ns && r->client == i % n_clients &&
-                 r->n_block_ids == rows[i].n_ids;
-        for (uint32_t b = 0; ok && b < rows[i].n_ids; b++) ok = r->block_ids[b] == rows[i].ids[b];
+                 src.n_block_ids == rows[i].n_ids;
+        for (uint32_t b = 0; ok && b < rows[i].n_ids; b++) ok = src.block_ids[b] == rows[i].ids[b];
         if (!ok && bad++ < 3)
             fprintf(stderr, "row %zu: read %u,%u at %lld ns with %u ids; loaded %u,%u at %lld with %u\n", i,
                     rows[i].in, rows[i].out, (long long)(rows[i].t_ns - rows[0].t_ns), rows[i].n_ids, r->prompt,
-                    r->output, (long long)r->arrival_ns, r->n_block_ids);
+                    r->output, (long long)r->arrival_ns, src.n_block_ids);
     }
     CHECKF(bad == 0, "%zu of %zu rows differ", bad, n);
 }
@@ -476,7 +478,8 @@ int main(void)
     REQUIRE(fkv_trace_load(mc, FKV_TRACE_AUTO, 0, 4, &w, err, sizeof err) == FKV_OK);
     CHECKF(w.n == 3993, "mooncake rows %zu", w.n);
     size_t ok_blocks = 0;
-    for (size_t i = 0; i < w.n; i++) ok_blocks += w.reqs[i].n_block_ids == (w.reqs[i].prompt + 511) / 512;
+    fkv_sim_tokens ts = fkv_workload_tokens(&w, 512);
+    for (size_t i = 0; i < w.n; i++) ok_blocks += fkv_sim_src(&ts, &w.reqs[i]).n_block_ids == (w.reqs[i].prompt + 511) / 512;
     CHECK(ok_blocks == w.n); /* one id per 512-token block */
     fkv_workload_free(&w);
 

@@ -82,7 +82,7 @@ static void slowdown(void)
         rq[i].tenant = 1 + (uint64_t)i;
         rq[i].prompt = 300 + 200 * (uint32_t)i;
         rq[i].output = 40;
-        rq[i].token_seed = 7 + (uint64_t)i;
+        rq[i].tag = 7 + (uint64_t)i;
         rq[i].arrival_ns = 5000000; /* 5 ms: an idle system whenever it comes */
     }
     fkv_workload w;

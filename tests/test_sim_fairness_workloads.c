@@ -69,7 +69,7 @@ static void tenants_mix(void)
     size_t same = 0, per_a[17] = {0}, heavy_a[17] = {0};
     for (size_t i = 0; i < n; i++) {
         const fkv_req *x = &w.reqs[i], *y = &a.reqs[i];
-        same += x->prompt == y->prompt && x->output == y->output && x->token_seed == y->token_seed;
+        same += x->prompt == y->prompt && x->output == y->output && x->tag == y->tag; /* token seeds */
         if (y->tenant >= 1 && y->tenant <= nt) {
             per_a[y->tenant]++;
             if (x->tenant > p.n_light) heavy_a[y->tenant]++;
@@ -168,6 +168,7 @@ static void chat_sessions(void)
     uint32_t *turns = calloc(ns, sizeof *turns);
     REQUIRE(last && turns);
     size_t bad_order = 0, bad_prefix = 0, bad_meta = 0, tok_checked = 0, tok_bad = 0, per[17] = {0};
+    fkv_sim_tokens ts = fkv_workload_tokens(&w, w.block_tokens);
     double think = 0;
     size_t n_think = 0;
     for (size_t i = 0; i < w.n; i++) {
@@ -187,7 +188,7 @@ static void chat_sessions(void)
         } else {
             const fkv_req *q = &w.reqs[last[s]];
             uint32_t hist = q->prompt + q->output;
-            if (q->tenant != r->tenant || q->token_seed != r->token_seed) bad_meta++;
+            if (q->tenant != r->tenant || q->tag != r->tag) bad_meta++;
             if (r->prompt <= hist) bad_prefix++; /* the history plus a user message of >= 1 token */
             if (r->arrival_ns <= q->arrival_ns) bad_order++;
             think += (double)(r->arrival_ns - q->arrival_ns) * 1e-9;
@@ -195,7 +196,7 @@ static void chat_sessions(void)
             /* the ids the cache hashes: the previous prompt and output, id for id */
             if (s < 3000) {
                 for (uint32_t pos = 0; pos < hist && pos < r->prompt; pos++, tok_checked++)
-                    tok_bad += fkv_req_token(q, pos, w.block_tokens) != fkv_req_token(r, pos, w.block_tokens);
+                    tok_bad += fkv_req_token(&ts, q, pos) != fkv_req_token(&ts, r, pos);
             }
         }
         last[s] = i;

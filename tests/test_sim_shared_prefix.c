@@ -44,17 +44,21 @@ static void reader(void)
     CHECK(w.reqs[0].shared_tokens == 32 && w.reqs[1].shared_tokens == 32 && w.reqs[2].shared_tokens == 10);
     CHECK(w.reqs[3].shared_tokens == 0 && w.reqs[3].client == 1);
     /* one client, one prefix: same ids up to shared_tokens, then not */
-    CHECK(w.reqs[0].shared_seed == w.reqs[1].shared_seed && w.reqs[0].shared_seed != w.reqs[2].shared_seed);
+    fkv_sim_tokens ts = fkv_workload_tokens(&w, 512);
+    CHECK(fkv_sim_src(&ts, &w.reqs[0]).shared_seed == fkv_sim_src(&ts, &w.reqs[1]).shared_seed &&
+          fkv_sim_src(&ts, &w.reqs[0]).shared_seed != fkv_sim_src(&ts, &w.reqs[2]).shared_seed);
     int same = 1;
-    for (uint32_t p = 0; p < 32; p++) same &= fkv_req_token(&w.reqs[0], p, 512) == fkv_req_token(&w.reqs[1], p, 512);
+    for (uint32_t p = 0; p < 32; p++) same &= fkv_req_token(&ts, &w.reqs[0], p) == fkv_req_token(&ts, &w.reqs[1], p);
     CHECK(same);
-    CHECK(fkv_req_token(&w.reqs[0], 32, 512) != fkv_req_token(&w.reqs[1], 32, 512));
-    CHECK(fkv_req_token(&w.reqs[0], 0, 512) != fkv_req_token(&w.reqs[2], 0, 512));
+    CHECK(fkv_req_token(&ts, &w.reqs[0], 32) != fkv_req_token(&ts, &w.reqs[1], 32));
+    CHECK(fkv_req_token(&ts, &w.reqs[0], 0) != fkv_req_token(&ts, &w.reqs[2], 0));
     fkv_workload_free(&w);
 
     /* older headers and 3/4-column rows still read, with no shared prefix */
     REQUIRE(parse("arrival_ms,prompt_tokens,output_tokens\n0,8,1\n1,8,1,3\n", &w, err) == FKV_OK);
-    CHECK(w.n == 2 && w.reqs[0].shared_tokens == 0 && w.reqs[1].shared_tokens == 0 && w.reqs[1].shared_seed == 0);
+    ts = fkv_workload_tokens(&w, 512);
+    CHECK(w.n == 2 && w.reqs[0].shared_tokens == 0 && w.reqs[1].shared_tokens == 0 &&
+          fkv_sim_src(&ts, &w.reqs[1]).shared_seed == 0);
     fkv_workload_free(&w);
 
     const char *h5 = "arrival_ms,prompt_tokens,output_tokens,client,shared_tokens\n";

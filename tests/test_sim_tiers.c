@@ -25,7 +25,7 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint64_t seed, uint32_t prompt)
     memset(&r, 0, sizeof r);
     r.id = id;
     r.tenant = tenant;
-    r.token_seed = seed;
+    r.tag = seed;
     r.prompt = prompt;
     r.output = 1;
     return r;
@@ -37,7 +37,7 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint64_t seed, uint32_t prompt)
  * first missing chunk and never returns a chunk that ends past limit. */
 static void store_lru(void)
 {
-    fkv_remote_store *st = fkv_remote_store_create(4, 64, 512, 100);
+    fkv_remote_store *st = fkv_remote_store_create(4, 64, NULL, 100);
     REQUIRE(st != NULL);
     fkv_req r1 = req(1, 1, 11, 192), r2 = req(2, 1, 22, 192);
     uint64_t fetched = 0;
@@ -63,7 +63,7 @@ static void store_lru(void)
  * R1's, its tail, so R1's head chunk stays findable. */
 static void store_put_order(void)
 {
-    fkv_remote_store *st = fkv_remote_store_create(4, 64, 512, 100);
+    fkv_remote_store *st = fkv_remote_store_create(4, 64, NULL, 100);
     REQUIRE(st != NULL);
     fkv_req r1 = req(1, 1, 11, 192), r2 = req(2, 1, 22, 192);
     uint64_t fetched = 0;
@@ -77,7 +77,7 @@ static void store_put_order(void)
 /* Same tokens, another tenant: another namespace, never a hit. */
 static void store_namespace(void)
 {
-    fkv_remote_store *st = fkv_remote_store_create(100, 64, 512, 100);
+    fkv_remote_store *st = fkv_remote_store_create(100, 64, NULL, 100);
     REQUIRE(st != NULL);
     fkv_req a = req(1, 1, 7, 256), b = req(2, 2, 7, 256), c = req(3, 1, 7, 256);
     uint64_t fetched;

@@ -62,12 +62,15 @@ int main(void)
     REQUIRE(parse(mc, FKV_TRACE_AUTO, &w, err) == FKV_OK);
     CHECK(!strcmp(w.name, "mooncake"));
     REQUIRE(w.n == 3);
-    CHECK(w.reqs[0].prompt == 1000 && w.reqs[0].n_block_ids == 2 && w.reqs[0].block_ids[1] == 1);
-    CHECK(w.reqs[1].arrival_ns == 3000000 && w.reqs[1].block_ids == NULL && w.reqs[1].n_block_ids == 0);
-    CHECK(w.reqs[2].arrival_ns == 12500000 && w.reqs[2].block_ids[0] == 0 && w.reqs[2].block_ids[1] == 7);
+    REQUIRE(w.src && w.n_src == 3 && w.reqs[0].tag < 3 && w.reqs[1].tag < 3 && w.reqs[2].tag < 3);
+    const fkv_req_src *s0 = &w.src[w.reqs[0].tag], *s1 = &w.src[w.reqs[1].tag], *s2 = &w.src[w.reqs[2].tag];
+    CHECK(w.reqs[0].prompt == 1000 && s0->n_block_ids == 2 && s0->block_ids[1] == 1);
+    CHECK(w.reqs[1].arrival_ns == 3000000 && s1->block_ids == NULL && s1->n_block_ids == 0);
+    CHECK(w.reqs[2].arrival_ns == 12500000 && s2->block_ids[0] == 0 && s2->block_ids[1] == 7);
     /* shared first block: same token ids on the first 512 positions only */
-    CHECK(fkv_req_token(&w.reqs[0], 5, 512) == fkv_req_token(&w.reqs[2], 5, 512));
-    CHECK(fkv_req_token(&w.reqs[0], 513, 512) != fkv_req_token(&w.reqs[2], 513, 512));
+    fkv_sim_tokens ts = fkv_workload_tokens(&w, 512);
+    CHECK(fkv_req_token(&ts, &w.reqs[0], 5) == fkv_req_token(&ts, &w.reqs[2], 5));
+    CHECK(fkv_req_token(&ts, &w.reqs[0], 513) != fkv_req_token(&ts, &w.reqs[2], 513));
     fkv_workload_free(&w);
 
     /* plain CSV with comments and clients; format forced */

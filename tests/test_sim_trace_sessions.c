@@ -78,13 +78,15 @@ static void mooncake_memory(void)
         CHECKF(w.n_sessions == 2 + N_SINGLE, "%zu sessions", w.n_sessions);
         CHECK(w.turn == NULL);
         assign(&w, N);
+        fkv_sim_tokens ts = fkv_workload_tokens(&w, 512);
         size_t per[5] = {0};
         for (size_t i = 0; i < w.n; i++) {
             const fkv_req *r = &w.reqs[i];
             REQUIRE(w.session[i] < w.n_sessions);
             uint64_t key = w.session_key[w.session[i]];
             /* the session is the first block, nothing else */
-            CHECK(r->n_block_ids >= 1 && r->block_ids[0] == key);
+            fkv_req_src src = fkv_sim_src(&ts, r);
+            CHECK(src.n_block_ids >= 1 && src.block_ids[0] == key);
             CHECKF(r->tenant == want_tenant(key, N), "key %llu tenant %llu", (unsigned long long)key,
                    (unsigned long long)r->tenant);
             size_t slot = key == 1000 ? 0 : key == 2000 ? 1 : (size_t)(key - 3000) + 2;
@@ -97,7 +99,8 @@ static void mooncake_memory(void)
         for (size_t i = 0; i < w.n; i++) {
             /* same key <=> same session index */
             for (size_t j = 0; j < w.n; j++)
-                CHECK((w.reqs[i].block_ids[0] == w.reqs[j].block_ids[0]) == (w.session[i] == w.session[j]));
+                CHECK((fkv_sim_src(&ts, &w.reqs[i]).block_ids[0] == fkv_sim_src(&ts, &w.reqs[j]).block_ids[0]) ==
+                      (w.session[i] == w.session[j]));
         }
         /* 14 keys over 4 tenants: the hash uses more than one */
         int used = 0;
@@ -261,7 +264,9 @@ static void mooncake_real(const char *path)
         uint32_t s = w->session[i];
         if (r->tenant < 1 || r->tenant > N || r->tenant != want_tenant(w->session_key[s], N)) bad++;
         else per[r->tenant]++;
-        if (!r->n_block_ids || r->block_ids[0] != w->session_key[s]) bad++;
+        fkv_sim_tokens ts = fkv_workload_tokens(w, 512);
+        fkv_req_src src = fkv_sim_src(&ts, r);
+        if (!src.n_block_ids || src.block_ids[0] != w->session_key[s]) bad++;
         if (st[s] && st[s] != r->tenant) split++;
         st[s] = r->tenant;
         cnt[s]++;

@@ -207,10 +207,12 @@ static void namespaces_ids(void)
     fkv_config cfg;
     fx_small_config(&cfg, 64);
     cfg.chunk_tokens = 4;
-    cfg.block_tokens = 8;
     cfg.quotas = FKV_QUOTA_TENANT;
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = 8;
     fkv_cache *c = NULL;
-    REQUIRE(fkv_cache_create(&cfg, &c, NULL, 0) == FKV_OK);
+    REQUIRE(fkv_cache_create_eval(&cfg, &ev, &c, NULL, 0) == FKV_OK);
     uint64_t ids[4] = {11, 12, 13, 14};
     uint32_t got[3];
     uint64_t tenants[3] = {1, 2, 1};
@@ -219,11 +221,9 @@ static void namespaces_ids(void)
         fkv_seq_params_default(&p);
         p.request_id = 1 + (uint64_t)k;
         p.tenant = tenants[k];
-        p.block_ids = ids;
-        p.n_block_ids = 4;
         p.shared_prefix_tokens = k == 1 ? 0 : 0;
         fkv_seq *s = NULL;
-        REQUIRE(fkv_seq_create(c, &p, &s) == FKV_OK);
+        REQUIRE(fkv_seq_create_blocks(c, &p, ids, 4, &s) == FKV_OK);
         REQUIRE(fx_match(s, NULL, 32, 31, &got[k]) == FKV_OK);
         REQUIRE(fkv_seq_append(s, NULL, 32 - got[k], NULL) == FKV_OK);
         fkv_seq_free(s);

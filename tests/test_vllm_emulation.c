@@ -159,7 +159,7 @@ static void no_admit(int rule)
         r[i].client = i == 2;
         r[i].prompt = prompt[i];
         r[i].output = output[i];
-        r[i].token_seed = 77 + (uint64_t)i;
+        r[i].tag = 77 + (uint64_t)i;
         REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
     }
     fkv_batch b = {0};
@@ -209,7 +209,7 @@ static void batch_defaults(void)
     w.reqs[0].id = 1;
     w.reqs[0].prompt = 3 * th / 2;
     w.reqs[0].output = 2;
-    w.reqs[0].token_seed = 5;
+    w.reqs[0].tag = 5;
     const fkv_profile *prof[2] = {&a100, &h100};
     uint32_t want[2] = {ta, th};
     for (int k = 0; k < 2; k++) {
@@ -257,7 +257,7 @@ static void fp8_capacity(void)
         w.reqs[i].id = (uint64_t)i + 1;
         w.reqs[i].prompt = (uint32_t)(cap * 6 / 10);
         w.reqs[i].output = 4;
-        w.reqs[i].token_seed = 10 + (uint64_t)i;
+        w.reqs[i].tag = 10 + (uint64_t)i;
     }
     for (int ample = 0; ample < 2; ample++) {
         fkv_sim_result r16, r8;

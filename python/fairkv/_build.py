@@ -60,8 +60,7 @@ typedef struct fkv_config {
     uint32_t quant_warm_tokens;
     uint64_t host_capacity_bytes; int host_demote;
     fkv_tier_admission tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
-    int prefix_cache; uint32_t block_tokens;
-    uint32_t class_short_max; uint32_t class_medium_max;
+    int prefix_cache;
     fkv_clock clock; const char *device_label; int thread_safe;
     ...;
 } fkv_config;
@@ -96,7 +95,6 @@ typedef struct fkv_chunk_info {
 
 typedef struct fkv_seq_params {
     uint64_t request_id; uint64_t client_id; double weight; uint32_t expected_tokens;
-    const uint64_t *block_ids; uint32_t n_block_ids;
     uint64_t tenant; uint64_t cache_salt; uint32_t shared_prefix_tokens;
     ...;
 } fkv_seq_params;
@@ -129,6 +127,18 @@ uint64_t fkv_config_token_bytes(const fkv_config *cfg);
 const char *const *fkv_policy_names(void);
 
 fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, size_t errlen);
+
+/* fairkv_eval.h */
+typedef struct fkv_eval_config {
+    uint32_t block_tokens; uint32_t class_short_max; uint32_t class_medium_max; /* next_use: not exposed */
+    ...;
+} fkv_eval_config;
+void fkv_eval_config_default(fkv_eval_config *ev);
+fkv_status fkv_eval_config_from_env(fkv_eval_config *ev, char *err, size_t errlen);
+fkv_status fkv_cache_create_eval(const fkv_config *cfg, const fkv_eval_config *ev, fkv_cache **out, char *err,
+                                 size_t errlen);
+fkv_status fkv_seq_create_blocks(fkv_cache *c, const fkv_seq_params *p, const uint64_t *block_ids,
+                                 uint32_t n_block_ids, fkv_seq **out);
 void fkv_cache_destroy(fkv_cache *c);
 fkv_status fkv_cache_get_info(fkv_cache *c, fkv_cache_info *out);
 fkv_status fkv_cache_layer_storage(fkv_cache *c, uint32_t layer, void **k, void **v, uint64_t *page_stride);

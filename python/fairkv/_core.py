@@ -77,6 +77,8 @@ _TIER_ADMIT = {"off": lib.FKV_TIER_ADMIT_OFF, "tinylfu": lib.FKV_TIER_ADMIT_TINY
 # Every field of fkv_config a Python caller sets, with its kind: the one
 # table that validation, defaults and the docs read.  (clock and next_use
 # are callbacks: see Cache's virtual_clock; next_use is for simulators.)
+# The names in _EVAL_FIELDS are fkv_eval_config's (fairkv_eval.h), set at
+# creation through fkv_cache_create_eval; the keywords are the same.
 _FIELDS: Dict[str, Tuple[str, Any]] = {
     "n_layers": ("int", _U32),
     "n_kv_heads": ("int", _U32),
@@ -118,10 +120,13 @@ _FIELDS: Dict[str, Tuple[str, Any]] = {
 }
 
 
-def _read_config(cfg: Any) -> Dict[str, Any]:
+_EVAL_FIELDS = ("block_tokens", "class_short_max", "class_medium_max")
+
+
+def _read_config(cfg: Any, ev: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for name, (kind, arg) in _FIELDS.items():
-        raw = getattr(cfg, name)
+        raw = getattr(ev if name in _EVAL_FIELDS else cfg, name)
         if kind == "enum":
             out[name] = next((k for k, v in arg.items() if v == raw), int(raw))
         elif kind == "str":
@@ -134,10 +139,13 @@ def _read_config(cfg: Any) -> Dict[str, Any]:
 
 
 def config_defaults() -> Dict[str, Any]:
-    """The library's defaults (fkv_config_default) of every Cache keyword."""
+    """The library's defaults (fkv_config_default, fkv_eval_config_default)
+    of every Cache keyword."""
     cfg = ffi.new("fkv_config *")
     lib.fkv_config_default(cfg)
-    return _read_config(cfg)
+    ev = ffi.new("fkv_eval_config *")
+    lib.fkv_eval_config_default(ev)
+    return _read_config(cfg, ev)
 
 
 def policy_names() -> List[str]:
@@ -150,10 +158,12 @@ def policy_names() -> List[str]:
     return out
 
 
-def _set_field(cfg: Any, name: str, value: Any, keep: List[Any]) -> None:
+def _set_field(cfg: Any, ev: Any, name: str, value: Any, keep: List[Any]) -> None:
     if name not in _FIELDS:
         raise _einval(f"fairkv.Cache: unknown config field '{name}' (fields: {', '.join(_FIELDS)})")
     kind, arg = _FIELDS[name]
+    if name in _EVAL_FIELDS:
+        cfg = ev
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise _einval(f"fairkv.Cache: {name} must be an integer, got {value!r}")
@@ -279,10 +289,14 @@ class Cache:
         self._h: Optional[_Handle] = None
         cfg = ffi.new("fkv_config *")
         lib.fkv_config_default(cfg)
+        ev = ffi.new("fkv_eval_config *")
+        lib.fkv_eval_config_default(ev)
         keep: List[Any] = []
         if from_env:  # FAIRKV_<FIELD> variables first (docs/OPERATIONS.md), keywords over them
             err = ffi.new("char[512]")
             st = lib.fkv_config_from_env(cfg, err, 512)
+            if not st:
+                st = lib.fkv_eval_config_from_env(ev, err, 512)
             if st:
                 raise Error(st, ffi.string(err).decode("utf-8", "replace"))
             for name, (kind, _arg) in _FIELDS.items():
@@ -291,7 +305,7 @@ class Cache:
                     keep.append(buf)
                     setattr(cfg, name, buf)
         for name, value in config.items():
-            _set_field(cfg, name, value, keep)
+            _set_field(cfg, ev, name, value, keep)
         self._clock = None
         if virtual_clock:
             self._clock = ffi.new("int64_t *", 0)
@@ -300,10 +314,10 @@ class Cache:
             cfg.clock.ctx = self._clock
         out = ffi.new("fkv_cache **")
         err = ffi.new("char[512]")
-        st = lib.fkv_cache_create(cfg, out, err, 512)
+        st = lib.fkv_cache_create_eval(cfg, ev, out, err, 512)
         if st != lib.FKV_OK:
             raise Error(st, ffi.string(err).decode("utf-8", "replace") or ffi.string(lib.fkv_strerror(st)).decode())
-        self.config: Dict[str, Any] = _read_config(cfg)
+        self.config: Dict[str, Any] = _read_config(cfg, ev)
         self._h = _Handle(out[0], keep)
         self._seqs: "weakref.WeakSet[Sequence]" = weakref.WeakSet()
         self._views: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
@@ -376,17 +390,21 @@ class Cache:
     ) -> "Sequence":
         """Opens a sequence (a request): fkv_seq_create.  ``request_id``
         defaults to the next unused number; ``block_ids`` selects hash-id
-        mode (each id names ``block_tokens`` tokens)."""
-        p, keep = self._params(tenant, salt, request_id, client_id, weight, expected_tokens, block_ids,
-                               shared_prefix_tokens)
+        mode (fkv_seq_create_blocks: each id names ``block_tokens`` tokens)."""
+        p = self._params(tenant, salt, request_id, client_id, weight, expected_tokens, shared_prefix_tokens)
+        ids = None if block_ids is None else [_u64(b, "block_ids[]") for b in block_ids]
         out = ffi.new("fkv_seq **")
-        st = lib.fkv_seq_create(self._p(), p, out)
+        if ids is None:
+            st = lib.fkv_seq_create(self._p(), p, out)
+        else:
+            st = lib.fkv_seq_create_blocks(self._p(), p, ffi.new("uint64_t[]", ids) if ids else ffi.NULL, len(ids),
+                                           out)
         if st:
             _raise(st, "fairkv.Cache.sequence")
-        return Sequence(self, out[0], p.n_block_ids)
+        return Sequence(self, out[0], len(ids) if ids else 0)
 
     def _params(self, tenant: int, salt: int, request_id: Optional[int], client_id: int, weight: float,
-                expected_tokens: int, block_ids: Optional[Iterable[int]], shared_prefix_tokens: int) -> Any:
+                expected_tokens: int, shared_prefix_tokens: int) -> Any:
         p = ffi.new("fkv_seq_params *")
         lib.fkv_seq_params_default(p)
         if request_id is None:
@@ -401,13 +419,7 @@ class Cache:
         p.weight = float(weight)
         p.expected_tokens = _u32(expected_tokens, "expected_tokens")
         p.shared_prefix_tokens = _u32(shared_prefix_tokens, "shared_prefix_tokens")
-        keep = None
-        if block_ids is not None:
-            ids = [_u64(b, "block_ids[]") for b in block_ids]
-            keep = ffi.new("uint64_t[]", ids)
-            p.block_ids = keep
-            p.n_block_ids = len(ids)
-        return p, keep
+        return p
 
     # -- tenants
 
@@ -757,8 +769,8 @@ class Sequence:
              client_id: int = 0, weight: float = 1.0, expected_tokens: int = 0) -> "Sequence":
         """A child sharing every chunk by reference (copy on first write)."""
         p = self._p()
-        pp, _keep = self._cache._params(self.tenant if tenant is None else tenant, salt, request_id, client_id,
-                                        weight, expected_tokens, None, 0)
+        pp = self._cache._params(self.tenant if tenant is None else tenant, salt, request_id, client_id, weight,
+                                 expected_tokens, 0)
         out = ffi.new("fkv_seq **")
         st = lib.fkv_seq_fork(p, pp, out)
         if st:

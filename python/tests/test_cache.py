@@ -318,6 +318,39 @@ def test_from_env(monkeypatch):
     assert "FAIRKV_PAGE_TOKENS" in str(ei.value)
 
 
+
+def test_eval_settings_reach_the_cache(monkeypatch):
+    """block_tokens and the class limits go to fkv_eval_config (fairkv_eval.h):
+    they change what the cache does, a bad value names the field, and
+    from_env reads their FAIRKV_ variables."""
+    with small(class_short_max=10, class_medium_max=20) as c:
+        got = [c.sequence(expected_tokens=n).request_class for n in (9, 10, 20, 21)]
+        assert got == ["short", "medium", "medium", "long"]
+    with small() as c:  # the defaults: 128 / 512
+        assert [c.sequence(expected_tokens=n).request_class for n in (127, 128, 513)] == ["short", "medium", "long"]
+    with pytest.raises(fairkv.Error) as ei:
+        small(block_tokens=6)  # not a multiple of page_tokens=4
+    assert "block_tokens=6" in str(ei.value)
+    with pytest.raises(fairkv.Error) as ei:
+        small(class_short_max=600)
+    assert "class_short_max=600" in str(ei.value)
+    # hash-id mode on 8-token blocks: the second request finds the first's two blocks
+    with small(block_tokens=8, chunk_tokens=8, prefix_cache=True) as c:
+        a = c.sequence(block_ids=[5, 6])
+        assert a.match(None) == 0
+        a.append(16)
+        a.free()
+        b = c.sequence(block_ids=[5, 7])
+        assert b.match(None) == 8  # the first block only: the second id differs
+    monkeypatch.setenv("FAIRKV_CLASS_SHORT_MAX", "3")
+    with small(from_env=True) as c:
+        assert c.config["class_short_max"] == 3
+        assert c.sequence(expected_tokens=3).request_class == "medium"
+    monkeypatch.setenv("FAIRKV_BLOCK_TOKENS", "x")
+    with pytest.raises(fairkv.Error) as ei:
+        small(from_env=True)
+    assert "FAIRKV_BLOCK_TOKENS" in str(ei.value)
+
 def test_fetch_by_source_and_count_preempt():
     # four 8-token chunks; the last stays hot.  The first goes to the host
     # tier, the second is evicted: fetch brings back each from its source

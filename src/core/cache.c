@@ -62,9 +62,6 @@ void fkv_config_default(fkv_config *cfg)
     cfg->tier_admission_threshold = 2;
     cfg->tier_admission_window = 0;
     cfg->prefix_cache = 1;
-    cfg->block_tokens = 512;
-    cfg->class_short_max = 128;
-    cfg->class_medium_max = 512;
     cfg->device_label = "cpu0";
     cfg->thread_safe = 1;
 }
@@ -91,13 +88,23 @@ uint64_t fkv_config_token_bytes(const fkv_config *cfg)
     return 2ull * cfg->n_layers * cfg->n_kv_heads * cfg->head_dim * (fkv_dtype_bits(cfg->dtype) / 8);
 }
 
-/* One options table for the environment: FAIRKV_<NAME>. */
+void fkv_eval_config_default(fkv_eval_config *ev)
+{
+    if (!ev) return;
+    memset(ev, 0, sizeof *ev);
+    ev->block_tokens = 512;
+    ev->class_short_max = 128;
+    ev->class_medium_max = 512;
+}
+
+/* Options tables for the environment: FAIRKV_<NAME>. */
 enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE, OPT_QUOTA, OPT_ADMIT };
-static const struct opt {
+typedef struct opt {
     const char *env;
     enum opt_type type;
     size_t off;
-} options[] = {
+} opt;
+static const opt options[] = {
     {"FAIRKV_N_LAYERS", OPT_U32, offsetof(fkv_config, n_layers)},
     {"FAIRKV_N_KV_HEADS", OPT_U32, offsetof(fkv_config, n_kv_heads)},
     {"FAIRKV_HEAD_DIM", OPT_U32, offsetof(fkv_config, head_dim)},
@@ -129,21 +136,22 @@ static const struct opt {
     {"FAIRKV_TIER_ADMISSION", OPT_ADMIT, offsetof(fkv_config, tier_admission)},
     {"FAIRKV_TIER_ADMISSION_THRESHOLD", OPT_U32, offsetof(fkv_config, tier_admission_threshold)},
     {"FAIRKV_TIER_ADMISSION_WINDOW", OPT_U64, offsetof(fkv_config, tier_admission_window)},
-    {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_config, block_tokens)},
-    {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_config, class_short_max)},
-    {"FAIRKV_CLASS_MEDIUM_MAX", OPT_U32, offsetof(fkv_config, class_medium_max)},
+};
+static const opt eval_options[] = {
+    {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_eval_config, block_tokens)},
+    {"FAIRKV_CLASS_SHORT_MAX", OPT_U32, offsetof(fkv_eval_config, class_short_max)},
+    {"FAIRKV_CLASS_MEDIUM_MAX", OPT_U32, offsetof(fkv_eval_config, class_medium_max)},
 };
 
-fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
+static fkv_status from_env(void *base, const opt *tab, size_t n, char *err, size_t errlen)
 {
-    if (!cfg) return FKV_EINVAL;
-    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
-        const char *s = getenv(options[i].env);
+    for (size_t i = 0; i < n; i++) {
+        const char *s = getenv(tab[i].env);
         if (!s) continue;
         char *end = NULL;
-        void *f = (char *)cfg + options[i].off;
+        void *f = (char *)base + tab[i].off;
         errno = 0;
-        switch (options[i].type) {
+        switch (tab[i].type) {
         case OPT_U32: {
             unsigned long long v = strtoull(s, &end, 10);
             if (v > UINT32_MAX) errno = ERANGE;
@@ -191,11 +199,23 @@ fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
             break;
         }
         if (errno || end == s || *end) {
-            fkv__report(FKV_EINVAL, err, errlen, "%s=\"%s\": not a valid value", options[i].env, s);
+            fkv__report(FKV_EINVAL, err, errlen, "%s=\"%s\": not a valid value", tab[i].env, s);
             return FKV_EINVAL;
         }
     }
     return FKV_OK;
+}
+
+fkv_status fkv_config_from_env(fkv_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg) return fkv__report(FKV_EINVAL, err, errlen, "fkv_config_from_env: cfg must not be NULL");
+    return from_env(cfg, options, sizeof options / sizeof options[0], err, errlen);
+}
+
+fkv_status fkv_eval_config_from_env(fkv_eval_config *ev, char *err, size_t errlen)
+{
+    if (!ev) return fkv__report(FKV_EINVAL, err, errlen, "fkv_eval_config_from_env: ev must not be NULL");
+    return from_env(ev, eval_options, sizeof eval_options / sizeof eval_options[0], err, errlen);
 }
 
 #define BAD(...) fkv__report(FKV_EINVAL, err, errlen, __VA_ARGS__)
@@ -226,8 +246,6 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
                        cfg->chunk_min_tokens, cfg->chunk_max_tokens, cfg->page_tokens);
     }
     if (!fkv__policy_find(cfg->policy)) return BAD("policy=\"%s\": unknown policy", cfg->policy ? cfg->policy : "(null)");
-    if (!strcmp(cfg->policy, "belady") && !cfg->next_use)
-        return BAD("policy=\"belady\" needs next_use (the future access times)");
     if (!isfinite(cfg->alpha) || !isfinite(cfg->beta) || cfg->alpha < 0 || cfg->beta < 0)
         return BAD("alpha=%g, beta=%g: must be finite and >= 0", cfg->alpha, cfg->beta);
     if (cfg->age_unit_ns < 0)
@@ -270,11 +288,6 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->prefix_cache)
         return BAD("tier_admission=%s: needs prefix_cache (sightings are page keys)",
                    fkv_tier_admission_name(cfg->tier_admission));
-    if (cfg->block_tokens == 0 || cfg->block_tokens % cfg->page_tokens)
-        return BAD("block_tokens=%u: must be a positive multiple of page_tokens=%u", cfg->block_tokens,
-                   cfg->page_tokens);
-    if (cfg->class_short_max > cfg->class_medium_max)
-        return BAD("class_short_max=%u > class_medium_max=%u", cfg->class_short_max, cfg->class_medium_max);
     uint64_t page_bytes = fkv_config_token_bytes(cfg) * cfg->page_tokens;
     uint64_t pages = cfg->capacity_pages ? cfg->capacity_pages : cfg->capacity_bytes / page_bytes;
     if (pages == 0) return BAD("capacity_bytes=%llu: less than one page (%llu bytes)",
@@ -287,13 +300,38 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- create */
 
+/* The evaluation settings (fairkv_eval.h), after cfg's own checks. */
+static fkv_status validate_eval(const fkv_config *cfg, const fkv_eval_config *ev, char *err, size_t errlen)
+{
+    if (!strcmp(cfg->policy, "belady") && !ev->next_use)
+        return BAD("policy=\"belady\" needs fkv_eval_config.next_use (the future access times; "
+                   "fkv_cache_create_eval)");
+    if (ev->block_tokens == 0 || ev->block_tokens % cfg->page_tokens)
+        return BAD("fkv_eval_config.block_tokens=%u: must be a positive multiple of page_tokens=%u",
+                   ev->block_tokens, cfg->page_tokens);
+    if (ev->class_short_max > ev->class_medium_max)
+        return BAD("fkv_eval_config.class_short_max=%u > class_medium_max=%u", ev->class_short_max,
+                   ev->class_medium_max);
+    return FKV_OK;
+}
+
 fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, size_t errlen)
+{
+    return fkv_cache_create_eval(cfg, NULL, out, err, errlen);
+}
+
+fkv_status fkv_cache_create_eval(const fkv_config *cfg, const fkv_eval_config *evp, fkv_cache **out, char *err,
+                                 size_t errlen)
 {
     char dummy[8];
     if (!err) err = dummy, errlen = sizeof dummy;
     if (!cfg || !out) return BAD("cfg and out must not be NULL");
     *out = NULL;
+    fkv_eval_config defaults;
+    fkv_eval_config_default(&defaults);
+    const fkv_eval_config *ev = evp ? evp : &defaults;
     fkv_status st = validate(cfg, err, errlen);
+    if (!st) st = validate_eval(cfg, ev, err, errlen);
     if (st) return st;
 
     fkv_cache *c = calloc(1, sizeof *c);
@@ -333,8 +371,9 @@ fkv_status fkv_cache_create(const fkv_config *cfg, fkv_cache **out, char *err, s
     c->pparams.beta = cfg->beta;
     c->pparams.age_unit_ns = (double)cfg->age_unit_ns;
     c->pparams.age_unit_pages = (double)c->n_pages;
-    c->pparams.next_use = cfg->next_use;
-    c->pparams.next_use_ctx = cfg->next_use_ctx;
+    c->ev = *ev;
+    c->pparams.next_use = ev->next_use;
+    c->pparams.next_use_ctx = ev->next_use_ctx;
 
     st = fkv__pool_init(c);
     if (!st) st = fkv__prefix_init(c);

@@ -100,6 +100,7 @@ typedef struct fkv__pentry {
 
 struct fkv_cache {
     fkv_config cfg;
+    fkv_eval_config ev; /* fairkv_eval.h: next_use, block_tokens, class limits */
     char policy_name[32];
     char device_label[32];
     pthread_mutex_t lock;
@@ -296,7 +297,7 @@ static inline void fkv__tenant_pages(fkv__chunk *ch, int64_t delta)
 }
 static inline fkv_class fkv__seq_class(const fkv_seq *s)
 {
-    const fkv_config *cfg = &s->cache->cfg;
+    const fkv_eval_config *cfg = &s->cache->ev;
     uint32_t n = s->expected_tokens ? s->expected_tokens : s->len;
     if (n < cfg->class_short_max) return FKV_CLASS_SHORT;
     if (n <= cfg->class_medium_max) return FKV_CLASS_MEDIUM;

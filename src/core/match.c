@@ -130,12 +130,12 @@ static fkv_status match(fkv_seq *s, const int32_t *tokens, uint32_t n, uint32_t 
         for (; nk < batch_end; nk++) {
             uint32_t start = nk * pt;
             if (s->block_ids && !tokens) {
-                uint32_t b = start / c->cfg.block_tokens;
+                uint32_t b = start / c->ev.block_tokens;
                 if (b >= s->n_block_ids) {
                     done = 1;
                     break;
                 }
-                h = fkv__hash_block(fkv__ns_parent(s, h, nk), s->block_ids[b], (start % c->cfg.block_tokens) / pt);
+                h = fkv__hash_block(fkv__ns_parent(s, h, nk), s->block_ids[b], (start % c->ev.block_tokens) / pt);
             } else {
                 h = fkv__hash_tokens(fkv__ns_parent(s, h, nk), tokens + start, pt);
             }

@@ -102,13 +102,12 @@ void fkv__seq_detach(fkv_seq *s, uint32_t at)
 
 /* ---------------------------------------------------------------- create */
 
-static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
+static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, const uint64_t *block_ids, uint32_t n_block_ids,
+                          fkv_seq **out)
 {
     if (!p->request_id) return fkv__fail(FKV_EINVAL, "fkv_seq_params.request_id: must be nonzero");
     if (!(p->weight > 0) || p->weight > 1e9)
         return fkv__fail(FKV_EINVAL, "fkv_seq_params.weight=%g: must be in (0, 1e9]", p->weight);
-    if (p->n_block_ids && !p->block_ids)
-        return fkv__fail(FKV_EINVAL, "fkv_seq_params.block_ids: NULL with n_block_ids=%u", p->n_block_ids);
     for (uint32_t i = 0; i < c->n_owners; i++)
         if (c->owners[i]->request_id == p->request_id)
             return fkv__fail(FKV_EINVAL, "fkv_seq_params.request_id=%llu: already open",
@@ -158,13 +157,13 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
         c->ns_per_request = c->n_requests == 2 ? dt : 0.95 * c->ns_per_request + 0.05 * dt;
     }
     c->last_create_ns = s->create_ns;
-    if (p->n_block_ids) {
-        s->block_ids = malloc((size_t)p->n_block_ids * sizeof *s->block_ids);
-        if (s->block_ids) memcpy(s->block_ids, p->block_ids, (size_t)p->n_block_ids * sizeof *s->block_ids);
-        s->n_block_ids = p->n_block_ids;
+    if (n_block_ids) {
+        s->block_ids = malloc((size_t)n_block_ids * sizeof *s->block_ids);
+        if (s->block_ids) memcpy(s->block_ids, block_ids, (size_t)n_block_ids * sizeof *s->block_ids);
+        s->n_block_ids = n_block_ids;
     }
     if (c->cfg.quotas && !s->inst) s->inst = fkv__policy_inst_new(c->ops, &c->pparams);
-    if ((p->n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
+    if ((n_block_ids && !s->block_ids) || (c->cfg.quotas && !s->inst)) {
         fkv__policy_inst_free(s->inst);
         free(s->block_ids);
         free(s->table);
@@ -181,10 +180,18 @@ static fkv_status seq_new(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
 
 fkv_status fkv_seq_create(fkv_cache *c, const fkv_seq_params *p, fkv_seq **out)
 {
+    return fkv_seq_create_blocks(c, p, NULL, 0, out);
+}
+
+fkv_status fkv_seq_create_blocks(fkv_cache *c, const fkv_seq_params *p, const uint64_t *block_ids,
+                                 uint32_t n_block_ids, fkv_seq **out)
+{
     if (!c || !p || !out) return fkv__fail(FKV_EINVAL, "fkv_seq_create: cache, params and out must not be NULL");
     *out = NULL;
+    if (n_block_ids && !block_ids)
+        return fkv__fail(FKV_EINVAL, "fkv_seq_create_blocks: block_ids is NULL with n_block_ids=%u", n_block_ids);
     FKV__LOCK(c);
-    fkv_status st = seq_new(c, p, out);
+    fkv_status st = seq_new(c, p, block_ids, n_block_ids, out);
     FKV__UNLOCK(c);
     return st;
 }
@@ -235,10 +242,10 @@ static uint64_t page_key(fkv_seq *s, uint64_t parent, const int32_t *page_tokens
     fkv_cache *c = s->cache;
     if (s->block_ids) {
         uint32_t page_start = pos + 1 - PT(c);
-        uint32_t b = page_start / c->cfg.block_tokens;
+        uint32_t b = page_start / c->ev.block_tokens;
         if (b >= s->n_block_ids) return 0;
         return fkv__hash_block(fkv__ns_parent(s, parent, page_start / PT(c)), s->block_ids[b],
-                               (page_start % c->cfg.block_tokens) / PT(c));
+                               (page_start % c->ev.block_tokens) / PT(c));
     }
     if (!page_tokens) return 0;
     return fkv__hash_tokens(fkv__ns_parent(s, parent, (pos + 1) / PT(c) - 1), page_tokens, PT(c));
@@ -450,7 +457,7 @@ fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
     q.tenant = s->tenant->id; /* a fork stays in its parent's tenant */
     FKV__LOCK(c);
     fkv_seq *k = NULL;
-    fkv_status st = seq_new(c, &q, &k);
+    fkv_status st = seq_new(c, &q, NULL, 0, &k); /* the parent's block ids, below */
     if (!st && fkv__seq_reserve(k, s->n_chunks)) {
         st = fkv__fail(FKV_ENOMEM, "out of memory");
     }
@@ -471,7 +478,7 @@ fkv_status fkv_seq_fork(fkv_seq *s, const fkv_seq_params *p, fkv_seq **child)
     k->chain_hash = s->chain_hash;
     k->hashing = s->hashing;
     memcpy(k->pending, s->pending, PT(c) * sizeof *k->pending);
-    if (!p->n_block_ids && s->block_ids) {
+    if (s->block_ids) {
         k->block_ids = malloc((size_t)s->n_block_ids * sizeof *k->block_ids);
         if (k->block_ids) {
             memcpy(k->block_ids, s->block_ids, (size_t)s->n_block_ids * sizeof *k->block_ids);

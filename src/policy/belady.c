@@ -1,6 +1,6 @@
 /* Belady's MIN: evict the chunk whose next read lies furthest in the future.
  * It needs the future, so it exists for the simulator, which knows it and
- * answers through config.next_use; it is the hit-rate limit that online
+ * answers through fkv_eval_config.next_use; it is the hit-rate limit that online
  * policies are measured against.  The key is refreshed on every read (the
  * next use moves then) and when a chunk re-enters (after a pin). */
 #include <stdint.h>

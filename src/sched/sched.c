@@ -23,7 +23,6 @@ void fkv_sched_config_default(fkv_sched_config *c)
     c->on_preempt = FKV_PREEMPT_KEEP;
     c->miss = FKV_MISS_RECOMPUTE;
     c->pass_tokens = 1;
-    c->block_tokens = 512;
     c->publish_shared = 1;
     c->fair_max_victim = 2;
     c->n_reclaim = 0;
@@ -95,7 +94,7 @@ const char *fkv_sched_last_error(const fkv_sched *s) { return s->err; }
 fkv_status fkv_sched_create(const fkv_sched_config *cfg, fkv_cache *cache, fkv_sched **out)
 {
     *out = NULL;
-    if (!cfg->max_batch_tokens || !cfg->max_running || !cfg->n_clients || !cfg->block_tokens)
+    if (!cfg->max_batch_tokens || !cfg->max_running || !cfg->n_clients)
         return FKV_EINVAL;
     if ((unsigned)cfg->victim > FKV_VICTIM_FAIR || cfg->n_reclaim > FKV_N_RECLAIM ||
         !(cfg->tenant_step_share > 0 && cfg->tenant_step_share <= 1) || !(cfg->vtc_mem_weight >= 0) ||

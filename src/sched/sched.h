@@ -152,7 +152,6 @@ typedef struct fkv_sched_config {
     fkv_preempt_mode on_preempt;
     fkv_miss_mode miss;
     int pass_tokens;           /* 1: synthesize token ids (prefix index keys) */
-    uint32_t block_tokens;     /* tokens named by one block id (512) */
     int publish_shared;        /* 1: shared_tokens are published to every tenant */
     uint32_t fair_max_victim;  /* 2: fair-rule choices after which a request is exempt */
     fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* tried in order before preempting */
@@ -185,9 +184,16 @@ typedef struct fkv_sched_config {
     /* Token ids of a request without r->tokens (the simulator's synthetic
      * ids, src/sim/req_tokens.h): positions [start, start + n) of r to out.
      * NULL: every request carries r->tokens (with pass_tokens). */
-    void (*token_ids)(void *ctx, const struct fkv_req *r, uint32_t start, uint32_t n, uint32_t block_tokens,
-                      int32_t *out);
+    void (*token_ids)(void *ctx, const struct fkv_req *r, uint32_t start, uint32_t n, int32_t *out);
     void *token_ctx;
+    /* Opens r's sequence in cache with the parameters the scheduler chose
+     * (p: id, client, tenant, salt, expected and shared tokens), which the
+     * caller may complete (the simulator's hash-id mode,
+     * src/sim/req_tokens.h); on failure it returns the error with
+     * fkv_last_error's text set.  NULL: fkv_seq_create. */
+    fkv_status (*open_seq)(void *ctx, const struct fkv_req *r, fkv_cache *cache, const fkv_seq_params *p,
+                           fkv_seq **out);
+    void *open_ctx;
     /* NULL, or called by fkv_sched_finish for each request the step ends,
      * before its sequence is released (an engine exports its pages). */
     void (*on_finish)(void *ctx, struct fkv_req *r);
@@ -221,15 +227,10 @@ typedef struct fkv_req {
     uint64_t cache_salt;      /* fkv_seq_params.cache_salt: 0 = none */
     int64_t arrival_ns;
     uint32_t prompt, output;  /* tokens; output >= 1 */
-    /* the source of a simulated request's ids, read by the caller's
-     * token_ids hook (src/sim/req_tokens.h) and, without pass_tokens, by
-     * the cache's block mode (block_ids) */
-    const uint64_t *block_ids; /* prefix blocks (block_tokens each), may be NULL */
-    uint32_t n_block_ids;
-    uint64_t token_seed;      /* token ids of positions not named by a block */
-    uint32_t shared_tokens;   /* leading prompt tokens common to every request of the
-                               * same shared_seed (a per-client system prompt); 0 = none */
-    uint64_t shared_seed;     /* token ids of positions < shared_tokens */
+    uint64_t tag;             /* the caller's, for its hooks (the simulator: where the
+                               * request's token ids come from); never read here */
+    uint32_t shared_tokens;   /* leading prompt tokens common to a group of requests (a
+                               * per-client system prompt), public with publish_shared; 0 = none */
     int32_t *tokens;          /* real token ids [prompt + output] (an engine), or NULL:
                                * ids then come from token_ids; position p
                                * must be known before the step that appends it */

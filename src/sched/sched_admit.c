@@ -72,14 +72,11 @@ static fkv_status open_seq(sched_step *t, fkv_req *r)
     /* the simulator's shared_tokens are a per-client system prompt: public
      * unless the configuration keeps prefixes within the tenant */
     if (s->cfg.publish_shared) p.shared_prefix_tokens = r->shared_tokens < r->prompt ? r->shared_tokens : r->prompt;
-    if (!s->cfg.pass_tokens) {
-        p.block_ids = r->block_ids;
-        p.n_block_ids = r->n_block_ids;
-    }
-    fkv_status st = fkv_seq_create(s->cache, &p, &r->seq);
+    fkv_status st = s->cfg.open_seq ? s->cfg.open_seq(s->cfg.open_ctx, r, s->cache, &p, &r->seq)
+                                    : fkv_seq_create(s->cache, &p, &r->seq);
     if (st)
-        return fkv__sched_fail(s, st, "request %llu: fkv_seq_create: %s", (unsigned long long)r->id,
-                               fkv_last_error());
+        return fkv__sched_fail(s, st, "request %llu: %s: %s", (unsigned long long)r->id,
+                               s->cfg.open_seq ? "open_seq" : "fkv_seq_create", fkv_last_error());
     /* keep one token to compute: the step that finishes the prefill emits */
     uint32_t matched = 0, host = 0, limit = r->target ? r->target - 1 : 0;
     const int32_t *tok = fkv__sched_tokens(s, r, 0, limit);

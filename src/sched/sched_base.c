@@ -29,7 +29,7 @@ const int32_t *fkv__sched_tokens(fkv_sched *s, const fkv_req *r, uint32_t start,
     if (!s->cfg.pass_tokens) return NULL;
     if (r->tokens) return r->tokens + start;
     if (!s->cfg.token_ids || fkv_grow(&s->tok, &s->tok_cap, n ? n : 1, sizeof *s->tok)) return NULL;
-    s->cfg.token_ids(s->cfg.token_ctx, r, start, n, s->cfg.block_tokens, s->tok);
+    s->cfg.token_ids(s->cfg.token_ctx, r, start, n, s->tok);
     return s->tok;
 }
 

@@ -98,7 +98,7 @@ typedef struct fkv_backend_info {
     uint32_t vocab_size;       /* token ids of prompts must be below this */
     uint32_t max_context;      /* prompt + max_tokens must not exceed this */
     uint32_t class_short_max;  /* request_type thresholds on prompt + max_tokens, */
-    uint32_t class_medium_max; /*   the same as the cache's (fkv_config) */
+    uint32_t class_medium_max; /*   the same as the cache's (fkv_eval_config) */
     uint32_t max_running;      /* requests generating at once at most (llama-server's total_slots) */
 } fkv_backend_info;
 

@@ -119,7 +119,7 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
             return st;
         }
     }
-    c->base.block_tokens = o->sim.sched.block_tokens;
+    c->base.block_tokens = o->sim.block_tokens;
     if (o->n_weights && o->n_weights != o->sim.n_tenants) {
         snprintf(err, errlen, "--tenant-weights gives %u weights for --tenants %u", o->n_weights, o->sim.n_tenants);
         return FKV_EINVAL;
@@ -258,12 +258,20 @@ fkv_status fkv_bench_arrivals(fkv_bench_ctx *c, double load, fkv_workload *w, do
     }
     *w = c->base;
     w->reqs = malloc(c->base.n * sizeof *w->reqs);
+    w->src = c->base.src ? malloc(c->base.n_src * sizeof *w->src) : NULL;
     w->blocks = NULL; /* block pointers still point into base */
     w->n_blocks = w->cap_blocks = 0;
     w->session = w->turn = NULL; /* base's */
     w->session_key = NULL;
-    if (!w->reqs) return FKV_ENOMEM;
+    if (!w->reqs || (c->base.src && !w->src)) {
+        free(w->reqs);
+        free(w->src);
+        w->reqs = NULL;
+        w->src = NULL;
+        return FKV_ENOMEM;
+    }
     memcpy(w->reqs, c->base.reqs, c->base.n * sizeof *w->reqs);
+    if (w->src) memcpy(w->src, c->base.src, c->base.n_src * sizeof *w->src);
     if (load > 0) {
         double target = load * c->cap_rps;
         if (!c->o->trace) {
@@ -388,7 +396,7 @@ fkv_status fkv_bench_min_bound(const fkv_bench_ctx *c, const fkv_workload *w, do
     uint64_t host_bytes = fkv_sim_host_bytes(sim, dev * page_bytes);
     uint64_t caps[3] = {dev, dev + host_bytes / page_bytes, dev + host_bytes / page_bytes + sim->remote_capacity_bytes / page_bytes};
     uint64_t hits[3], prompts;
-    fkv_status st = fkv_min_bound(w, pt, sim->sched.block_tokens, caps, 3, hits, &prompts);
+    fkv_status st = fkv_min_bound(w, pt, sim->block_tokens, caps, 3, hits, &prompts);
     if (st) return st;
     for (int i = 0; i < 3; i++) rate[i] = prompts ? (double)hits[i] / (double)prompts : 0;
     return FKV_OK;

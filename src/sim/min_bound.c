@@ -137,13 +137,14 @@ fkv_status fkv_min_bound(const fkv_workload *w, uint32_t page_tokens, uint32_t b
     }
     /* the reference string; a page's key chains its prefix's keys */
     size_t k = 0;
+    fkv_sim_tokens ts = fkv_workload_tokens(w, block_tokens);
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &w->reqs[i];
         uint32_t reads = r->prompt ? (r->prompt - 1) / page_tokens : 0;
         uint32_t pages = (uint32_t)(((uint64_t)r->prompt + r->output) / page_tokens);
         uint64_t key = r->cache_salt ? fkv_mix64(r->cache_salt ^ 0x73616c74ull) : 0;
         for (uint32_t p = 0; p < pages; p++) {
-            for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(r, p * page_tokens + t, block_tokens);
+            for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(&ts, r, p * page_tokens + t);
             key = fkv_page_key(key, tok, page_tokens);
             uint64_t kk = key ? key : 1; /* 0 marks an empty slot */
             uint32_t s = table_slot(tab, size - 1, kk);

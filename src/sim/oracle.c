@@ -52,16 +52,18 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Block ids named by at least two requests at the same block position. */
-static uint64_t *shared_blocks(const fkv_workload *w, size_t *n_out)
+static uint64_t *shared_blocks(const fkv_workload *w, const fkv_sim_tokens *t, size_t *n_out)
 {
     size_t n = 0;
-    for (size_t i = 0; i < w->n; i++) n += w->reqs[i].n_block_ids;
+    for (size_t i = 0; i < w->n; i++) n += fkv_sim_src(t, &w->reqs[i]).n_block_ids;
     uint64_t *all = malloc((n ? n : 1) * sizeof *all);
     if (!all) return NULL;
     size_t k = 0;
-    for (size_t i = 0; i < w->n; i++)
-        for (uint32_t b = 0; b < w->reqs[i].n_block_ids; b++)
-            all[k++] = w->reqs[i].block_ids[b] * 1000003ULL + b; /* id at position */
+    for (size_t i = 0; i < w->n; i++) {
+        fkv_req_src src = fkv_sim_src(t, &w->reqs[i]);
+        for (uint32_t b = 0; b < src.n_block_ids; b++)
+            all[k++] = src.block_ids[b] * 1000003ULL + b; /* id at position */
+    }
     qsort(all, k, sizeof *all, cmp_u64);
     size_t m = 0;
     for (size_t i = 0; i < k;) {
@@ -77,7 +79,8 @@ static uint64_t *shared_blocks(const fkv_workload *w, size_t *n_out)
 fkv_oracle *fkv_oracle_build(const fkv_workload *w, uint32_t page_tokens, uint32_t block_tokens)
 {
     size_t n_shared = 0;
-    uint64_t *shared = shared_blocks(w, &n_shared);
+    fkv_sim_tokens ts = fkv_workload_tokens(w, block_tokens);
+    uint64_t *shared = shared_blocks(w, &ts, &n_shared);
     if (!shared) return NULL;
     fkv_oracle *o = calloc(1, sizeof *o);
     size_t cap = 0;
@@ -85,7 +88,8 @@ fkv_oracle *fkv_oracle_build(const fkv_workload *w, uint32_t page_tokens, uint32
     if (!o || !tok) goto fail;
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &w->reqs[i];
-        if (!r->shared_tokens && (!r->n_block_ids || !n_shared)) continue;
+        fkv_req_src src = fkv_sim_src(&ts, r);
+        if (!r->shared_tokens && (!src.n_block_ids || !n_shared)) continue;
         /* the match looks at most prompt - 1 tokens: full pages of those */
         uint32_t pages = (r->prompt - 1) / page_tokens;
         /* a client's common prefix (plain traces): its full pages, which
@@ -94,14 +98,14 @@ fkv_oracle *fkv_oracle_build(const fkv_workload *w, uint32_t page_tokens, uint32
         uint32_t common = r->shared_tokens / page_tokens < pages ? r->shared_tokens / page_tokens : pages;
         uint64_t h = 0;
         for (uint32_t p = 0; p < pages; p++) {
-            for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(r, p * page_tokens + t, block_tokens);
+            for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(&ts, r, p * page_tokens + t);
             h = fkv_page_key(h, tok, page_tokens);
             if (r->shared_tokens) {
                 if (p >= common) break;
             } else {
                 uint32_t b = p * page_tokens / block_tokens;
-                if (b >= r->n_block_ids) break;
-                uint64_t key = r->block_ids[b] * 1000003ULL + b;
+                if (b >= src.n_block_ids) break;
+                uint64_t key = src.block_ids[b] * 1000003ULL + b;
                 if (!bsearch(&key, shared, n_shared, sizeof *shared, cmp_u64)) break; /* the chain diverged */
             }
             if (o->n_pairs == cap) {

@@ -17,7 +17,8 @@ typedef struct entry {
 } entry;
 
 struct fkv_remote_store {
-    uint32_t chunk_tokens, block_tokens;
+    uint32_t chunk_tokens;
+    fkv_sim_tokens tokens; /* the requests' token sources */
     uint32_t cap, n;       /* entries held at most / now */
     entry *e;
     uint32_t *slot;        /* table: entry index + 1, 0 = empty */
@@ -30,8 +31,8 @@ struct fkv_remote_store {
     int admit_mode;    /* fkv_tier_admission */
 };
 
-fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens, uint32_t block_tokens,
-                                          uint64_t max_keys)
+fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens,
+                                          const fkv_sim_tokens *tokens, uint64_t max_keys)
 {
     if (!capacity_chunks || !chunk_tokens) return NULL;
     /* never more entries than the run can write: the table stays small
@@ -49,7 +50,7 @@ fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chu
         return NULL;
     }
     st->chunk_tokens = chunk_tokens;
-    st->block_tokens = block_tokens;
+    if (tokens) st->tokens = *tokens;
     st->cap = (uint32_t)cap;
     st->mask = size - 1;
     st->head = st->tail = NIL;
@@ -73,7 +74,7 @@ static uint64_t chain_next(const fkv_remote_store *st, const fkv_req *r, uint64_
 {
     uint32_t p0 = chunk * st->chunk_tokens;
     for (uint32_t p = p0; p < p0 + st->chunk_tokens; p++)
-        h = fkv_mix64(h ^ (uint64_t)(uint32_t)fkv_req_token(r, p, st->block_tokens));
+        h = fkv_mix64(h ^ (uint64_t)(uint32_t)fkv_req_token(&st->tokens, r, p));
     return h;
 }
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "sched/sched.h"
+#include "sim/req_tokens.h"
 
 typedef struct fkv_remote_store fkv_remote_store;
 
@@ -32,10 +33,12 @@ typedef struct fkv_remote_store_stats {
 } fkv_remote_store_stats;
 
 /* capacity_chunks > 0 chunks of chunk_tokens each; max_keys bounds how many
- * distinct chunks the run can write (sizes the table); block_tokens as the
- * scheduler's (fkv_req_token). NULL on a bad argument or no memory. */
-fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens, uint32_t block_tokens,
-                                          uint64_t max_keys);
+ * distinct chunks the run can write (sizes the table); tokens: the
+ * requests' token sources, as the scheduler's (fkv_req_token; copied, its
+ * src borrowed: it must outlive the store; NULL: no sources). NULL on a
+ * bad argument or no memory. */
+fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chunk_tokens,
+                                          const fkv_sim_tokens *tokens, uint64_t max_keys);
 void fkv_remote_store_free(fkv_remote_store *st);
 
 /* Tokens of r held from `from` on, whole chunks in a row, ending at or below

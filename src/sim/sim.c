@@ -19,6 +19,7 @@ void fkv_sim_config_default(fkv_sim_config *c)
 {
     memset(c, 0, sizeof *c);
     fkv_sched_config_default(&c->sched);
+    c->block_tokens = 512;
     c->alpha = c->beta = c->temperature = -1;
     c->min_retention_ns = -1;
     c->quant = FKV_QUANT_OFF;
@@ -406,7 +407,6 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.quotas = cfg->quotas >= 0 ? cfg->quotas : sc->quotas;
     cc.share_guarantee = cfg->share_guarantee && cc.quotas == FKV_QUOTA_TENANT;
     cc.prefix_cache = sc->prefix_cache;
-    cc.block_tokens = cfg->sched.block_tokens;
     if (cfg->alpha >= 0) cc.alpha = cfg->alpha;
     if (cfg->beta >= 0) cc.beta = cfg->beta;
     if (cfg->temperature >= 0) cc.temperature = cfg->temperature;
@@ -422,12 +422,15 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.clock.ctx = now;
     cc.thread_safe = 0;
     cc.device_label = "sim0";
+    fkv_eval_config ev;
+    fkv_eval_config_default(&ev);
+    ev.block_tokens = cfg->block_tokens;
     if (!strcmp(sc->policy, "belady")) {
-        cc.next_use = belady_next_use;
-        cc.next_use_ctx = bctx;
+        ev.next_use = belady_next_use;
+        ev.next_use_ctx = bctx;
     }
     char e[256] = "";
-    fkv_status st = fkv_cache_create(&cc, cache, e, sizeof e);
+    fkv_status st = fkv_cache_create_eval(&cc, &ev, cache, e, sizeof e);
     if (st) return fkv_errf(err, errlen, st, "scheme %s: fkv_cache_create: %s (%s)", sc->name, fkv_strerror(st), e);
     for (uint32_t t = 0; t < cfg->n_tenants; t++)
         if ((st = fkv_cache_set_tenant_weight(*cache, t + 1, cfg->tenant_weight[t])) != FKV_OK) {
@@ -443,7 +446,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
 /* The remote store of a run: chunks of the scheme's chunk size (its page
  * size when chunks are dynamic), as many as the capacity's bytes hold. */
 static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, const fkv_workload *w,
-                              fkv_remote_store **rs, char *err, size_t errlen)
+                              const fkv_sim_tokens *tokens, fkv_remote_store **rs, char *err, size_t errlen)
 {
     uint32_t c = sc->chunk_tokens ? sc->chunk_tokens : sc->page_tokens;
     uint64_t chunk_bytes = (uint64_t)c * fkv_model_token_bytes(cfg->profile->model);
@@ -452,7 +455,7 @@ static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, c
     uint64_t chunks = cfg->remote_capacity_bytes / chunk_bytes;
     if (!chunks) return fkv_errf(err, errlen, FKV_EINVAL, "remote tier of %llu bytes holds no %u-token chunk",
                                  (unsigned long long)cfg->remote_capacity_bytes, c);
-    *rs = fkv_remote_store_create(chunks, c, cfg->sched.block_tokens, keys);
+    *rs = fkv_remote_store_create(chunks, c, tokens, keys);
     if (!*rs) return FKV_ENOMEM;
     /* the window: ten sightings per chunk the store holds (Caffeine's
      * TinyLFU sample size), as the host tier's per page */
@@ -639,18 +642,23 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     int64_t now = 0;
     belady_ctx bctx = {reqs, w->n, &now, NULL, 0};
     if (sc && cfg->capacity_tokens && !strcmp(sc->policy, "belady") && sc->prefix_cache)
-        bctx.oracle = fkv_oracle_build(w, sc->page_tokens, cfg->sched.block_tokens);
+        bctx.oracle = fkv_oracle_build(w, sc->page_tokens, cfg->block_tokens);
     fkv_cache *cache = NULL;
     fkv_remote_store *rs = NULL;
     fkv_sched *s = NULL;
     fkv_status st = FKV_OK;
     fkv_sched_config scfg = cfg->sched;
+    fkv_sim_tokens srcs = fkv_workload_tokens(w, cfg->block_tokens);
     scfg.token_ids = fkv_sim_token_ids; /* ids of the simulated requests */
     struct bound_cost bcost = {cfg->profile, cfg->sched.miss};
     if (scfg.step_bound > 0 && cfg->profile) {
         scfg.step_cost = bound_step_cost;
         scfg.cost_ctx = &bcost;
     }
+    scfg.token_ctx = &srcs;
+    scfg.open_seq = fkv_sim_open_seq; /* their prompt blocks, without pass_tokens */
+    scfg.open_ctx = &srcs;
+    if ((st = fkv_sim_check_tags(&srcs, w->reqs, w->n, err, errlen)) != FKV_OK) goto out;
     if (cfg->n_tenants > FKV_SIM_MAX_TENANTS) {
         st = fkv_errf(err, errlen, FKV_EINVAL, "%u tenants: at most %d", cfg->n_tenants, FKV_SIM_MAX_TENANTS);
         goto out;
@@ -662,6 +670,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         scfg.victim = cfg->victim >= 0 ? (fkv_victim_rule)cfg->victim : sc->victim;
         scfg.on_preempt = sc->on_preempt;
         scfg.pass_tokens = sc->prefix_cache;
+        srcs.blocks = !scfg.pass_tokens;
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
         if (sc->mode == FKV_SCHEME_VTC) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
@@ -680,7 +689,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         }
     }
     if (cache && cfg->remote_capacity_bytes && sc->prefix_cache) {
-        if ((st = make_remote(sc, cfg, w, &rs, err, errlen)) != FKV_OK) goto out;
+        if ((st = make_remote(sc, cfg, w, &srcs, &rs, err, errlen)) != FKV_OK) goto out;
         scfg.below = remote_below;
         scfg.below_ctx = rs;
     }

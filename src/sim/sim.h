@@ -62,6 +62,7 @@ int fkv_scheme_available(const fkv_scheme *s);
 
 typedef struct fkv_sim_config {
     fkv_sched_config sched;
+    uint32_t block_tokens;    /* tokens named by one block id of a trace (512, Mooncake's) */
     const fkv_profile *profile;
     uint64_t capacity_tokens; /* KV capacity in tokens; 0 = no cache (unlimited) */
     double alpha, beta;       /* F-LRU weights; < 0 = library default */

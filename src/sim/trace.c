@@ -169,6 +169,9 @@ static fkv_req *new_req(parser *p)
         fkv_req *r = realloc(w->reqs, nc * sizeof *r);
         if (!r) return NULL;
         w->reqs = r;
+        fkv_req_src *src = realloc(w->src, nc * sizeof *src);
+        if (!src) return NULL;
+        w->src = src;
         size_t *o = realloc(p->boff, nc * sizeof *o);
         if (!o) return NULL;
         p->boff = o;
@@ -179,6 +182,9 @@ static fkv_req *new_req(parser *p)
     }
     fkv_req *r = &w->reqs[w->n];
     memset(r, 0, sizeof *r);
+    memset(&w->src[w->n], 0, sizeof w->src[w->n]);
+    r->tag = w->n; /* its source, wherever the sort moves it */
+    w->n_src = w->n + 1;
     p->boff[w->n] = SIZE_MAX;
     p->skey[w->n] = NO_KEY;
     w->n++;
@@ -258,7 +264,7 @@ static fkv_status parse_plain_line(parser *p, char *line)
     if (n >= 4) p->skey[p->w->n - 1] = client;
     if (shared) {
         r->shared_tokens = shared;
-        r->shared_seed = client_prefix_seed(r->client);
+        p->w->src[r->tag].shared_seed = client_prefix_seed(r->client);
     }
     return set_sizes(p, r, in, out);
 }
@@ -324,7 +330,7 @@ static fkv_status parse_mooncake_line(parser *p, const char *line, size_t len)
             }
             w->blocks[w->n_blocks++] = (uint64_t)e->valuedouble;
         }
-        r->n_block_ids = (uint32_t)nh;
+        w->src[r->tag].n_block_ids = (uint32_t)nh;
         if (nh) p->skey[w->n - 1] = w->blocks[p->boff[w->n - 1]];
     }
 out:
@@ -370,8 +376,10 @@ static fkv_status mooncake_session_keys(const fkv_workload *w, uint64_t *skey, c
     if (!v) return FKV_ENOMEM;
     for (; d < COMMON_MAX; d++) {
         size_t m = 0;
-        for (size_t i = 0; i < w->n; i++)
-            if (w->reqs[i].n_block_ids > d) v[m++] = w->reqs[i].block_ids[d];
+        for (size_t i = 0; i < w->n; i++) {
+            const fkv_req_src *b = &w->src[w->reqs[i].tag];
+            if (b->n_block_ids > d) v[m++] = b->block_ids[d];
+        }
         qsort(v, m, sizeof *v, cmp_u64);
         size_t best = 0, run = 0;
         uint64_t top = 0;
@@ -384,7 +392,7 @@ static fkv_status mooncake_session_keys(const fkv_workload *w, uint64_t *skey, c
     }
     free(v);
     for (size_t i = 0; i < w->n && d; i++) {
-        const fkv_req *r = &w->reqs[i];
+        const fkv_req_src *r = &w->src[w->reqs[i].tag];
         if (!r->n_block_ids || skey[orig[i]] == NO_KEY) continue;
         uint32_t j = 0;
         while (j < d && j < r->n_block_ids && r->block_ids[j] == common[j]) j++;
@@ -509,8 +517,8 @@ fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_t
         return st;
     }
     /* block pointers are fixed only now: w->blocks moved while growing */
-    for (size_t i = 0; i < w->n; i++)
-        w->reqs[i].block_ids = p.boff[i] == SIZE_MAX || !w->reqs[i].n_block_ids ? NULL : w->blocks + p.boff[i];
+    for (size_t i = 0; i < w->n; i++) /* tag i: the request read i-th */
+        w->src[i].block_ids = p.boff[i] == SIZE_MAX || !w->src[i].n_block_ids ? NULL : w->blocks + p.boff[i];
     free(p.boff);
     qsort(w->reqs, w->n, sizeof *w->reqs, cmp_req);
     int64_t first = w->reqs[0].arrival_ns;
@@ -536,7 +544,7 @@ fkv_status fkv_trace_parse(const char *buf, size_t len, const char *fname, fkv_t
         if (r->client == UINT64_MAX) r->client = i % p.n_clients;
         r->id = i + 1;
         /* token ids of positions past the blocks: unique per request */
-        r->token_seed = 0x7f4a7c159e3779b9ULL * (i + 1) + 0x1234567ULL;
+        w->src[r->tag].token_seed = 0x7f4a7c159e3779b9ULL * (i + 1) + 0x1234567ULL;
     }
     return FKV_OK;
 }

@@ -41,7 +41,7 @@ fkv_status fkv_workload_seed(size_t n, uint64_t seed, uint32_t n_clients, fkv_wo
         r->prompt = total - out;
         r->output = out;
         r->client = fkv_rng_range(&rng, 0, n_clients - 1);
-        r->token_seed = fkv_rng_next(&rng);
+        r->tag = fkv_rng_next(&rng); /* the token seed (no sources) */
         r->arrival_ns = 0;
     }
     return FKV_OK;
@@ -111,7 +111,7 @@ fkv_status fkv_workload_tenants(size_t n, uint64_t seed, uint32_t n_clients, con
             r->output = seed_output(&rng, total);
             r->prompt = total - r->output;
         }
-        r->token_seed = fkv_rng_next(&rng);
+        r->tag = fkv_rng_next(&rng); /* the token seed (no sources) */
         /* drawn for every request, so the variant changes tenants only */
         uint64_t t_alike = 1 + fkv_rng_range(&alike, 0, w->n_tenants - 1);
         if (p->alike) r->tenant = t_alike;
@@ -203,7 +203,7 @@ fkv_status fkv_workload_chat(size_t n, uint64_t seed, uint32_t n_clients, const 
             if (k && ns <= key[m - 1].t) ns = key[m - 1].t + 1; /* strictly after the previous turn */
             r->tenant = tenant;
             r->client = (tenant - 1) % n_clients;
-            r->token_seed = token_seed;
+            r->tag = token_seed;
             r->prompt = hist + (c - out);
             r->output = out;
             r->arrival_ns = ns;
@@ -254,9 +254,16 @@ int64_t fkv_workload_span(const fkv_workload *w)
     return w->n ? w->reqs[w->n - 1].arrival_ns - w->reqs[0].arrival_ns : 0;
 }
 
+fkv_sim_tokens fkv_workload_tokens(const fkv_workload *w, uint32_t block_tokens)
+{
+    fkv_sim_tokens t = {w->src, w->n_src, block_tokens, 0};
+    return t;
+}
+
 void fkv_workload_free(fkv_workload *w)
 {
     free(w->reqs);
+    free(w->src);
     free(w->blocks);
     free(w->session);
     free(w->turn);

@@ -57,7 +57,12 @@ typedef struct fkv_workload {
     char name[64];
     fkv_req *reqs; /* [n], sorted by arrival_ns */
     size_t n;
-    uint64_t *blocks; /* storage of all requests' block ids */
+    /* where the requests' token ids come from (req_tokens.h): NULL when
+     * each has only a token seed, its fkv_req.tag; else src[n_src], its
+     * tag the index there */
+    fkv_req_src *src;
+    size_t n_src;
+    uint64_t *blocks; /* storage of all requests' block ids (src's) */
     size_t n_blocks, cap_blocks;
     uint32_t block_tokens; /* tokens per block id (512 for Mooncake) */
     /* generator workloads (tenants, chat): requests carry their tenant ids */
@@ -107,7 +112,7 @@ fkv_status fkv_workload_tenants(size_t n, uint64_t seed, uint32_t n_clients, con
  * output fraction f ~ U[0.2, 0.5).  Turn k's prompt is the whole history
  * (chunks 0..k-1) plus its user message; its output is its answer; so the
  * last turn's prompt + output is the final length.  Every turn of a session
- * has the session's token_seed and no blocks, so fkv_req_token gives the
+ * has the session's token seed (its tag) and no blocks, so fkv_req_token gives the
  * same ids at the same positions in every turn: turn k's prompt begins
  * with turn k-1's prompt and output, id for id.
  * Timing (open loop): sessions start as a Poisson process at session_rate
@@ -153,6 +158,9 @@ fkv_status fkv_trace_load(const char *path, fkv_trace_format fmt, size_t limit, 
 /* "azure", "mooncake", "plain", "auto" -> format; -1 if unknown. */
 int fkv_trace_format_parse(const char *s);
 const char *fkv_trace_format_name(fkv_trace_format f);
+
+/* The token sources of w's requests, block ids of block_tokens tokens. */
+fkv_sim_tokens fkv_workload_tokens(const fkv_workload *w, uint32_t block_tokens);
 
 void fkv_workload_free(fkv_workload *w);
 
