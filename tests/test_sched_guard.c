@@ -28,7 +28,7 @@ static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t outpu
     r.tenant = tenant;
     r.prompt = prompt;
     r.output = output;
-    r.token_seed = 1000 + id;
+    r.tag = 1000 + id; /* the token seed (fkv_sim_token_ids without sources) */
     return r;
 }
 
