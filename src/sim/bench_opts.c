@@ -178,6 +178,7 @@ static int step_share(fkv_bench_opts *o, const char *v, char *why, size_t whylen
     int m = fkv_step_share_parse(v);
     if (m < 0) return snprintf(why, whylen, "off or drr"), -1;
     o->sim.sched.step_share = (fkv_step_share)m;
+    o->sim.step_share_set = 1;
     return 0;
 }
 
@@ -285,9 +286,10 @@ static const opt_row rows[] = {
     {.name = "--quotas", .kind = OPT_CHOICE, .field = F(sim.quotas), .choices = quotas, .why = "one of off, request, tenant",
      .help = "  --quotas off|request|tenant   the cache's fair shares for every scheme (default: the scheme's)\n"},
     {.name = "--shares", .kind = OPT_CHOICE, .field = F(sim.share_guarantee), .choices = shares, .why = "target or guarantee",
-     .help = "  --shares target|guarantee   tenant shares (quotas tenant) as targets: the tenant furthest over\n"
-              "                           gives first (default); or as guarantees: no tenant at or under its\n"
-              "                           share loses memory to another, the policy orders the rest\n"},
+     .help = "  --shares target|guarantee   tenant shares (quotas tenant) in every scheme as targets: the\n"
+              "                           tenant furthest over gives first; or as guarantees: no tenant at or\n"
+              "                           under its share loses memory to another, the policy orders the rest\n"
+              "                           (default: the scheme's; fairkv's are guarantees)\n"},
     {.name = "--victim", .kind = OPT_CALL, .call = victim,
      .help = "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"},
     {.name = "--reclaim", .kind = OPT_CALL, .call = reclaim, .set = F(sim.reclaim_set),
@@ -316,7 +318,8 @@ static const opt_row rows[] = {
      .help = "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"},
     {.name = "--step-share", .kind = OPT_CALL, .call = step_share,
      .help = "  --step-share off|drr     drr: the step's prefill budget shared by tenants, weighted deficit\n"
-              "                           round robin after decodes (replaces --tenant-step-share)\n"},
+              "                           round robin after decodes (replaces --tenant-step-share), for\n"
+              "                           every scheme (default: the scheme's; fairkv's is drr)\n"},
     {.name = "--admit-reclaim", .kind = OPT_FLAG, .field = F(sim.sched.admit_reclaim), .value = 1,
      .help = "  --admit-reclaim          while a tenant is over its share, within-share tenants' requests are\n"
               "                           served and admitted first, taking memory from over-share ones\n"},

@@ -27,6 +27,7 @@ void fkv_sim_config_default(fkv_sim_config *c)
     c->quant_hot = 128;
     for (int t = 0; t < FKV_SIM_MAX_TENANTS; t++) c->tenant_weight[t] = 1;
     c->quotas = -1;
+    c->share_guarantee = -1;
     c->victim = -1;
     c->remote_bytes_per_s = FKV_SIM_REMOTE_BYTES_PER_S;
     c->remote_latency_ns = FKV_SIM_REMOTE_LATENCY_NS;
@@ -405,7 +406,8 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.dynamic_chunking = sc->dynamic_chunking;
     cc.policy = sc->policy;
     cc.quotas = cfg->quotas >= 0 ? cfg->quotas : sc->quotas;
-    cc.share_guarantee = cfg->share_guarantee && cc.quotas == FKV_QUOTA_TENANT;
+    cc.share_guarantee = (cfg->share_guarantee >= 0 ? cfg->share_guarantee : sc->share_guarantee) &&
+                         cc.quotas == FKV_QUOTA_TENANT;
     cc.prefix_cache = sc->prefix_cache;
     if (cfg->alpha >= 0) cc.alpha = cfg->alpha;
     if (cfg->beta >= 0) cc.beta = cfg->beta;
@@ -672,6 +674,9 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         scfg.pass_tokens = sc->prefix_cache;
         srcs.blocks = !scfg.pass_tokens;
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
+        /* the scheme's step share, unless one was named for every scheme
+         * or the older per-tenant fraction is on */
+        if (!cfg->step_share_set && sc->step_share && scfg.tenant_step_share >= 1) scfg.step_share = sc->step_share;
         if (sc->mode == FKV_SCHEME_VTC) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
             uint32_t tokens, running;

@@ -47,6 +47,8 @@ typedef struct fkv_scheme {
     int no_admit_after_preempt; /* fkv_sched_config.no_admit_after_preempt */
     int gpu_batch_defaults;   /* max_batch_tokens / max_running from the profile's GPU, unless set */
     int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
+    fkv_step_share step_share; /* the scheduler's step share unless --step-share names one */
+    int share_guarantee;      /* 1: tenant shares as guarantees (fkv_config.share_guarantee) */
     fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
@@ -78,8 +80,11 @@ typedef struct fkv_sim_config {
     uint32_t n_tenants;       /* 0: no tenants; requests carry fkv_req.tenant in 1..n_tenants */
     double tenant_weight[FKV_SIM_MAX_TENANTS]; /* [n_tenants]: fkv_cache_set_tenant_weight (1) */
     int quotas;               /* -1: the scheme's; else fkv_quota_mode for every scheme */
-    int share_guarantee;      /* 1: tenant shares are guarantees (fkv_config.share_guarantee) in every
-                               * scheme whose quotas are per tenant; 0: targets, as before */
+    int share_guarantee;      /* -1: the scheme's; 1: tenant shares are guarantees
+                               * (fkv_config.share_guarantee) in every scheme whose quotas are
+                               * per tenant; 0: targets in every scheme */
+    int step_share_set;       /* 1: sched.step_share holds for every scheme (--step-share); 0: a
+                               * scheme's own step share replaces an off one */
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
