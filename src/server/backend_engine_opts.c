@@ -31,6 +31,23 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
 {
     fkv_engine_config_default(cfg);
     cfg->chunk_tokens = 64; /* the simulator's schemes use 64-token chunks */
+    /* The recommended configuration, the simulator's `fairkv` scheme
+     * (docs/EVALUATION.md, 3b, "Re-choosing the recommended fairkv"):
+     * tenant shares (the 'user' field), the step shared by deficit round
+     * robin, the fair victim, fair reclaim before preempting.  Not yet its
+     * shares as guarantees: with them a request running alone can be
+     * refused as larger than the cache while preempted requests of other
+     * tenants keep their sequences (their chunks stay protected), which the
+     * scheduler's "alone, so everything else is evictable" does not expect;
+     * shares=guarantee turns them on.  An option that contradicts one of
+     * the defaults drops it (below). */
+    cfg->quotas = FKV_QUOTA_TENANT;
+    cfg->share_guarantee = 0;
+    cfg->step_share = FKV_STEP_DRR;
+    cfg->victim = FKV_VICTIM_FAIR;
+    cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
+    cfg->reclaim[2] = FKV_RECLAIM_EVICT, cfg->n_reclaim = 3;
+    int shares_set = 0, reclaim_set = 0;
     model[0] = 0;
     memset(bo, 0, sizeof *bo);
     for (size_t i = 0; opts && opts[i]; i++) {
@@ -67,12 +84,14 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             if (!strcmp(v, "guarantee")) cfg->share_guarantee = 1;
             else if (!strcmp(v, "target")) cfg->share_guarantee = 0;
             else bad = 1;
+            shares_set = 1;
         } else if (KEY("victim")) {
             int r = fkv_victim_parse(v);
             if (r < 0) bad = 1;
             else cfg->victim = (fkv_victim_rule)r;
         } else if (KEY("reclaim")) {
             bad = fkv_sched_parse_reclaim(v, cfg->reclaim, &cfg->n_reclaim, NULL, 0) != 0;
+            reclaim_set = 1;
         } else if (KEY("host_bytes")) {
             int64_t x = fkv_parse_bytes(v);
             if (x < 0) bad = 1;
@@ -162,6 +181,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             return FKV_EINVAL;
         }
     }
+    /* defaults a chosen option rules out: guarantees need tenant quotas,
+     * quantizing reclaim the fairkv kernels */
+    if (!shares_set && cfg->quotas != FKV_QUOTA_TENANT) cfg->share_guarantee = 0;
+    if (!reclaim_set && cfg->ref_attention) cfg->n_reclaim = 0;
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->host_demote && !bo->remote) {
         snprintf(err, errlen, "engine backend: tier_admission=%s: no tier below the device to admit to (give host_kv "
                  "or remote)", fkv_tier_admission_name(cfg->tier_admission));
