@@ -401,8 +401,42 @@ static void config_errors(void)
     CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "share_guarantee=2"));
 }
 
+/* Pool 16.  Tenant 2's request (expecting 16 pages) holds 8 pages; tenant
+ * 1's (expecting 16) then grows page by page to 16.  If tenant 2's
+ * request was pinned once and is not now (preempted and kept, as the
+ * scheduler does), it claims nothing: tenant 2 is over its share of 0 and
+ * tenant 1 takes all 16 pages.  If it was never pinned, it still claims
+ * 16: shares 8 and 8, tenant 2 at its share keeps its 8 pages and tenant
+ * 1 stops at 8 (FKV_EFULL).  Before the pinned rule, a kept request of
+ * every other tenant at its share left a running request no memory to
+ * grow into, and the scheduler refused it as larger than the cache. */
+static void kept_claims_nothing(int pinned_once)
+{
+    fkv_cache *c = open_cache(16, FKV_QUOTA_TENANT, 1, "lru");
+    fkv_seq *b = tseq(c, 2, 2, 64);
+    if (pinned_once) REQUIRE(fkv_seq_pin(b) == FKV_OK);
+    REQUIRE(fill(b, 1000, 32) == FKV_OK);
+    if (pinned_once) REQUIRE(fkv_seq_unpin(b) == FKV_OK);
+    fkv_seq *a = tseq(c, 1, 1, 64);
+    REQUIRE(fkv_seq_pin(a) == FKV_OK);
+    uint32_t got = 0;
+    for (uint32_t k = 0; k < 16; k++) {
+        if (fill(a, 5000 + 4 * (int32_t)k, 4) != FKV_OK) break;
+        got++;
+    }
+    CHECKF(got == (pinned_once ? 16u : 8u), "kept request %s: the running one got %u pages, want %u",
+           pinned_once ? "pinned once" : "never pinned", got, pinned_once ? 16u : 8u);
+    CHECKF(pages_of(c, 2) == (pinned_once ? 0u : 8u), "tenant 2 holds %llu pages",
+           (unsigned long long)pages_of(c, 2));
+    fkv_seq_free(a);
+    fkv_seq_free(b);
+    fkv_cache_destroy(c);
+}
+
 int main(void)
 {
+    kept_claims_nothing(1);
+    kept_claims_nothing(0);
     burst_both();
     over_order(1, "lru");
     over_order(0, "lru");

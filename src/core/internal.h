@@ -69,6 +69,7 @@ struct fkv_seq {
     fkv__chunk **table;        /* [n_chunks] in position order */
     uint32_t n_chunks, cap_chunks;
     uint32_t pins;             /* nesting count of fkv_seq_pin */
+    uint8_t pinned_once;       /* pinned at least once: under guarantees it claims only while pinned */
     /* quota bookkeeping */
     uint32_t owner_idx;        /* index in cache->owners */
     uint64_t usage_pages;      /* pages of chunks it owns */

@@ -26,7 +26,9 @@
  *    Rule 3 ranks victims when shares are targets (the default).
  * 4. Shares as guarantees (fkv_config.share_guarantee, tenant mode): the
  *    shares are rule 1 over the open requests' demands only (their pages
- *    and what they expect to grow into; cached pages claim nothing), the
+ *    and what they expect to grow into; cached pages claim nothing, nor
+ *    does a request that was pinned once and is not now: a preempted one
+ *    the scheduler keeps), the
  *    spare spread by weight, so each tenant's cache is guaranteed within
  *    its weighted part of what running requests leave.  A tenant is over
  *    its share when it holds (running and cached) more pages than its

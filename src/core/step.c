@@ -48,7 +48,11 @@ fkv_status fkv_seq_pin(fkv_seq *s)
 {
     if (!s) return fkv__fail(FKV_EINVAL, "fkv_seq_pin: seq is NULL");
     FKV__LOCK(s->cache);
+    /* guarantees: a request claims memory while it runs (pinned), so a
+     * change of that state moves the shares */
+    if (s->pins == 0 && s->cache->cfg.share_guarantee) s->cache->quota_dirty = 1;
     s->pins++;
+    s->pinned_once = 1;
     pin_all(s, 1);
     FKV__UNLOCK(s->cache);
     return FKV_OK;
@@ -63,6 +67,7 @@ fkv_status fkv_seq_unpin(fkv_seq *s)
         st = fkv__fail(FKV_ESTATE, "fkv_seq_unpin: request %llu is not pinned", (unsigned long long)s->request_id);
     } else {
         s->pins--;
+        if (!s->pins && s->cache->cfg.share_guarantee) s->cache->quota_dirty = 1;
         pin_all(s, -1);
     }
     FKV__UNLOCK(s->cache);

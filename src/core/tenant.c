@@ -17,7 +17,8 @@
  * split among its open requests by rule 2 (weight * demand^(1/T)), as the
  * pool is in request mode: that split orders the tenant's own requests when
  * it is the one that must give memory back.  With share_guarantee, the
- * demand counts the open requests only (shares.h, rule 4).
+ * demand counts the open requests only (shares.h, rule 4), and of those
+ * that are ever pinned only the pinned (running) ones.
  *
  * Host shares: the host's capacity water-filled over the tenants' host
  * bytes (rule 1, spare bytes kept: demote.c ranks tenants by them only
@@ -123,6 +124,11 @@ void fkv__tenant_shares(fkv_cache *c)
     for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[i]->demand = live ? 0 : (double)c->tenants[i]->pages;
     for (uint32_t i = 0; i < c->n_owners; i++) {
         fkv_seq *s = c->owners[i];
+        /* guarantees: a request its owner pins while it runs claims only
+         * while pinned; preempted (unpinned, kept) it claims nothing, or
+         * the kept requests of tenants at their shares would hold memory
+         * no running request may take */
+        if (live && s->pinned_once && !s->pins) continue;
         uint64_t d = seq_demand(c, s);
         if (live) s->tenant->demand += (double)s->usage_pages;
         if (d > s->usage_pages) s->tenant->demand += (double)(d - s->usage_pages);

@@ -34,15 +34,11 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     /* The recommended configuration, the simulator's `fairkv` scheme
      * (docs/EVALUATION.md, 3b, "Re-choosing the recommended fairkv"):
      * tenant shares (the 'user' field), the step shared by deficit round
-     * robin, the fair victim, fair reclaim before preempting.  Not yet its
-     * shares as guarantees: with them a request running alone can be
-     * refused as larger than the cache while preempted requests of other
-     * tenants keep their sequences (their chunks stay protected), which the
-     * scheduler's "alone, so everything else is evictable" does not expect;
-     * shares=guarantee turns them on.  An option that contradicts one of
-     * the defaults drops it (below). */
+     * robin, the fair victim, fair reclaim before preempting, shares as
+     * guarantees.  An option that contradicts one of them drops it
+     * (below). */
     cfg->quotas = FKV_QUOTA_TENANT;
-    cfg->share_guarantee = 0;
+    cfg->share_guarantee = 1;
     cfg->step_share = FKV_STEP_DRR;
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
