@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "  --policy NAME        engine: eviction policy (default flru)\n"
             "  --quotas on|off|tenant  engine: per-request quotas around the policy (on), or fair shares\n"
             "                       per 'user' (tenant: weighted max-min over demand; the default)\n"
+            "  --shares guarantee|target  engine: tenant shares as guarantees (no 'user' at or under its\n"
+            "                       share loses memory to another; the default) or as targets\n"
             "  --victim last-started|fewest-output|fair  engine: preemption victim (default fair)\n"
             "  --reclaim LIST       engine: before preempting, take memory from the fair victim by\n"
             "                       quantize8,quantize4,offload,drop,evict in that order (default\n"
@@ -118,6 +120,7 @@ static const struct {
               {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
               {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"},
               {"--admit-reclaim", "admit_reclaim"}, {"--step-bound", "step_bound"},
+              {"--shares", "shares"},
               /* llama-server's names (docs/OPERATIONS.md has the table) */
               {"-np", "max_running"},         {"--parallel", "max_running"},
               {"-b", "max_batch_tokens"},     {"--batch-size", "max_batch_tokens"}};
