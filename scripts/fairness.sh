@@ -91,7 +91,8 @@ mech() { # workload, tenant count
     local w=$1 n=$2
     local share
     share=$(python3 -c "print(1/$n)")
-    local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure)
+    # the earlier fairkv's mechanisms: shares as targets, no DRR share
+    local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure --shares target)
     echo
     echo "**mechanisms on $w** (fairkv with every mechanism: \`--schemes fairkv ${on[*]}\`; each row turns one off)"
     echo
@@ -119,11 +120,14 @@ EOF
 all on|${on[*]}
 tenant shares off (quotas request)|${on[*]} --quotas request
 reclaim off (preempt at once)|${on[*]} --reclaim none
-memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure
-VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure
-step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure
-quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict
-fairkv as recommended (all of these off but shares and reclaim)|
+memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure --shares target
+VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure --shares target
+step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure --shares target --step-share off
+quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict --shares target
+fairkv before the re-choice (shares as targets and reclaim only)|--shares target --step-share off
+fairkv as recommended (guarantees, DRR step share, reclaim)|
+recommended, shares as targets|--shares target
+recommended, DRR step share off|--step-share off
 recommended, tenant shares off|--quotas request
 recommended, reclaim off|--reclaim none
 EOF

@@ -31,11 +31,11 @@ MEAN_BOUND = ("seed", "tenants-alike", "mooncake", "azure")
 # step 2: the fairness score's workloads
 SCORED = ("tenants", "chat")
 
-MECHANISMS = [  # (short name, the flags that turn it on)
-    ("drr", ["--step-share", "drr"]),
-    ("bound", ["--step-bound", "2"]),
-    ("guarantee", ["--shares", "guarantee"]),
-    ("admit", ["--admit-reclaim"]),
+MECHANISMS = [  # (short name, the flags that turn it on, those that turn it off)
+    ("drr", ["--step-share", "drr"], ["--step-share", "off"]),
+    ("bound", ["--step-bound", "2"], []),
+    ("guarantee", ["--shares", "guarantee"], ["--shares", "target"]),
+    ("admit", ["--admit-reclaim"], ["--no-admit-reclaim"]),
 ]
 
 
@@ -61,8 +61,10 @@ def main():
     for k in range(len(MECHANISMS) + 1):
         for combo in itertools.combinations(MECHANISMS, k):
             name = "+".join(m[0] for m in combo) or "today"
-            flags = [f for m in combo for f in m[1]]
-            row = {"name": name, "n": k, "flags": " ".join(flags)}
+            # every mechanism named on or off: the scheme's own defaults
+            # (which include some of them) do not decide
+            flags = [f for m in MECHANISMS for f in (m[1] if m in combo else m[2])]
+            row = {"name": name, "n": k, "flags": " ".join(f for m in combo for f in m[1])}
             for w, a in WORKLOADS.items():
                 s = bench(a + flags, "fairkv")["fairkv"]
                 lru = base[w]["lru"]

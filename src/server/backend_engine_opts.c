@@ -34,11 +34,11 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     /* The recommended configuration, the simulator's `fairkv` scheme
      * (docs/EVALUATION.md, 3b, "Re-choosing the recommended fairkv"):
      * tenant shares (the 'user' field), the step shared by deficit round
-     * robin, the fair victim, fair reclaim before preempting, shares as
-     * guarantees.  An option that contradicts one of them drops it
-     * (below). */
+     * robin, within-share tenants first (admission that reclaims), the
+     * fair victim, fair reclaim before preempting.  An option that
+     * contradicts one of them drops it (below). */
     cfg->quotas = FKV_QUOTA_TENANT;
-    cfg->share_guarantee = 1;
+    cfg->admit_reclaim = 1;
     cfg->step_share = FKV_STEP_DRR;
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;

@@ -289,7 +289,7 @@ static const opt_row rows[] = {
      .help = "  --shares target|guarantee   tenant shares (quotas tenant) in every scheme as targets: the\n"
               "                           tenant furthest over gives first; or as guarantees: no tenant at or\n"
               "                           under its share loses memory to another, the policy orders the rest\n"
-              "                           (default: the scheme's; fairkv's are guarantees)\n"},
+              "                           (default: the scheme's; fairkv's are targets)\n"},
     {.name = "--victim", .kind = OPT_CALL, .call = victim,
      .help = "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"},
     {.name = "--reclaim", .kind = OPT_CALL, .call = reclaim, .set = F(sim.reclaim_set),
@@ -322,7 +322,10 @@ static const opt_row rows[] = {
               "                           every scheme (default: the scheme's; fairkv's is drr)\n"},
     {.name = "--admit-reclaim", .kind = OPT_FLAG, .field = F(sim.sched.admit_reclaim), .value = 1,
      .help = "  --admit-reclaim          while a tenant is over its share, within-share tenants' requests are\n"
-              "                           served and admitted first, taking memory from over-share ones\n"},
+              "                           served and admitted first, taking memory from over-share ones, in\n"
+              "                           every scheme (fairkv has it by default)\n"},
+    {.name = "--no-admit-reclaim", .kind = OPT_FLAG, .field = F(sim.no_admit_reclaim), .value = 1,
+     .help = "  --no-admit-reclaim       the plain order in every scheme, fairkv's included\n"},
     {.name = "--step-bound", .kind = OPT_NUM, .field = F(sim.sched.step_bound), .lo = 0, .hi = 1000, .why = "a multiple from 0 (off) to 1000",
      .help = "  --step-bound K           while a within-share request waits for its first token, cap the step\n"
               "                           so its predicted time <= K x that request's own step (0 = off)\n"},

@@ -49,6 +49,7 @@ typedef struct fkv_scheme {
     int kv_fp8;               /* 1: one byte per K/V element: twice the tokens in the same bytes */
     fkv_step_share step_share; /* the scheduler's step share unless --step-share names one */
     int share_guarantee;      /* 1: tenant shares as guarantees (fkv_config.share_guarantee) */
+    int admit_reclaim;        /* 1: within-share tenants first (fkv_sched_config.admit_reclaim) */
     fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
@@ -83,6 +84,7 @@ typedef struct fkv_sim_config {
     int share_guarantee;      /* -1: the scheme's; 1: tenant shares are guarantees
                                * (fkv_config.share_guarantee) in every scheme whose quotas are
                                * per tenant; 0: targets in every scheme */
+    int no_admit_reclaim;     /* 1: no scheme's admit_reclaim applies (--no-admit-reclaim) */
     int step_share_set;       /* 1: sched.step_share holds for every scheme (--step-share); 0: a
                                * scheme's own step share replaces an off one */
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
