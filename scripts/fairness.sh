@@ -91,8 +91,8 @@ mech() { # workload, tenant count
     local w=$1 n=$2
     local share
     share=$(python3 -c "print(1/$n)")
-    # the earlier fairkv's mechanisms: shares as targets, no DRR share
-    local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure --shares target)
+    # the earlier fairkv's mechanisms: no DRR share, no within-share first
+    local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure --no-admit-reclaim)
     echo
     echo "**mechanisms on $w** (fairkv with every mechanism: \`--schemes fairkv ${on[*]}\`; each row turns one off)"
     echo
@@ -120,14 +120,15 @@ EOF
 all on|${on[*]}
 tenant shares off (quotas request)|${on[*]} --quotas request
 reclaim off (preempt at once)|${on[*]} --reclaim none
-memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure --shares target
-VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure --shares target
-step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure --shares target --step-share off
-quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict --shares target
-fairkv before the re-choice (shares as targets and reclaim only)|--shares target --step-share off
-fairkv as recommended (guarantees, DRR step share, reclaim)|
-recommended, shares as targets|--shares target
+memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure --no-admit-reclaim
+VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure --no-admit-reclaim
+step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure --no-admit-reclaim --step-share off
+quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict --no-admit-reclaim
+fairkv before the re-choice (shares and reclaim only)|--step-share off --no-admit-reclaim
+fairkv as recommended (DRR step share, within-share first, shares, reclaim)|
+recommended, within-share first off|--no-admit-reclaim
 recommended, DRR step share off|--step-share off
+recommended, shares as guarantees|--shares guarantee
 recommended, tenant shares off|--quotas request
 recommended, reclaim off|--reclaim none
 EOF
