@@ -9,28 +9,10 @@
 
 #include "check.h"
 #include "sched/sched.h"
+#include "sched_step.h"
 #include "sim/workload.h"
 
 #define MS(x) ((int64_t)((x) * 1e6 + 0.5))
-
-#define STEP(s, now, b)                                                                              \
-    do {                                                                                             \
-        fkv_status st_ = fkv_sched_step(s, now, b);                                                  \
-        CHECKF(st_ == FKV_OK, "fkv_sched_step: %s: %s", fkv_strerror(st_), fkv_sched_last_error(s)); \
-        REQUIRE(st_ == FKV_OK);                                                                      \
-    } while (0)
-
-static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t output)
-{
-    fkv_req r;
-    memset(&r, 0, sizeof r);
-    r.id = id;
-    r.tenant = tenant;
-    r.prompt = prompt;
-    r.output = output;
-    r.tag = 1000 + id;
-    return r;
-}
 
 /* A phantom LRU cache of `pages` 16-token pages, prefix cache as asked. */
 static fkv_cache *cache_of(int64_t *now, int prefix, uint32_t pages)
@@ -121,7 +103,7 @@ static void hand_deficits(void)
     drr_config(&sc, 10);
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
-    fkv_req r[3] = {req(1, 1, 500, 2), req(2, 2, 500, 2), req(3, 3, 500, 2)};
+    fkv_req r[3] = {sched_req(1, 1, 500, 2), sched_req(2, 2, 500, 2), sched_req(3, 3, 500, 2)};
     for (int i = 0; i < 3; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
     fkv_batch b = {0};
     uint32_t pf[8];
@@ -166,7 +148,7 @@ static void alone(void)
     drr_config(&sc, 128);
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
-    fkv_req r[2] = {req(1, 7, 1000, 1), req(2, 7, 300, 1)};
+    fkv_req r[2] = {sched_req(1, 7, 1000, 1), sched_req(2, 7, 300, 1)};
     for (int i = 0; i < 2; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
     fkv_batch b = {0};
     int64_t now = 0;
@@ -203,7 +185,7 @@ static void decodes_first(void)
     drr_config(&sc, 65);
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
-    fkv_req d = req(1, 1, 64, 50);
+    fkv_req d = sched_req(1, 1, 64, 50);
     REQUIRE(fkv_sched_add(s, &d) == FKV_OK);
     fkv_batch b = {0};
     int64_t now = 0;
@@ -211,7 +193,7 @@ static void decodes_first(void)
     now += MS(1);
     REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
     REQUIRE(d.generated == 1);
-    fkv_req r[2] = {req(2, 1, 1000, 1), req(3, 2, 1000, 1)};
+    fkv_req r[2] = {sched_req(2, 1, 1000, 1), sched_req(3, 2, 1000, 1)};
     for (int i = 0; i < 2; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
     int ok = 1;
     for (int k = 0; k < 5; k++) {
@@ -242,7 +224,7 @@ static void prefix_hits(void)
     drr_config(&sc, 64);
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
-    fkv_req z = req(1, 1, 170, 1);
+    fkv_req z = sched_req(1, 1, 170, 1);
     REQUIRE(fkv_sched_add(s, &z) == FKV_OK);
     fkv_batch b = {0};
     for (int k = 0; k < 10 && fkv_sched_finished(s) < 1; k++) {
@@ -251,7 +233,7 @@ static void prefix_hits(void)
         REQUIRE(fkv_sched_finish(s, &b, now) == FKV_OK);
     }
     REQUIRE(fkv_sched_finished(s) == 1);
-    fkv_req x = req(2, 1, 170, 1), y = req(3, 2, 400, 1);
+    fkv_req x = sched_req(2, 1, 170, 1), y = sched_req(3, 2, 400, 1);
     x.tag = z.tag; /* the same prompt */
     REQUIRE(fkv_sched_add(s, &x) == FKV_OK);
     REQUIRE(fkv_sched_add(s, &y) == FKV_OK);
@@ -288,7 +270,7 @@ static void finishes(void)
         fkv_req q[N];
         for (int i = 0; i < N; i++) {
             int light = i % 3 == 2;
-            q[i] = light ? req(i + 1, 2 + i % 2, 20, 4) : req(i + 1, 1, 1500, 8);
+            q[i] = light ? sched_req(i + 1, 2 + i % 2, 20, 4) : sched_req(i + 1, 1, 1500, 8);
             q[i].arrival_ns = (int64_t)i * MS(5);
         }
         int within = drive(s, q, N, &now) <= 256;
@@ -327,7 +309,7 @@ static void no_admission_victims(void)
         enum { N = 32 };
         fkv_req q[N];
         for (int i = 0; i < N; i++) {
-            q[i] = req(i + 1, 1 + i % 4, 500 + 37 * (i % 5), 20);
+            q[i] = sched_req(i + 1, 1 + i % 4, 500 + 37 * (i % 5), 20);
             q[i].arrival_ns = (int64_t)i * MS(2);
         }
         drive(s, q, N, &now);

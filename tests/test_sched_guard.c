@@ -9,28 +9,10 @@
 
 #include "check.h"
 #include "sched/sched.h"
+#include "sched_step.h"
 #include "sim/workload.h"
 
 #define MS(x) ((int64_t)((x) * 1e6 + 0.5))
-
-#define STEP(s, now, b)                                                                              \
-    do {                                                                                             \
-        fkv_status st_ = fkv_sched_step(s, now, b);                                                  \
-        CHECKF(st_ == FKV_OK, "fkv_sched_step: %s: %s", fkv_strerror(st_), fkv_sched_last_error(s)); \
-        REQUIRE(st_ == FKV_OK);                                                                      \
-    } while (0)
-
-static fkv_req req(uint64_t id, uint64_t tenant, uint32_t prompt, uint32_t output)
-{
-    fkv_req r;
-    memset(&r, 0, sizeof r);
-    r.id = id;
-    r.tenant = tenant;
-    r.prompt = prompt;
-    r.output = output;
-    r.tag = 1000 + id; /* the token seed (fkv_sim_token_ids without sources) */
-    return r;
-}
 
 /* A phantom LRU cache of `pages` 16-token pages, shares by tenant. */
 static fkv_cache *cache_of(int64_t *now, uint32_t pages)
@@ -108,7 +90,7 @@ static void no_self_preemption(void)
         sc.admit_reclaim = on;
         fkv_sched *s;
         REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
-        fkv_req q[3] = {req(1, 1, 250, 60), req(2, 1, 250, 60), req(3, 2, 20, 60)};
+        fkv_req q[3] = {sched_req(1, 1, 250, 60), sched_req(2, 1, 250, 60), sched_req(3, 2, 20, 60)};
         q[2].arrival_ns = MS(1);
         drive(s, c, q, 3, &now, 2, 1, &bad[on]);
         light_pre[on] = q[2].preemptions;
@@ -144,7 +126,7 @@ static void admission_reclaims(fkv_step_share share)
         sc.admit_reclaim = on;
         fkv_sched *s;
         REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
-        fkv_req q[4] = {req(1, 1, 300, 200), req(2, 1, 300, 200), req(3, 1, 300, 200), req(4, 2, 32, 4)};
+        fkv_req q[4] = {sched_req(1, 1, 300, 200), sched_req(2, 1, 300, 200), sched_req(3, 1, 300, 200), sched_req(4, 2, 32, 4)};
         q[3].arrival_ns = MS(80);
         uint32_t bad;
         drive(s, c, q, 4, &now, 3, 1, &bad);
@@ -190,7 +172,7 @@ static void bound(void)
         if (hook) sc.step_cost = toy_cost;
         fkv_sched *s;
         REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
-        fkv_req h = req(1, 1, 5000, 4), l1 = req(2, 2, 40, 50), l2 = req(3, 2, 40, 50);
+        fkv_req h = sched_req(1, 1, 5000, 4), l1 = sched_req(2, 2, 40, 50), l2 = sched_req(3, 2, 40, 50);
         fkv_batch b = {0};
         int64_t now = 0;
         REQUIRE(fkv_sched_add(s, &h) == FKV_OK);
@@ -249,7 +231,7 @@ static void all_finish(fkv_step_share share)
         for (size_t i = 0; i < n; i++) {
             rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
             uint32_t x = (uint32_t)(rng >> 33);
-            q[i] = i % 5 == 4 ? req(i + 1, 2, 1 + x % 12, 1 + x % 4) : req(i + 1, 1, 300 + x % 700, 50 + x % 300);
+            q[i] = i % 5 == 4 ? sched_req(i + 1, 2, 1 + x % 12, 1 + x % 4) : sched_req(i + 1, 1, 300 + x % 700, 50 + x % 300);
             q[i].arrival_ns = (int64_t)i * MS(2);
         }
         uint32_t bad;
