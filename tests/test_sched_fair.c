@@ -11,17 +11,10 @@
 
 #include "check.h"
 #include "sched/sched.h"
+#include "sched_step.h"
 #include "sim/workload.h"
 
 #define MS(x) ((int64_t)((x) * 1e6 + 0.5))
-
-/* a step that must form: the scheduler's reason otherwise */
-#define STEP(s, now, b)                                                                         \
-    do {                                                                                        \
-        fkv_status st_ = fkv_sched_step(s, now, b);                                             \
-        CHECKF(st_ == FKV_OK, "fkv_sched_step: %s: %s", fkv_strerror(st_), fkv_sched_last_error(s)); \
-        REQUIRE(st_ == FKV_OK);                                                                 \
-    } while (0)
 
 /* A phantom cache in tenant mode: LRU (no quotas of its own to decide
  * victims), prefix cache off, no cold-chunk quantization but by reclaim. */

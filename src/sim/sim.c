@@ -677,8 +677,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         /* the scheme's step share, unless one was named for every scheme
          * or the older per-tenant fraction is on */
         if (!cfg->step_share_set && sc->step_share && scfg.tenant_step_share >= 1) scfg.step_share = sc->step_share;
-        if (sc->admit_reclaim && !cfg->no_admit_reclaim) scfg.admit_reclaim = 1;
-        if (cfg->no_admit_reclaim) scfg.admit_reclaim = 0;
+        scfg.admit_reclaim = !cfg->no_admit_reclaim && (scfg.admit_reclaim || sc->admit_reclaim);
         if (sc->mode == FKV_SCHEME_VTC) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
             uint32_t tokens, running;
