@@ -3,7 +3,10 @@
  * Load: offered load = arrival rate / saturation throughput, where the
  * saturation throughput (requests/s) is measured by simulating the same
  * requests all arriving at once with unlimited KV memory on the same cost
- * profile and scheduler.  Load 1.0 offers exactly what the server can finish.
+ * profile and step budget, in the plain scheduler order (FCFS, no step
+ * share, step-time bound or within-share-first: those are mechanisms under
+ * comparison, and the load must not move when a run turns one on).  Load
+ * 1.0 offers exactly what the server can finish.
  *
  * Capacity rule (memory pressure), fixed before any policy is compared and
  * the same for every scheme: capacity = cap_frac (default 0.75) x the peak

@@ -785,6 +785,26 @@ fkv_status fkv_sim_capacity_rps(const fkv_workload *w, const fkv_sim_config *cfg
     return fkv_sim_capacity(w, cfg, rps, NULL, err, errlen);
 }
 
+/* The configuration of the runs that size a workload (saturation
+ * throughput, peak demand): cfg with unlimited memory and the plain
+ * scheduler order, FCFS with no step share, step-time bound or
+ * within-share-first.  Those orders are mechanisms under comparison: a flag
+ * that turns one on for every scheme of a run must not also move the
+ * arrival rate and the capacity that every scheme, and a baseline run
+ * without the flag, is measured at. */
+static fkv_sim_config sizing_config(const fkv_sim_config *cfg)
+{
+    fkv_sim_config c = *cfg;
+    c.capacity_tokens = 0;
+    c.progress = 0;
+    c.sched.admission = FKV_ADMIT_FCFS;
+    c.sched.step_share = FKV_STEP_SHARE_OFF;
+    c.sched.tenant_step_share = 1;
+    c.sched.step_bound = 0;
+    c.sched.admit_reclaim = 0;
+    return c;
+}
+
 fkv_status fkv_sim_capacity(const fkv_workload *w, const fkv_sim_config *cfg, double *rps, double *tok_s, char *err,
                             size_t errlen)
 {
@@ -793,9 +813,7 @@ fkv_status fkv_sim_capacity(const fkv_workload *w, const fkv_sim_config *cfg, do
     if (!sat.reqs) return FKV_ENOMEM;
     memcpy(sat.reqs, w->reqs, w->n * sizeof *sat.reqs);
     for (size_t i = 0; i < w->n; i++) sat.reqs[i].arrival_ns = 0;
-    fkv_sim_config c = *cfg;
-    c.capacity_tokens = 0;
-    c.progress = 0;
+    fkv_sim_config c = sizing_config(cfg);
     fkv_sim_result r;
     fkv_status st = fkv_sim_run(&sat, NULL, &c, &r, err, errlen);
     free(sat.reqs);
@@ -833,9 +851,7 @@ fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens, char *err,
                                size_t errlen)
 {
-    fkv_sim_config c = *cfg;
-    c.capacity_tokens = 0;
-    c.progress = 0;
+    fkv_sim_config c = sizing_config(cfg);
     fkv_sim_result r;
     fkv_status st = fkv_sim_run(w, NULL, &c, &r, err, errlen);
     if (st) return st;
