@@ -348,10 +348,9 @@ static void sizing_apart(void)
         o.requests = 400;
         o.load_lo = o.load_hi = 0.9;
         if (on) {
-            o.sim.sched.step_share = FKV_STEP_DRR;
-            o.sim.step_share_set = 1;
-            o.sim.sched.admit_reclaim = 1;
-            o.sim.sched.step_bound = 2;
+            o.sim.step_share = FKV_STEP_DRR;
+            o.sim.admit_reclaim = 1;
+            o.sim.step_bound = 2;
             o.sim.sched.admission = FKV_ADMIT_VTC;
         }
         char err[512] = "";

@@ -85,12 +85,14 @@ static void option_errors(void)
     CHECK(o.sim.sched.n_reclaim == 2 && o.sim.sched.reclaim[0] == FKV_RECLAIM_QUANTIZE8 &&
           o.sim.sched.reclaim[1] == FKV_RECLAIM_EVICT);
     CHECK(o.sim.sched.vtc_mem_weight == 0.25 && o.sim.sched.tenant_step_share == 0.5 && !o.sim.sched.publish_shared);
-    CHECK(o.sim.sched.step_share == FKV_STEP_DRR);
+    CHECK(o.sim.step_share == FKV_STEP_DRR);
     /* within-share first and the step-time bound */
     fkv_bench_opts_default(&o);
-    CHECK(o.sim.sched.admit_reclaim == 0 && o.sim.sched.step_bound == 0);
+    CHECK(o.sim.admit_reclaim == -1 && o.sim.step_bound == -1 && o.sim.step_share == -1); /* the scheme's */
     CHECK(parse(&o, "--admit-reclaim --step-bound 2.5", msg, sizeof msg) == 1);
-    CHECK(o.sim.sched.admit_reclaim == 1 && o.sim.sched.step_bound == 2.5);
+    CHECK(o.sim.admit_reclaim == 1 && o.sim.step_bound == 2.5);
+    CHECK(parse(&o, "--no-admit-reclaim --step-bound 0 --step-share off", msg, sizeof msg) == 1);
+    CHECK(o.sim.admit_reclaim == 0 && o.sim.step_bound == 0 && o.sim.step_share == FKV_STEP_SHARE_OFF);
     CHECKF(parse(&o, "--step-bound -1", msg, sizeof msg) == -1 && strstr(msg, "--step-bound: '-1'"), "'%s'", msg);
     CHECKF(parse(&o, "--step-bound x", msg, sizeof msg) == -1 && strstr(msg, "--step-bound: 'x'"), "'%s'", msg);
     /* a count of weights that is not the count of tenants: at prepare */

@@ -177,8 +177,7 @@ static int step_share(fkv_bench_opts *o, const char *v, char *why, size_t whylen
 {
     int m = fkv_step_share_parse(v);
     if (m < 0) return snprintf(why, whylen, "off or drr"), -1;
-    o->sim.sched.step_share = (fkv_step_share)m;
-    o->sim.step_share_set = 1;
+    o->sim.step_share = m;
     return 0;
 }
 
@@ -320,13 +319,13 @@ static const opt_row rows[] = {
      .help = "  --step-share off|drr     drr: the step's prefill budget shared by tenants, weighted deficit\n"
               "                           round robin after decodes (replaces --tenant-step-share), for\n"
               "                           every scheme (default: the scheme's; fairkv's is drr)\n"},
-    {.name = "--admit-reclaim", .kind = OPT_FLAG, .field = F(sim.sched.admit_reclaim), .value = 1,
+    {.name = "--admit-reclaim", .kind = OPT_FLAG, .field = F(sim.admit_reclaim), .value = 1,
      .help = "  --admit-reclaim          while a tenant is over its share, within-share tenants' requests are\n"
               "                           served and admitted first, taking memory from over-share ones, in\n"
               "                           every scheme (fairkv has it by default)\n"},
-    {.name = "--no-admit-reclaim", .kind = OPT_FLAG, .field = F(sim.no_admit_reclaim), .value = 1,
+    {.name = "--no-admit-reclaim", .kind = OPT_FLAG, .field = F(sim.admit_reclaim), .value = 0,
      .help = "  --no-admit-reclaim       the plain order in every scheme, fairkv's included\n"},
-    {.name = "--step-bound", .kind = OPT_NUM, .field = F(sim.sched.step_bound), .lo = 0, .hi = 1000, .why = "a multiple from 0 (off) to 1000",
+    {.name = "--step-bound", .kind = OPT_NUM, .field = F(sim.step_bound), .lo = 0, .hi = 1000, .why = "a multiple from 0 (off) to 1000",
      .help = "  --step-bound K           while a within-share request waits for its first token, cap the step\n"
               "                           so its predicted time <= K x that request's own step (0 = off)\n"},
     {.name = "--private-prefix", .kind = OPT_FLAG, .field = F(sim.sched.publish_shared), .value = 0,

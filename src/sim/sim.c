@@ -28,6 +28,8 @@ void fkv_sim_config_default(fkv_sim_config *c)
     for (int t = 0; t < FKV_SIM_MAX_TENANTS; t++) c->tenant_weight[t] = 1;
     c->quotas = -1;
     c->share_guarantee = -1;
+    c->step_share = c->admit_reclaim = -1;
+    c->step_bound = -1;
     c->victim = -1;
     c->remote_bytes_per_s = FKV_SIM_REMOTE_BYTES_PER_S;
     c->remote_latency_ns = FKV_SIM_REMOTE_LATENCY_NS;
@@ -653,10 +655,11 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     fkv_sim_tokens srcs = fkv_workload_tokens(w, cfg->block_tokens);
     scfg.token_ids = fkv_sim_token_ids; /* ids of the simulated requests */
     struct bound_cost bcost = {cfg->profile, cfg->sched.miss};
-    if (scfg.step_bound > 0 && cfg->profile) {
-        scfg.step_cost = bound_step_cost;
-        scfg.cost_ctx = &bcost;
-    }
+    /* the tenant mechanisms as named for every scheme (a run without a
+     * scheme's cache: each off unless named); a scheme's own below */
+    scfg.step_share = cfg->step_share >= 0 ? (fkv_step_share)cfg->step_share : FKV_STEP_SHARE_OFF;
+    scfg.admit_reclaim = cfg->admit_reclaim > 0;
+    scfg.step_bound = cfg->step_bound > 0 ? cfg->step_bound : 0;
     scfg.token_ctx = &srcs;
     scfg.open_seq = fkv_sim_open_seq; /* their prompt blocks, without pass_tokens */
     scfg.open_ctx = &srcs;
@@ -674,10 +677,11 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         scfg.pass_tokens = sc->prefix_cache;
         srcs.blocks = !scfg.pass_tokens;
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
-        /* the scheme's step share, unless one was named for every scheme
-         * or the older per-tenant fraction is on */
-        if (!cfg->step_share_set && sc->step_share && scfg.tenant_step_share >= 1) scfg.step_share = sc->step_share;
-        scfg.admit_reclaim = !cfg->no_admit_reclaim && (scfg.admit_reclaim || sc->admit_reclaim);
+        /* the scheme's mechanisms where none was named for every scheme;
+         * its step share not with the older per-tenant fraction */
+        if (cfg->step_share < 0 && scfg.tenant_step_share >= 1) scfg.step_share = sc->step_share;
+        if (cfg->admit_reclaim < 0) scfg.admit_reclaim = sc->admit_reclaim;
+        if (cfg->step_bound < 0) scfg.step_bound = sc->step_bound;
         if (sc->mode == FKV_SCHEME_VTC) scfg.admission = FKV_ADMIT_VTC;
         if (sc->gpu_batch_defaults) {
             uint32_t tokens, running;
@@ -698,6 +702,10 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         if ((st = make_remote(sc, cfg, w, &srcs, &rs, err, errlen)) != FKV_OK) goto out;
         scfg.below = remote_below;
         scfg.below_ctx = rs;
+    }
+    if (scfg.step_bound > 0 && cfg->profile) {
+        scfg.step_cost = bound_step_cost;
+        scfg.cost_ctx = &bcost;
     }
     if ((st = fkv_sched_create(&scfg, cache, &s)) != FKV_OK) {
         fkv_errf(err, errlen, st, "scheduler config invalid");
@@ -798,10 +806,10 @@ static fkv_sim_config sizing_config(const fkv_sim_config *cfg)
     c.capacity_tokens = 0;
     c.progress = 0;
     c.sched.admission = FKV_ADMIT_FCFS;
-    c.sched.step_share = FKV_STEP_SHARE_OFF;
     c.sched.tenant_step_share = 1;
-    c.sched.step_bound = 0;
-    c.sched.admit_reclaim = 0;
+    c.step_share = FKV_STEP_SHARE_OFF;
+    c.step_bound = 0;
+    c.admit_reclaim = 0;
     return c;
 }
 

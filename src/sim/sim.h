@@ -50,6 +50,7 @@ typedef struct fkv_scheme {
     fkv_step_share step_share; /* the scheduler's step share unless --step-share names one */
     int share_guarantee;      /* 1: tenant shares as guarantees (fkv_config.share_guarantee) */
     int admit_reclaim;        /* 1: within-share tenants first (fkv_sched_config.admit_reclaim) */
+    double step_bound;        /* k > 0: the step-time bound (fkv_sched_config.step_bound); 0 = off */
     fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
@@ -84,9 +85,12 @@ typedef struct fkv_sim_config {
     int share_guarantee;      /* -1: the scheme's; 1: tenant shares are guarantees
                                * (fkv_config.share_guarantee) in every scheme whose quotas are
                                * per tenant; 0: targets in every scheme */
-    int no_admit_reclaim;     /* 1: no scheme's admit_reclaim applies (--no-admit-reclaim) */
-    int step_share_set;       /* 1: sched.step_share holds for every scheme (--step-share); 0: a
-                               * scheme's own step share replaces an off one */
+    /* The scheduler's tenant mechanisms, each -1 for the scheme's own
+     * setting (fkv_scheme), else the value for every scheme; they replace
+     * the same fields of `sched`, which the simulator does not read: */
+    int step_share;           /* fkv_step_share (--step-share) */
+    int admit_reclaim;        /* 0 or 1: within-share tenants first (--admit-reclaim, --no-admit-reclaim) */
+    double step_bound;        /* k >= 0, 0 = off: the step-time bound (--step-bound) */
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
