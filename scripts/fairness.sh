@@ -91,8 +91,11 @@ mech() { # workload, tenant count
     local w=$1 n=$2
     local share
     share=$(python3 -c "print(1/$n)")
-    # the earlier fairkv's mechanisms: no DRR share, no within-share first
-    local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure --no-admit-reclaim)
+    # the earlier fairkv's mechanisms: no DRR share, no within-share first,
+    # no step-time bound, shares as targets
+    local old="--no-admit-reclaim --step-bound 0 --shares target"
+    # shellcheck disable=SC2206
+    local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure $old)
     echo
     echo "**mechanisms on $w** (fairkv with every mechanism: \`--schemes fairkv ${on[*]}\`; each row turns one off)"
     echo
@@ -120,15 +123,17 @@ EOF
 all on|${on[*]}
 tenant shares off (quotas request)|${on[*]} --quotas request
 reclaim off (preempt at once)|${on[*]} --reclaim none
-memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure --no-admit-reclaim
-VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure --no-admit-reclaim
-step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure --no-admit-reclaim --step-share off
-quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict --no-admit-reclaim
-fairkv before the re-choice (shares and reclaim only)|--step-share off --no-admit-reclaim
-fairkv as recommended (DRR step share, within-share first, shares, reclaim)|
-recommended, within-share first off|--no-admit-reclaim
+memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure $old
+VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure $old
+step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure $old --step-share off
+quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict $old
+fairkv before the re-choices (shares and reclaim only)|--step-share off $old
+fairkv of the first re-choice (DRR step share, within-share first)|--step-bound 0 --shares target --admit-reclaim
+fairkv as recommended (DRR step share, step-time bound, guarantees, reclaim)|
+recommended, step-time bound off|--step-bound 0
 recommended, DRR step share off|--step-share off
-recommended, shares as guarantees|--shares guarantee
+recommended, shares as targets|--shares target
+recommended, within-share first on|--admit-reclaim
 recommended, tenant shares off|--quotas request
 recommended, reclaim off|--reclaim none
 EOF

@@ -33,7 +33,7 @@ SCORED = ("tenants", "chat")
 
 MECHANISMS = [  # (short name, the flags that turn it on, those that turn it off)
     ("drr", ["--step-share", "drr"], ["--step-share", "off"]),
-    ("bound", ["--step-bound", "2"], []),
+    ("bound", ["--step-bound", "2"], ["--step-bound", "0"]),
     ("guarantee", ["--shares", "guarantee"], ["--shares", "target"]),
     ("admit", ["--admit-reclaim"], ["--no-admit-reclaim"]),
 ]

@@ -306,7 +306,16 @@ static void test_pressure(int ref)
     c.step_bound = 2;
     run(&c, (run_opts){1, 0, 0, NULL}, o);
     CHECKF(matches_baseline(o, 1, "admit_reclaim, step bound 2"), "%s: admit_reclaim, step bound 2", lab);
+    /* serve's defaults: the step share under the bound, tenant shares
+     * as guarantees */
     c.admit_reclaim = 0;
+    int quotas = c.quotas;
+    c.quotas = FKV_QUOTA_TENANT;
+    c.share_guarantee = 1;
+    run(&c, (run_opts){1, 0, 0, NULL}, o);
+    CHECKF(matches_baseline(o, 1, "drr, step bound 2, guarantees"), "%s: drr, step bound 2, guarantees", lab);
+    c.quotas = quotas;
+    c.share_guarantee = 0;
     c.step_bound = 0;
     c.step_share = FKV_STEP_SHARE_OFF;
     /* dynamic (windowed) batching: a batch is admitted whole and runs to its end */

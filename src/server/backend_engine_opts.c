@@ -33,13 +33,16 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     cfg->chunk_tokens = 64; /* the simulator's schemes use 64-token chunks */
     /* The recommended configuration, the simulator's `fairkv` scheme
      * (docs/EVALUATION.md, 3b, "Re-choosing the recommended fairkv"):
-     * tenant shares (the 'user' field), the step shared by deficit round
-     * robin, within-share tenants first (admission that reclaims), the
-     * fair victim, fair reclaim before preempting.  An option that
-     * contradicts one of them drops it (below). */
+     * tenant shares (the 'user' field) as guarantees, the step shared by
+     * deficit round robin under the step-time bound (k = 2; the engine
+     * prices a step by its tokens), the fair victim, fair reclaim before
+     * preempting.  An option that contradicts one of them drops it
+     * (below). */
     cfg->quotas = FKV_QUOTA_TENANT;
-    cfg->admit_reclaim = 1;
+    cfg->share_guarantee = 1;
+    cfg->admit_reclaim = 0;
     cfg->step_share = FKV_STEP_DRR;
+    cfg->step_bound = 2;
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
     cfg->reclaim[2] = FKV_RECLAIM_EVICT, cfg->n_reclaim = 3;

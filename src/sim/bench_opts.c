@@ -288,7 +288,7 @@ static const opt_row rows[] = {
      .help = "  --shares target|guarantee   tenant shares (quotas tenant) in every scheme as targets: the\n"
               "                           tenant furthest over gives first; or as guarantees: no tenant at or\n"
               "                           under its share loses memory to another, the policy orders the rest\n"
-              "                           (default: the scheme's; fairkv's are targets)\n"},
+              "                           (default: the scheme's; fairkv's are guarantees)\n"},
     {.name = "--victim", .kind = OPT_CALL, .call = victim,
      .help = "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"},
     {.name = "--reclaim", .kind = OPT_CALL, .call = reclaim, .set = F(sim.reclaim_set),
@@ -322,12 +322,13 @@ static const opt_row rows[] = {
     {.name = "--admit-reclaim", .kind = OPT_FLAG, .field = F(sim.admit_reclaim), .value = 1,
      .help = "  --admit-reclaim          while a tenant is over its share, within-share tenants' requests are\n"
               "                           served and admitted first, taking memory from over-share ones, in\n"
-              "                           every scheme (fairkv has it by default)\n"},
+              "                           every scheme (default: the scheme's; off in all)\n"},
     {.name = "--no-admit-reclaim", .kind = OPT_FLAG, .field = F(sim.admit_reclaim), .value = 0,
-     .help = "  --no-admit-reclaim       the plain order in every scheme, fairkv's included\n"},
+     .help = "  --no-admit-reclaim       the plain order in every scheme\n"},
     {.name = "--step-bound", .kind = OPT_NUM, .field = F(sim.step_bound), .lo = 0, .hi = 1000, .why = "a multiple from 0 (off) to 1000",
      .help = "  --step-bound K           while a within-share request waits for its first token, cap the step\n"
-              "                           so its predicted time <= K x that request's own step (0 = off)\n"},
+              "                           so its predicted time <= K x that request's own step, for every\n"
+              "                           scheme (0 = off; default: the scheme's; fairkv's is 2)\n"},
     {.name = "--private-prefix", .kind = OPT_FLAG, .field = F(sim.sched.publish_shared), .value = 0,
      .help = "  --private-prefix         shared_tokens matched within a tenant only (default: public)\n"},
     {.help = "system:\n"},
