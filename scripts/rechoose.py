@@ -4,7 +4,9 @@
 comparison"): today's fairkv with every subset of four step and share
 mechanisms, on the development workloads only.
 
-usage: scripts/rechoose.py [BUILD_DIR] [DATA_DIR]  (defaults: build, ../shared/data)
+usage: scripts/rechoose.py [BUILD_DIR] [DATA_DIR] [--extended]
+       (defaults: build, ../shared/data; --extended adds the per-tenant step
+       fraction and cold-chunk quantization to the four mechanisms)
 Prints one markdown table per criterion, then the candidate the rule picks.
 The simulator is deterministic: the same build gives the same table."""
 import itertools
@@ -13,8 +15,9 @@ import os
 import subprocess
 import sys
 
-BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
-DATA = sys.argv[2] if len(sys.argv) > 2 else os.path.join("..", "shared", "data")
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+BUILD = ARGS[0] if len(ARGS) > 0 else "build"
+DATA = ARGS[1] if len(ARGS) > 1 else os.path.join("..", "shared", "data")
 FKV = os.path.join(BUILD, "fairkv")
 
 WORKLOADS = {
@@ -31,12 +34,35 @@ MEAN_BOUND = ("seed", "tenants-alike", "mooncake", "azure")
 # step 2: the fairness score's workloads
 SCORED = ("tenants", "chat")
 
+# tenants of each workload (None: one tenant, so a per-tenant fraction
+# never applies)
+TENANTS = {"seed": None, "tenants": 6, "tenants-alike": 6, "chat": 4, "mooncake": 4, "azure": None}
+
 MECHANISMS = [  # (short name, the flags that turn it on, those that turn it off)
     ("drr", ["--step-share", "drr"], ["--step-share", "off"]),
     ("bound", ["--step-bound", "2"], ["--step-bound", "0"]),
     ("guarantee", ["--shares", "guarantee"], ["--shares", "target"]),
     ("admit", ["--admit-reclaim"], ["--no-admit-reclaim"]),
 ]
+# --extended: two more existing mechanisms (EVALUATION 3b, "The candidate
+# set extended"): the per-tenant step fraction, 1/n of the budget for n
+# tenants ("FRACTION": per workload), and int8 cold chunks under pressure
+EXTENDED = [
+    ("fraction", ["FRACTION"], []),
+    ("quant", ["--quant", "under-pressure"], ["--quant", "off"]),
+]
+
+
+def flags_for(flags, w):
+    """The flags for workload w: FRACTION becomes its tenants' 1/n, or
+    nothing where the workload has one tenant."""
+    out = []
+    for f in flags:
+        if f != "FRACTION":
+            out.append(f)
+        elif TENANTS[w]:
+            out += ["--tenant-step-share", repr(1 / TENANTS[w])]
+    return out
 
 
 def bench(args, schemes):
@@ -54,19 +80,23 @@ def worst_within(s, iso):
 
 
 def main():
+    mechanisms = MECHANISMS + (EXTENDED if "--extended" in sys.argv else [])
     base = {}
     for w, a in WORKLOADS.items():
         base[w] = bench(a, "lru,isolated" if w in SCORED else "lru")
     cands = []
-    for k in range(len(MECHANISMS) + 1):
-        for combo in itertools.combinations(MECHANISMS, k):
-            name = "+".join(m[0] for m in combo) or "today"
+    for k in range(len(mechanisms) + 1):
+        for combo in itertools.combinations(mechanisms, k):
+            names = [m[0] for m in combo]
+            if "drr" in names and "fraction" in names:
+                continue  # the scheduler's DRR share overrides the fraction
+            name = "+".join(names) or "today"
             # every mechanism named on or off: the scheme's own defaults
             # (which include some of them) do not decide
-            flags = [f for m in MECHANISMS for f in (m[1] if m in combo else m[2])]
+            flags = [f for m in mechanisms for f in (m[1] if m in combo else m[2])]
             row = {"name": name, "n": k, "flags": " ".join(f for m in combo for f in m[1])}
             for w, a in WORKLOADS.items():
-                s = bench(a + flags, "fairkv")["fairkv"]
+                s = bench(a + flags_for(flags, w), "fairkv")["fairkv"]
                 lru = base[w]["lru"]
                 row[w] = {
                     "thr": s["throughput_tok_s"] / lru["throughput_tok_s"],
