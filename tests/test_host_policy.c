@@ -7,11 +7,15 @@
  * remote store with the same orders; and the configuration's checks. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../tools/cli.h"
+#include "bench_cli.h"
 #include "check.h"
 #include "core/ghost.h"
 #include "core/internal.h"
 #include "fairkv.h"
+#include "server/backend_engine_opts.h"
 #include "sim/remote_store.h"
 #include "util/rng.h"
 
@@ -576,6 +580,87 @@ static void test_config(void)
     unsetenv("FAIRKV_HOST_POLICY");
 }
 
+/* ------------------------------------------------ simulator and server */
+
+static char *bench_out(const char *args)
+{
+    char path[] = "/tmp/fkv_hostpol_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    int rc = bench_cli(args, path);
+    CHECKF(rc == 0, "bench %s: rc %d", args, rc);
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    unlink(path);
+    char *out = strdup(buf);
+    REQUIRE(out);
+    return out;
+}
+
+/* `fairkv bench --host-policy`: lru is the run without the option, byte
+ * for byte; s3fifo and arc reach the host tier and the remote store (the
+ * runs differ from lru's); oracle-memory, which has no tier below the
+ * device, runs the same under any; no tier to order, or an unknown name,
+ * is refused. */
+static void test_bench_option(void)
+{
+    const char *host = "--workload chat --requests 400 --load 0.9 --schemes lru,oracle-memory --quiet --format json "
+                       "--host-x 2 --host-demote";
+    const char *remote = "--workload chat --requests 400 --load 0.9 --schemes lru --quiet --format json --remote-gb 5";
+    char a[512];
+    for (int tier = 0; tier < 2; tier++) {
+        const char *base = tier ? remote : host;
+        char *plain = bench_out(base), *runs[3];
+        for (int p = 0; p < 3; p++) {
+            snprintf(a, sizeof a, "%s --host-policy %s", base, fkv_host_policy_name(p));
+            runs[p] = bench_out(a);
+        }
+        CHECK(!strcmp(plain, runs[0]));
+        CHECKF(strcmp(runs[0], runs[1]) && strcmp(runs[0], runs[2]), "%s: s3fifo or arc equal to lru",
+               tier ? "remote" : "host");
+        if (!tier) {
+            /* oracle-memory's row, the last scheme, is the same under every order */
+            const char *o0 = strstr(runs[0], "\"oracle-memory\""), *o1 = strstr(runs[1], "\"oracle-memory\"");
+            REQUIRE(o0 && o1);
+            CHECK(!strcmp(o0, o1)); /* its row and all that follows it */
+        }
+        free(plain);
+        for (int p = 0; p < 3; p++) free(runs[p]);
+    }
+    CHECK(bench_cli("--workload chat --requests 50 --quiet --schemes lru --host-policy s3fifo", "/dev/null") != 0);
+    CHECK(bench_cli("--workload chat --requests 50 --quiet --schemes lru --host-x 1 --host-demote --host-policy lfu",
+                    "/dev/null") != 0);
+}
+
+/* `fairkv serve --host-policy` (the engine's host_policy option): parsed,
+ * and refused with no host tier (the Redis tier has its own policy). */
+static void test_serve_option(void)
+{
+    fkv_engine_config cfg;
+    fkv_engine_backend_opts bo;
+    char model[64], err[256] = "";
+    const char *host[] = {"model=m.gguf", "host_policy=s3fifo", "host_kv=1MiB", NULL};
+    CHECK(fkv__engine_opts_parse(host, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.host_policy == FKV_HOST_S3FIFO && cfg.host_demote);
+    const char *arc[] = {"model=m.gguf", "host_policy=arc", "host_kv=1MiB", NULL};
+    CHECK(fkv__engine_opts_parse(arc, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.host_policy == FKV_HOST_ARC);
+    const char *none[] = {"model=m.gguf", "host_policy=arc", "remote=redis://127.0.0.1:1", NULL};
+    CHECK(fkv__engine_opts_parse(none, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "no host tier"));
+    const char *bad[] = {"model=m.gguf", "host_policy=mru", "host_kv=1MiB", NULL};
+    CHECK(fkv__engine_opts_parse(bad, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+          strstr(err, "host_policy=mru"));
+    const char *dflt[] = {"model=m.gguf", "host_kv=1MiB", NULL};
+    CHECK(fkv__engine_opts_parse(dflt, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.host_policy == FKV_HOST_LRU);
+}
+
 int main(void)
 {
     test_config();
@@ -591,5 +676,7 @@ int main(void)
         test_variable_sizes(policy);
     }
     test_remote_store();
+    test_bench_option();
+    test_serve_option();
     return check_done();
 }
