@@ -14,7 +14,9 @@
 #include "check.h"
 #include "core/ghost.h"
 #include "core/internal.h"
+#include "engine/engine.h"
 #include "fairkv.h"
+#include "model_fixture.h"
 #include "server/backend_engine_opts.h"
 #include "sim/remote_store.h"
 #include "util/rng.h"
@@ -84,7 +86,7 @@ static uint64_t req_id;
  * 'D' found on the device; 'H' found in the host tier, then copied back
  * (promoted: the device's chunk goes down to make room); 'M' missed, then
  * computed (the device's chunk goes down). */
-static char access_key(fkv_cache *c, uint32_t k, uint64_t tenant)
+static char access_key_as(fkv_cache *c, uint32_t k, uint64_t tenant, int look)
 {
     int32_t tok[CHUNK];
     fill(tok, CHUNK, (int32_t)(k * 100));
@@ -95,17 +97,21 @@ static char access_key(fkv_cache *c, uint32_t k, uint64_t tenant)
     char r = 'M';
     if (mi.device_tokens == CHUNK) {
         r = 'D';
+    } else if (mi.host_tokens == CHUNK && look) {
+        r = 'H'; /* let go without copying back: it returns to its list */
     } else if (mi.host_tokens == CHUNK) {
         fkv_fetch_info fi;
         REQUIRE(fkv_seq_fetch(s, 0, CHUNK, FKV_FETCH_HOST, NULL, &fi) == FKV_OK && fi.host_tokens == CHUNK);
         r = 'H';
-    } else {
+    } else if (!look) {
         REQUIRE(mi.device_tokens == 0 && mi.host_tokens == 0);
         REQUIRE(fkv_seq_append(s, tok, CHUNK, NULL) == FKV_OK);
     }
     fkv_seq_free(s);
     return r;
 }
+
+static char access_key(fkv_cache *c, uint32_t k, uint64_t tenant) { return access_key_as(c, k, tenant, 0); }
 
 static void run_trace(fkv_cache *c, const uint32_t *keys, size_t n, char *out)
 {
@@ -306,6 +312,27 @@ static void ref_demote(ref *r, uint32_t held)
     else r->main[r->nm++] = d;
 }
 
+/* A look: a match that lets go.  A host chunk is read and returns to
+ * the tail of its list (arc: of T2); nothing is computed on a miss. */
+static char ref_look(ref *r, int k)
+{
+    if (r->dev == k) return 'D';
+    int at;
+    if ((at = find(r->small, r->ns, k)) >= 0) {
+        del(r->small, &r->ns, (uint32_t)at);
+        if (r->policy == FKV_HOST_ARC) r->main[r->nm++] = k;
+        else r->small[r->ns++] = k;
+    } else if ((at = find(r->main, r->nm, k)) >= 0) {
+        del(r->main, &r->nm, (uint32_t)at);
+        r->main[r->nm++] = k;
+    } else {
+        return 'M';
+    }
+    if (r->freq[k] < 3) r->freq[k]++;
+    r->read[k] = 1;
+    return 'H';
+}
+
 static char ref_access(ref *r, int k)
 {
     if (r->dev == k) return 'D';
@@ -325,7 +352,8 @@ static char ref_access(ref *r, int k)
 }
 
 /* A few thousand accesses over 40 keys, skewed (a key's chance falls with
- * its index, squared uniform), against the reference, access by access. */
+ * its index, squared uniform), a quarter of them looks (matched, let go),
+ * against the reference, access by access. */
 static void test_against_reference(int policy, uint32_t cap, uint64_t seed)
 {
     fkv_cache *c = open_cache(policy, 2, cap, FKV_QUOTA_OFF);
@@ -338,8 +366,8 @@ static void test_against_reference(int policy, uint32_t cap, uint64_t seed)
     uint32_t hits = 0, diverged = 0;
     for (uint32_t i = 0; i < 3000 && !diverged; i++) {
         double u = (double)(fkv_rng_splitmix(&rng) >> 11) / 9007199254740992.0;
-        int k = (int)(u * u * 40);
-        char want = ref_access(&r, k), got = access_key(c, (uint32_t)k, 0);
+        int k = (int)(u * u * 40), look = fkv_rng_splitmix(&rng) % 4 == 0; /* a quarter: looks */
+        char want = look ? ref_look(&r, k) : ref_access(&r, k), got = access_key_as(c, (uint32_t)k, 0, look);
         hits += want == 'H';
         if (want != got) {
             fprintf(stderr, "%s cap %u: access %u (key %d): tier %c, reference %c\n", fkv_host_policy_name(policy), cap, i,
@@ -661,6 +689,30 @@ static void test_serve_option(void)
           cfg.host_policy == FKV_HOST_LRU);
 }
 
+/* The engine hands the order to its cache's host tier (what `fairkv serve
+ * --host-policy` sets), on a tiny generated model. */
+static void test_engine_cache(void)
+{
+    fkv_model_init_cfg mc;
+    REQUIRE(!fkv_model_init_preset("tiny", &mc));
+    built tiny = build(&mc);
+    for (int policy = FKV_HOST_LRU; policy <= FKV_HOST_ARC; policy++) {
+        fkv_engine_config ec;
+        fkv_engine_config_default(&ec);
+        ec.host_bytes = 1 << 20;
+        ec.host_demote = 1;
+        ec.host_policy = policy;
+        fkv_engine *e = NULL;
+        char err[300];
+        REQUIRE(fkv_engine_create(tiny.m, &ec, &e, err, sizeof err) == FKV_OK);
+        const fkv_cache *c = fkv_engine_cache(e);
+        CHECKF(c->cfg.host_policy == (fkv_host_policy)policy && (policy == FKV_HOST_LRU) == !c->host_ghost,
+               "engine cache: host_policy %d for %d", (int)c->cfg.host_policy, policy);
+        fkv_engine_destroy(e);
+    }
+    unbuild(&tiny);
+}
+
 int main(void)
 {
     test_config();
@@ -678,5 +730,6 @@ int main(void)
     test_remote_store();
     test_bench_option();
     test_serve_option();
+    test_engine_cache();
     return check_done();
 }
