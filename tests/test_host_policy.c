@@ -524,7 +524,8 @@ static void test_ghost(void)
     CHECK(fkv__ghost_take(g, 4) && !fkv__ghost_take(g, 4));
     CHECK(fkv__ghost_count(g) == 2 && fkv__ghost_bytes(g) == 20);
     CHECK(fkv__ghost_add(g, 3, 10, 30) == 0); /* 3 moves to the newest place */
-    CHECK(fkv__ghost_add(g, 6, 10, 30) == 0 && fkv__ghost_add(g, 7, 10, 30) == 0); /* 5 leaves, then 3? no: 5, then 3 stays */
+    /* [5 3] + 6 + 7: over 30 bytes, the oldest, 5, leaves; 3 (moved up) stays */
+    CHECK(fkv__ghost_add(g, 6, 10, 30) == 0 && fkv__ghost_add(g, 7, 10, 30) == 0);
     CHECK(!fkv__ghost_take(g, 5));
     CHECK(fkv__ghost_take(g, 3) && fkv__ghost_take(g, 6) && fkv__ghost_take(g, 7));
     CHECK(fkv__ghost_count(g) == 0 && fkv__ghost_bytes(g) == 0);
