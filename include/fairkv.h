@@ -135,6 +135,13 @@ typedef enum fkv_tier_admission {
     FKV_TIER_ADMIT_SEEN = 2     /* a chunk goes down only once seen tier_admission_threshold times */
 } fkv_tier_admission;
 
+/* The host tier's eviction order (fkv_config.host_policy). */
+typedef enum fkv_host_policy {
+    FKV_HOST_LRU = 0,    /* least recently demoted or released first */
+    FKV_HOST_S3FIFO = 1, /* S3-FIFO: a small FIFO, a main FIFO with frequency bits, a ghost */
+    FKV_HOST_ARC = 2     /* ARC: recency and frequency lists with an adaptive target */
+} fkv_host_policy;
+
 typedef struct fkv_config {
     /* model geometry: bytes per token = 2 * n_layers * n_kv_heads * head_dim * sizeof(dtype) */
     uint32_t n_layers;   /* 32 */
@@ -218,6 +225,24 @@ typedef struct fkv_config {
     uint32_t tier_admission_threshold; /* 2: sightings needed, 1..15 */
     uint64_t tier_admission_window;    /* 0: 10 x (device pages + host pages) */
 
+    /* The order in which demoted idle chunks leave the host tier
+     * (docs/ARCHITECTURE.md, "Host-tier eviction orders"); host_demote
+     * only.  Whatever the order, the tenant shares choose whose chunk goes
+     * first and the prefix closure replaces the order's pick by an idle
+     * demoted chunk extending it (leaves first).  FKV_HOST_LRU (the
+     * default): as without this field.  FKV_HOST_S3FIFO (Yang et al., SOSP
+     * 2023): demoted chunks enter a small FIFO of a tenth of
+     * host_capacity_bytes; one read from the host tier (a match that
+     * attaches it) moves to the main FIFO when it reaches the small one's
+     * head, the others leave and their keys wait in a ghost FIFO (as many
+     * bytes as the main FIFO's nine tenths); a chunk demoted again while
+     * its key is in the ghost, or that was read from the host tier before,
+     * enters the main FIFO, whose head goes back to its tail while its
+     * frequency (reads, at most 3) is above 0, one less each time.  Sizes
+     * are in bytes, so chunks of any size count by what they hold.
+     * FKV_HOST_ARC (Megiddo and Modha, FAST 2003): see the same section. */
+    fkv_host_policy host_policy;
+
     /* prefix cache */
     int prefix_cache;        /* 1: finished requests' chunks stay cached and are matched */
 
@@ -242,6 +267,11 @@ FKV_API const char *const *fkv_policy_names(void);
  * untouched).  The name of a mode, or "?" */
 FKV_API int fkv_tier_admission_parse(const char *name, int *out);
 FKV_API const char *fkv_tier_admission_name(int mode);
+
+/* Pure.  "lru", "s3fifo" or "arc" -> *out (an fkv_host_policy); -1 on any
+ * other name (out untouched).  The name of a policy, or "?" */
+FKV_API int fkv_host_policy_parse(const char *name, int *out);
+FKV_API const char *fkv_host_policy_name(int policy);
 
 /* ---------------------------------------------------------------- cache */
 

@@ -88,8 +88,9 @@ static const char *const ops_policies[] = {"fifo", "lru", "flru", "flru-literal"
  * (request, tenant) x dynamic chunking x quantization (off, always) x
  * admission below the device (off, tinylfu, seen: a window of 64 sightings,
  * so the sketch halves often), with demotion on and a host of 16 pages,
- * matches across tiers and promotion (tests/test_ops_host.c). */
-#define OPS_HOST_VARIANTS 144
+ * matches across tiers and promotion (tests/test_ops_host.c); those 144
+ * with the host tier's order lru, then s3fifo, then arc (host_policy). */
+#define OPS_HOST_VARIANTS 432
 
 /* 1: the variants in tenant mode read shares as guarantees
  * (fkv_config.share_guarantee; tests/test_guarantee.c); 0: as targets. */
@@ -119,7 +120,8 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
         cfg.quotas = (h / 6) % 2 ? FKV_QUOTA_TENANT : FKV_QUOTA_REQUEST;
         cfg.dynamic_chunking = (h / 12) % 2;
         cfg.quant_mode = (fkv_quant_mode)((h / 24) % 2);
-        cfg.tier_admission = (int)(h / 48); /* off, tinylfu, seen */
+        cfg.tier_admission = (int)(h / 48 % 3); /* off, tinylfu, seen */
+        cfg.host_policy = (fkv_host_policy)(h / 144); /* lru, s3fifo, arc */
         cfg.tier_admission_window = 64;
         cfg.quant_dtype = FKV_INT8;
         cfg.quant_hot_tokens = 8;

@@ -1,7 +1,7 @@
 /* The random operation sequences of tests/ops_driver.h over the host tier
  * variants (demotion on, a host of 16 pages, tiered matches, promotion,
  * reclaim with offload into the same tier, admission filters off, tinylfu
- * and seen): the full invariant checker
+ * and seen, host orders lru, s3fifo and arc): the full invariant checker
  * (both tiers' bytes, per tenant, prefix closure) and the read-back of
  * every resident K/V after every operation. */
 #include "check.h"
@@ -11,7 +11,7 @@ int main(void)
 {
     uint64_t per_variant = (uint64_t)(96000 * check_scale()) / OPS_HOST_VARIANTS + 1;
     uint64_t total = 0, matched = 0, promoted = 0, reloaded = 0;
-    double demoted = 0, host_evicted = 0, host_hits = 0, refused[3] = {0, 0, 0};
+    double demoted = 0, host_evicted = 0, host_hits = 0, refused[3] = {0, 0, 0}, evicted_by[3] = {0, 0, 0};
     for (uint32_t h = 0; h < OPS_HOST_VARIANTS; h++) {
         uint32_t k = OPS_VARIANTS + h;
         ops_state st;
@@ -33,7 +33,8 @@ int main(void)
         demoted += st.c->stats.fairkv_tier_demotions_total[0];
         host_evicted += st.c->stats.fairkv_tier_evictions_total[1];
         host_hits += st.c->stats.fairkv_tier_hit_tokens_total[1];
-        refused[h / 48] += st.c->stats.fairkv_tier_refused_total[0];
+        refused[h / 48 % 3] += st.c->stats.fairkv_tier_refused_total[0];
+        evicted_by[h / 144] += st.c->stats.fairkv_tier_evictions_total[1];
         ops_close(&st);
     }
     printf("%llu ops; %.0f chunks demoted, %.0f evicted from the host; %llu tokens matched in the host "
@@ -46,5 +47,8 @@ int main(void)
     /* the admission variants refuse some chunks (tinylfu, seen), off none */
     CHECKF(refused[0] == 0 && refused[1] > 0 && refused[2] > 0, "refused: off %.0f tinylfu %.0f seen %.0f", refused[0],
            refused[1], refused[2]);
+    /* every host order (lru, s3fifo, arc) had to make room */
+    CHECKF(evicted_by[0] > 0 && evicted_by[1] > 0 && evicted_by[2] > 0, "host evictions: lru %.0f s3fifo %.0f arc %.0f",
+           evicted_by[0], evicted_by[1], evicted_by[2]);
     return check_done();
 }

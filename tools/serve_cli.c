@@ -54,6 +54,8 @@ static void usage(FILE *f)
             "  --tier-admission off|tinylfu|seen  engine: below the device only what a TinyLFU filter\n"
             "                       has seen often enough: host demotions (tinylfu: as often as the chunk it\n"
             "                       would push out; seen: twice) and Redis write-back (twice) (default off)\n"
+            "  --host-policy lru|s3fifo|arc  engine: the --host-kv tier's eviction order (default lru;\n"
+            "                       the Redis tier evicts by Redis's own maxmemory-policy)\n"
             "  --remote redis://HOST:PORT[,HOST:PORT...]  engine: remote KV tier in Redis, shared by\n"
             "                       every instance of the same model (default: none)\n"
             "  --remote-cluster     engine: the --remote nodes are seeds of a Redis Cluster\n"
@@ -119,6 +121,7 @@ static const struct {
               {"--remote", "remote"},         {"--remote-timeout-ms", "remote_timeout_ms"},
               {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
               {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"},
+              {"--host-policy", "host_policy"},
               {"--admit-reclaim", "admit_reclaim"}, {"--step-bound", "step_bound"},
               {"--shares", "shares"},
               /* llama-server's names (docs/OPERATIONS.md has the table) */

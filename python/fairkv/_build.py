@@ -49,6 +49,10 @@ typedef enum fkv_tier_admission {
     FKV_TIER_ADMIT_OFF = 0, FKV_TIER_ADMIT_TINYLFU = 1, FKV_TIER_ADMIT_SEEN = 2
 } fkv_tier_admission;
 
+typedef enum fkv_host_policy {
+    FKV_HOST_LRU = 0, FKV_HOST_S3FIFO = 1, FKV_HOST_ARC = 2
+} fkv_host_policy;
+
 typedef struct fkv_clock { int64_t (*now_ns)(void *ctx); void *ctx; } fkv_clock;
 typedef struct fkv_config {
     uint32_t n_layers; uint32_t n_kv_heads; uint32_t head_dim; fkv_dtype dtype;
@@ -60,6 +64,7 @@ typedef struct fkv_config {
     uint32_t quant_warm_tokens;
     uint64_t host_capacity_bytes; int host_demote;
     fkv_tier_admission tier_admission; uint32_t tier_admission_threshold; uint64_t tier_admission_window;
+    fkv_host_policy host_policy;
     int prefix_cache;
     fkv_clock clock; const char *device_label; int thread_safe;
     ...;

@@ -73,6 +73,7 @@ _STORAGE = {"phantom": lib.FKV_STORAGE_PHANTOM, "cpu": lib.FKV_STORAGE_CPU}
 _QUOTAS = {"off": lib.FKV_QUOTA_OFF, "request": lib.FKV_QUOTA_REQUEST, "tenant": lib.FKV_QUOTA_TENANT}
 _QMODES = {"off": lib.FKV_QUANT_OFF, "always": lib.FKV_QUANT_ALWAYS, "under_pressure": lib.FKV_QUANT_UNDER_PRESSURE}
 _TIER_ADMIT = {"off": lib.FKV_TIER_ADMIT_OFF, "tinylfu": lib.FKV_TIER_ADMIT_TINYLFU, "seen": lib.FKV_TIER_ADMIT_SEEN}
+_HOST_POLICY = {"lru": lib.FKV_HOST_LRU, "s3fifo": lib.FKV_HOST_S3FIFO, "arc": lib.FKV_HOST_ARC}
 
 # Every field of fkv_config a Python caller sets, with its kind: the one
 # table that validation, defaults and the docs read.  (clock and next_use
@@ -111,6 +112,7 @@ _FIELDS: Dict[str, Tuple[str, Any]] = {
     "tier_admission": ("enum", _TIER_ADMIT),
     "tier_admission_threshold": ("int", _U32),
     "tier_admission_window": ("int", _U64),
+    "host_policy": ("enum", _HOST_POLICY),
     "prefix_cache": ("bool", None),
     "block_tokens": ("int", _U32),
     "class_short_max": ("int", _U32),

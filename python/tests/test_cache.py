@@ -58,7 +58,8 @@ def test_every_field_round_trips():
                    temperature=3.0, tenant_labels=4, min_chunk_retention_ns=5, free_tail_first=True,
                    quant_mode="under-pressure", quant_dtype="int8", quant_hot_tokens=32, quant_pressure=0.8,
                    quant_warm_tokens=64, host_capacity_bytes=1 << 20, host_demote=True, tier_admission="seen",
-                   tier_admission_threshold=3, tier_admission_window=1000, prefix_cache=True, block_tokens=64,
+                   tier_admission_threshold=3, tier_admission_window=1000, host_policy="s3fifo", prefix_cache=True,
+                   block_tokens=64,
                    class_short_max=100, class_medium_max=400, device_label="dev1", thread_safe=False)
     assert set(changed) | {"capacity_bytes"} == set(d)
     with fairkv.Cache(**changed) as c:

@@ -76,6 +76,21 @@ int fkv_tier_admission_parse(const char *name, int *out)
     return 0;
 }
 
+int fkv_host_policy_parse(const char *name, int *out)
+{
+    if (!name || !out) return -1;
+    if (!strcmp(name, "lru")) *out = FKV_HOST_LRU;
+    else if (!strcmp(name, "s3fifo")) *out = FKV_HOST_S3FIFO;
+    else if (!strcmp(name, "arc")) *out = FKV_HOST_ARC;
+    else return -1;
+    return 0;
+}
+
+const char *fkv_host_policy_name(int policy)
+{
+    return policy == FKV_HOST_LRU ? "lru" : policy == FKV_HOST_S3FIFO ? "s3fifo" : policy == FKV_HOST_ARC ? "arc" : "?";
+}
+
 const char *fkv_tier_admission_name(int mode)
 {
     return mode == FKV_TIER_ADMIT_OFF ? "off" : mode == FKV_TIER_ADMIT_TINYLFU ? "tinylfu"
@@ -98,7 +113,7 @@ void fkv_eval_config_default(fkv_eval_config *ev)
 }
 
 /* Options tables for the environment: FAIRKV_<NAME>. */
-enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE, OPT_QUOTA, OPT_ADMIT };
+enum opt_type { OPT_U32, OPT_U64, OPT_I64, OPT_DBL, OPT_BOOL, OPT_STR, OPT_DTYPE, OPT_QMODE, OPT_QUOTA, OPT_ADMIT, OPT_HOSTPOL };
 typedef struct opt {
     const char *env;
     enum opt_type type;
@@ -136,6 +151,7 @@ static const opt options[] = {
     {"FAIRKV_TIER_ADMISSION", OPT_ADMIT, offsetof(fkv_config, tier_admission)},
     {"FAIRKV_TIER_ADMISSION_THRESHOLD", OPT_U32, offsetof(fkv_config, tier_admission_threshold)},
     {"FAIRKV_TIER_ADMISSION_WINDOW", OPT_U64, offsetof(fkv_config, tier_admission_window)},
+    {"FAIRKV_HOST_POLICY", OPT_HOSTPOL, offsetof(fkv_config, host_policy)},
 };
 static const opt eval_options[] = {
     {"FAIRKV_BLOCK_TOKENS", OPT_U32, offsetof(fkv_eval_config, block_tokens)},
@@ -187,6 +203,13 @@ static fkv_status from_env(void *base, const opt *tab, size_t n, char *err, size
             int m = 0;
             if (fkv_tier_admission_parse(s, &m)) errno = EINVAL;
             else *(fkv_tier_admission *)f = (fkv_tier_admission)m;
+            end = (char *)s + strlen(s);
+            break;
+        }
+        case OPT_HOSTPOL: {
+            int m = 0;
+            if (fkv_host_policy_parse(s, &m)) errno = EINVAL;
+            else *(fkv_host_policy *)f = (fkv_host_policy)m;
             end = (char *)s + strlen(s);
             break;
         }
@@ -285,6 +308,11 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF &&
         (cfg->tier_admission_threshold < 1 || cfg->tier_admission_threshold > 15))
         return BAD("tier_admission_threshold=%u: must be 1 to 15 (4-bit counters)", cfg->tier_admission_threshold);
+    if (cfg->host_policy != FKV_HOST_LRU && cfg->host_policy != FKV_HOST_S3FIFO && cfg->host_policy != FKV_HOST_ARC)
+        return BAD("host_policy=%d: must be lru (0), s3fifo (1) or arc (2)", (int)cfg->host_policy);
+    if (cfg->host_policy != FKV_HOST_LRU && !cfg->host_demote)
+        return BAD("host_policy=%s: needs host_demote (the order is among demoted chunks)",
+                   fkv_host_policy_name(cfg->host_policy));
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->prefix_cache)
         return BAD("tier_admission=%s: needs prefix_cache (sightings are page keys)",
                    fkv_tier_admission_name(cfg->tier_admission));
@@ -378,6 +406,7 @@ fkv_status fkv_cache_create_eval(const fkv_config *cfg, const fkv_eval_config *e
     st = fkv__pool_init(c);
     if (!st) st = fkv__prefix_init(c);
     if (!st) st = fkv__tenants_init(c);
+    if (!st) st = fkv__host_order_init(c);
     if (!st && cfg->tier_admission != FKV_TIER_ADMIT_OFF) {
         /* the window: ten sightings per page the tiers hold, Caffeine's
          * sample size (ten times the maximum size) for TinyLFU */
@@ -406,7 +435,8 @@ void fkv_cache_destroy(fkv_cache *c)
     while (c->n_owners) fkv_seq_free(c->owners[c->n_owners - 1]);
     /* what is left is cached, unreferenced chunks: the demoted ones go, and
      * the resident ones are not demoted on the way out */
-    while (c->host_lru.head) fkv__chunk_destroy(c, c->host_lru.head);
+    while (c->host_lru.head || c->host_small.head)
+        fkv__chunk_destroy(c, c->host_lru.head ? c->host_lru.head : c->host_small.head);
     c->cfg.host_demote = 0;
     while (c->n_resident) {
         if (fkv__evict_one(c) != FKV_OK) break;
@@ -423,6 +453,7 @@ void fkv_cache_destroy(fkv_cache *c)
     fkv__policy_inst_free(c->shared_inst);
     fkv__tenants_fini(c);
     fkv__admit_free(c->admit);
+    fkv__host_order_fini(c);
     fkv__heap_free(&c->ttl_heap);
     free(c->owners);
     fkv__prefix_fini(c);

@@ -106,38 +106,53 @@ static int check_chunks(ck *cx)
 }
 
 /* The host lists: the demoted idle chunks, and only they, on the host
- * list and on their tenant's, in the same order, with their counts. */
+ * lists (main and small) and on their tenant's, in the same order, with
+ * their counts and the small and main lists' bytes; the small list empty
+ * with host_policy lru. */
 static int check_host_lists(ck *cx)
 {
     fkv_cache *c = cx->c;
     uint32_t listed = 0;
-    for (fkv__chunk *ch = c->host_lru.head, *prev = NULL; ch; prev = ch, ch = ch->host.lru.next) {
-        if (ch->host.lru.prev != prev) FAIL("host list: chunk %llu mislinked", (unsigned long long)ch->id);
-        if (!ch->host.demoted || ch->m.refs) FAIL("host list: chunk %llu demoted=%d refs=%u", (unsigned long long)ch->id, ch->host.demoted, ch->m.refs);
-        if (ch == c->host_lru.tail && ch->host.lru.next) FAIL("host list: tail not last");
-        if (++listed > c->host_n) FAIL("host list longer than its count %u", c->host_n);
+    uint64_t bytes[2] = {0, 0};
+    if (c->cfg.host_policy == FKV_HOST_LRU && c->host_small.head) FAIL("host small list used with host_policy lru");
+    for (int sm = 0; sm < 2; sm++) {
+        const fkv__list *l = sm ? &c->host_small : &c->host_lru;
+        for (fkv__chunk *ch = l->head, *prev = NULL; ch; prev = ch, ch = ch->host.lru.next) {
+            if (ch->host.lru.prev != prev) FAIL("host list: chunk %llu mislinked", (unsigned long long)ch->id);
+            if (!ch->host.demoted || ch->m.refs) FAIL("host list: chunk %llu demoted=%d refs=%u", (unsigned long long)ch->id, ch->host.demoted, ch->m.refs);
+            if (ch->host.small != sm) FAIL("host list: chunk %llu on the %s list, marked otherwise", (unsigned long long)ch->id, sm ? "small" : "main");
+            if (ch == l->tail && ch->host.lru.next) FAIL("host list: tail not last");
+            if (++listed > c->host_n) FAIL("host lists longer than their count %u", c->host_n);
+            bytes[sm] += fkv__host_bytes(c, ch);
+        }
     }
-    if (listed != c->host_n) FAIL("host list holds %u chunks, counts %u", listed, c->host_n);
-    /* each tenant's list: its chunks of the host list, in that order */
+    if (listed != c->host_n) FAIL("host lists hold %u chunks, count %u", listed, c->host_n);
+    if (bytes[0] != c->host_main_bytes || bytes[1] != c->host_small_bytes)
+        FAIL("host lists hold %llu + %llu bytes, count %llu + %llu", (unsigned long long)bytes[0],
+             (unsigned long long)bytes[1], (unsigned long long)c->host_main_bytes, (unsigned long long)c->host_small_bytes);
+    /* each tenant's lists: its chunks of the host lists, in their order */
     uint32_t per_tenant = 0;
     for (uint32_t i = 0; i < c->n_tenants; i++) {
         const fkv__tenant *t = c->tenants[i];
         uint32_t n = 0;
-        const fkv__chunk *last = NULL;
-        for (fkv__chunk *ch = t->host_lru.head, *prev = NULL; ch; prev = ch, last = ch, ch = ch->host.tlru.next) {
-            if (ch->host.tlru.prev != prev || ch->host.tenant != t)
-                FAIL("tenant %llu host list: chunk %llu mislinked", (unsigned long long)t->id, (unsigned long long)ch->id);
-            if (prev && prev->host.stamp >= ch->host.stamp)
-                FAIL("tenant %llu host list: chunk %llu out of order", (unsigned long long)t->id, (unsigned long long)ch->id);
-            if (!ch->host.lru.prev && c->host_lru.head != ch)
-                FAIL("tenant %llu host list: chunk %llu not on the host list", (unsigned long long)t->id, (unsigned long long)ch->id);
-            if (++n > t->host_n) FAIL("tenant %llu host list longer than its count %u", (unsigned long long)t->id, t->host_n);
+        for (int sm = 0; sm < 2; sm++) {
+            const fkv__list *tl = sm ? &t->host_small : &t->host_lru;
+            const fkv__chunk *last = NULL;
+            for (fkv__chunk *ch = tl->head, *prev = NULL; ch; prev = ch, last = ch, ch = ch->host.tlru.next) {
+                if (ch->host.tlru.prev != prev || ch->host.tenant != t || ch->host.small != sm)
+                    FAIL("tenant %llu host list: chunk %llu mislinked", (unsigned long long)t->id, (unsigned long long)ch->id);
+                if (prev && prev->host.stamp >= ch->host.stamp)
+                    FAIL("tenant %llu host list: chunk %llu out of order", (unsigned long long)t->id, (unsigned long long)ch->id);
+                if (!ch->host.lru.prev && (sm ? c->host_small.head : c->host_lru.head) != ch)
+                    FAIL("tenant %llu host list: chunk %llu not on the host list", (unsigned long long)t->id, (unsigned long long)ch->id);
+                if (++n > t->host_n) FAIL("tenant %llu host list longer than its count %u", (unsigned long long)t->id, t->host_n);
+            }
+            if (tl->tail != last) FAIL("tenant %llu host list: tail not last", (unsigned long long)t->id);
         }
-        if (n != t->host_n || t->host_lru.tail != last)
-            FAIL("tenant %llu host list holds %u chunks, counts %u", (unsigned long long)t->id, n, t->host_n);
+        if (n != t->host_n) FAIL("tenant %llu host lists hold %u chunks, count %u", (unsigned long long)t->id, n, t->host_n);
         per_tenant += n;
     }
-    if (per_tenant != c->host_n) FAIL("tenants' host lists hold %u chunks, the host list %u", per_tenant, c->host_n);
+    if (per_tenant != c->host_n) FAIL("tenants' host lists hold %u chunks, the host lists %u", per_tenant, c->host_n);
     return 0;
 }
 
@@ -151,7 +166,7 @@ static int check_tier_bytes(ck *cx)
     for (fkv__chunk *ch = c->all.head; ch; ch = ch->all.next) {
         if (ch->host.demoted && (!ch->v.offloaded || !c->cfg.host_demote))
             FAIL("chunk %llu: demoted but not in the host tier", (unsigned long long)ch->id);
-        if (ch->host.demoted && !ch->m.refs && !ch->host.lru.prev && c->host_lru.head != ch)
+        if (ch->host.demoted && !ch->m.refs && !ch->host.lru.prev && c->host_lru.head != ch && c->host_small.head != ch)
             FAIL("chunk %llu: demoted and idle, not on the host list", (unsigned long long)ch->id);
         if (!ch->v.offloaded) {
             if (ch->host.kv || ch->host.qmeta || ch->host.pages)

@@ -74,6 +74,9 @@ struct fkv__chunk {
         fkv__link tlru;       /* the same chunks, per tenant: tenant's host_lru */
         struct fkv__tenant *tenant; /* whose list it is on (ch->tenant when pushed) */
         uint64_t stamp;       /* push order: ties between tenants' oldest */
+        uint8_t small;        /* on the small list (host_policy s3fifo, arc), else the main one */
+        uint8_t freq;         /* s3fifo: reads while in the tier, at most 3 */
+        uint8_t read;         /* read from the host tier at least once (kept while promoted) */
     } host;
     /* the prefix tree (tree.c): the chunk this one extends in the sequence
      * that created it, and the chunks that extend this one; eviction at

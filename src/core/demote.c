@@ -25,9 +25,50 @@
  * idle chunk, the one furthest over its host share (ties: the one whose
  * oldest chunk is older); its least recently used chunk; then the
  * closure's leaf below it. */
-static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need)
+/* The same choice of tenants with an order other than lru (host_policy):
+ * the tenants the share rule designates are picked, and the order takes
+ * its candidate among their chunks (fkv__host_order_pick). */
+static fkv__chunk *order_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need, int commit)
 {
-    if (!c->host_lru.head) return NULL;
+    int all = 1;
+    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[i]->host_pick = 0;
+    if (c->cfg.share_guarantee) {
+        fkv__host_shares(c, who, need);
+        int any_over = 0, over_held = 0;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            if (!(fkv__host_demand(t, who, need) > t->host_share)) continue;
+            any_over = 1;
+            t->host_pick = 1;
+            if (t->host_n) over_held = 1;
+        }
+        if (any_over) {
+            all = 0;
+            if (!over_held && who) ((fkv__tenant *)who)->host_pick = 1; /* one of c->tenants */
+        }
+    } else if (c->cfg.quotas == FKV_QUOTA_TENANT) {
+        fkv__host_shares(c, who, need);
+        fkv__over_rank r = {0};
+        fkv__tenant *bt = NULL;
+        for (uint32_t i = 0; i < c->n_tenants; i++) {
+            fkv__tenant *t = c->tenants[i];
+            if (!t->host_n) continue;
+            /* ties: the tenant whose oldest chunk is older */
+            const fkv__chunk *h = t->host_lru.head, *sm = t->host_small.head;
+            uint64_t st = !h ? sm->host.stamp : !sm ? h->host.stamp : h->host.stamp < sm->host.stamp ? h->host.stamp : sm->host.stamp;
+            if (fkv__over_offer(&r, fkv__host_demand(t, who, need), t->host_share, ~st)) bt = t;
+        }
+        bt->host_pick = 1;
+        all = 0;
+    }
+    fkv__chunk *v = fkv__host_order_pick(c, all, commit);
+    return v ? fkv__tree_host_leaf(v) : NULL;
+}
+
+static fkv__chunk *host_victim(fkv_cache *c, const fkv__tenant *who, uint64_t need, int commit)
+{
+    if (!c->host_n) return NULL;
+    if (c->cfg.host_policy != FKV_HOST_LRU) return order_victim(c, who, need, commit);
     fkv__chunk *v = c->host_lru.head;
     if (c->cfg.share_guarantee) {
         /* shares.h, rule 4: the least recently used demoted chunk of the
@@ -65,9 +106,10 @@ int fkv__host_room(fkv_cache *c, const fkv__tenant *who, uint64_t need)
 {
     if (need > c->cfg.host_capacity_bytes) return 0;
     while (c->host_used + need > c->cfg.host_capacity_bytes) {
-        fkv__chunk *v = host_victim(c, who, need);
+        fkv__chunk *v = host_victim(c, who, need, 1);
         if (!v) return 0;
         c->stats.fairkv_tier_evictions_total[1]++;
+        fkv__host_evicting(c, v);
         fkv__host_free(c, v);
         fkv__chunk_destroy(c, v); /* idle: nobody holds it */
     }
@@ -105,7 +147,7 @@ int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need)
         return 0;
     }
     if (by_count || c->host_used + need <= c->cfg.host_capacity_bytes) return 1;
-    const fkv__chunk *v = host_victim(c, ch->tenant, need);
+    const fkv__chunk *v = host_victim(c, ch->tenant, need, 0);
     return !v || n >= seen(c, v);
 }
 
@@ -145,7 +187,7 @@ int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
     ch->v.offloaded = 1;
     ch->host.demoted = 1;
     fkv__host_charge(c, ch, +1);
-    fkv__host_list_push(c, ch);
+    fkv__host_list_enter(c, ch);
     c->stats.fairkv_tier_demotions_total[0]++;
     c->stats.fairkv_tier_demoted_bytes_total[0] += (double)need;
     return 1;

@@ -52,7 +52,9 @@ typedef struct fkv__tenant {
     uint64_t host_bytes;      /* bytes of its chunks in the host tier (charged to ch->tenant on entry) */
     double host_share;        /* scratch of fkv__host_share_refresh: its host share, bytes */
     fkv__list host_lru;       /* its chunks on the host list, in that list's order (host.c) */
-    uint32_t host_n;          /* chunks on its list */
+    fkv__list host_small;     /* its chunks on the host's small list, in that list's order */
+    uint32_t host_n;          /* chunks on its two lists */
+    uint8_t host_pick;        /* scratch of the host victim search: its chunks may go */
 } fkv__tenant;
 
 /* One open sequence = one request = one quota owner. */
@@ -175,8 +177,15 @@ struct fkv_cache {
 
     /* host tier (host.c, demote.c) */
     uint64_t host_used;                 /* bytes of offloaded and demoted chunks */
-    fkv__list host_lru;                 /* demoted, unheld chunks, least recently used first */
-    uint32_t host_n;                    /* chunks on that list */
+    fkv__list host_lru;                 /* demoted, unheld chunks, least recently used first; with
+                                         * host_policy s3fifo the main FIFO, arc its T2 (host.c) */
+    fkv__list host_small;               /* s3fifo's small FIFO, arc's T1; empty with lru */
+    uint64_t host_small_bytes;          /* bytes of the chunks on host_small */
+    uint64_t host_main_bytes;           /* bytes of the chunks on host_lru */
+    uint32_t host_n;                    /* chunks on the two lists */
+    struct fkv__ghost *host_ghost;      /* s3fifo's ghost; arc's B1 */
+    struct fkv__ghost *host_ghost2;     /* arc's B2 */
+    double host_arc_p;                  /* arc's target for T1, bytes */
     uint64_t host_stamp;                /* pushes so far: the next chunk's host.stamp */
     fkv__admit *admit;                  /* tier_admission's filter (admit.h); NULL when off */
 
@@ -349,8 +358,18 @@ uint64_t fkv__host_bytes(const fkv_cache *c, const fkv__chunk *ch); /* bytes its
 void fkv__host_charge(fkv_cache *c, fkv__chunk *ch, int sign);     /* host_used and its tenant's bytes */
 uint8_t *fkv__host_copy_out(const fkv_cache *c, const fkv__chunk *ch);
 void fkv__host_take_scales(fkv_cache *c, fkv__chunk *ch, uint32_t np);
-void fkv__host_list_push(fkv_cache *c, fkv__chunk *ch);   /* an idle demoted chunk, most recent */
-void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* a demoted chunk is matched (held) */
+void fkv__host_list_push(fkv_cache *c, fkv__chunk *ch);   /* held no more: back on its list, most recent */
+void fkv__host_list_enter(fkv_cache *c, fkv__chunk *ch);  /* just demoted: on the list its order says */
+void fkv__host_list_read(fkv_cache *c, fkv__chunk *ch);   /* a match attaches it: off its list, one read more */
+void fkv__host_list_remove(fkv_cache *c, fkv__chunk *ch); /* off its list (no-op if on none) */
+/* The host order's next candidate among the idle demoted chunks of the
+ * tenants with host_pick set (all of them if `all`), NULL if none; with
+ * `commit`, s3fifo's and arc's moves on the way are made (else a look
+ * that changes nothing).  The closure's leaf below it is the caller's. */
+fkv__chunk *fkv__host_order_pick(fkv_cache *c, int all, int commit);
+void fkv__host_evicting(fkv_cache *c, fkv__chunk *ch);    /* ch leaves for room: its key to a ghost */
+fkv_status fkv__host_order_init(fkv_cache *c);
+void fkv__host_order_fini(fkv_cache *c);
 
 /* chunk.c */
 fkv__chunk *fkv__chunk_new(fkv_cache *c, fkv_seq *owner, uint32_t start, uint32_t cap_tokens);

@@ -90,7 +90,7 @@ static int whole(const fkv_cache *c, const fkv__chunk *ch)
  * list (held) and keeps its bytes and index entries until promoted. */
 static void attach_host(fkv_cache *c, fkv_seq *s, fkv__chunk *ch, fkv_match_info *mi)
 {
-    if (!ch->m.refs) fkv__host_list_remove(c, ch);
+    if (!ch->m.refs) fkv__host_list_read(c, ch);
     fkv__seq_attach(s, ch, s->n_chunks);
     mi->host_tokens += ch->v.n_tokens;
     mi->host_bytes += fkv__host_bytes(c, ch);

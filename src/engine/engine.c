@@ -94,6 +94,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     cc.host_capacity_bytes = cfg->host_bytes;
     cc.host_demote = cfg->host_demote;
     cc.tier_admission = cfg->tier_admission;
+    cc.host_policy = cfg->host_policy;
     cc.dynamic_chunking = cfg->dynamic_chunking;
     cc.quant_mode = cfg->quant_mode;
     cc.quant_dtype = cfg->quant_dtype;

@@ -77,6 +77,7 @@ typedef struct fkv_engine_config {
     int host_demote;           /* 0; 1: idle evicted chunks are demoted to that tier and matched from it
                                 * (fkv_config.host_demote; needs host_bytes) */
     int tier_admission;        /* fkv_config.tier_admission (FKV_TIER_ADMIT_OFF): what goes below the device */
+    int host_policy;           /* fkv_config.host_policy (FKV_HOST_LRU): the host tier's eviction order */
     uint32_t max_batch_tokens; /* 256: recomputed + new tokens per step */
     int chunked_prefill;       /* 1: a prompt may be split over steps (fkv_sched_config.chunked_prefill) */
     uint32_t max_running;      /* 16 */

@@ -106,6 +106,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             /* the filter below the device: the host tier's demotions and
              * the remote tier's write-back (backend_engine.c) */
             bad = fkv_tier_admission_parse(v, &cfg->tier_admission) != 0;
+        } else if (KEY("host_policy")) {
+            /* the host tier's eviction order (fkv_config.host_policy); the
+             * Redis tier evicts by its own maxmemory-policy */
+            bad = fkv_host_policy_parse(v, &cfg->host_policy) != 0;
         } else if (KEY("remote")) {
             if (!*v) bad = 1;
             bo->remote = v;
@@ -187,6 +191,11 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->host_demote && !bo->remote) {
         snprintf(err, errlen, "engine backend: tier_admission=%s: no tier below the device to admit to (give host_kv "
                  "or remote)", fkv_tier_admission_name(cfg->tier_admission));
+        return FKV_EINVAL;
+    }
+    if (cfg->host_policy != FKV_HOST_LRU && !cfg->host_demote) {
+        snprintf(err, errlen, "engine backend: host_policy=%s: no host tier to order (give host_kv)",
+                 fkv_host_policy_name(cfg->host_policy));
         return FKV_EINVAL;
     }
     return FKV_OK;

@@ -173,6 +173,12 @@ static int tier_admission(fkv_bench_opts *o, const char *v, char *why, size_t wh
     return 0;
 }
 
+static int host_policy(fkv_bench_opts *o, const char *v, char *why, size_t whylen)
+{
+    if (fkv_host_policy_parse(v, &o->sim.host_policy)) return snprintf(why, whylen, "one of lru, s3fifo, arc"), -1;
+    return 0;
+}
+
 static int step_share(fkv_bench_opts *o, const char *v, char *why, size_t whylen)
 {
     int m = fkv_step_share_parse(v);
@@ -304,6 +310,10 @@ static const opt_row rows[] = {
      .help = "  --tier-admission off|tinylfu|seen   what goes below the device (host demotions, remote\n"
               "                           write-back): everything (off); with the tier full, chunks seen at least\n"
               "                           as often as the one they push out (tinylfu); chunks seen twice (seen)\n"},
+    {.name = "--host-policy", .kind = OPT_CALL, .call = host_policy,
+     .help = "  --host-policy lru|s3fifo|arc   eviction order of the host tier and of the remote store:\n"
+              "                           recency (lru); a small and a main FIFO with frequency bits and a\n"
+              "                           ghost (s3fifo); ARC's recency and frequency lists (arc)\n"},
     {.name = "--remote-gb", .kind = OPT_NUM, .field = F(sim.remote_capacity_bytes), .store = ST_U64, .scale = 1e9, .lo = 0, .hi = 1e9, .why = "GB of remote store, 0 to 1e9",
      .help = "  --remote-gb G            remote tier below the host: a shared store of G GB, LRU, per-tenant\n"
               "                           namespaces, written back at request end, read at admission\n"},

@@ -1,9 +1,12 @@
 /* The simulator's remote tier (remote_store.h): a hash table of chunk keys
- * (linear probing, backward-shift deletion) threaded on an LRU list. */
+ * (linear probing, backward-shift deletion) threaded on two lists: with
+ * lru one list in recency order; with s3fifo the small and the main FIFO,
+ * with arc T1 and T2 (fkv_remote_store_policy). */
 #include "sim/remote_store.h"
 #include "sim/req_tokens.h"
 
 #include "core/admit.h"
+#include "core/ghost.h"
 #include "fairkv.h"
 #include "util/rng.h"
 
@@ -13,8 +16,14 @@
 
 typedef struct entry {
     uint64_t key;
-    uint32_t prev, next; /* LRU: head = most recent */
+    uint32_t prev, next; /* on list q[small]: head = most recent */
+    uint8_t small;       /* s3fifo's small FIFO, arc's T1 */
+    uint8_t freq;        /* s3fifo: reads while held, at most 3 */
 } entry;
+
+typedef struct queue {
+    uint32_t head, tail, n;
+} queue;
 
 struct fkv_remote_store {
     uint32_t chunk_tokens;
@@ -23,7 +32,10 @@ struct fkv_remote_store {
     entry *e;
     uint32_t *slot;        /* table: entry index + 1, 0 = empty */
     uint64_t mask;
-    uint32_t head, tail;
+    queue q[2];            /* [0]: the LRU list, s3fifo's main FIFO, arc's T2; [1]: small FIFO, T1 */
+    int policy;            /* fkv_host_policy */
+    fkv__ghost *ghost, *ghost2; /* s3fifo's ghost, arc's B1; arc's B2 */
+    double arc_p;          /* arc's target for T1, entries */
     uint64_t *buf;         /* one request's chunk keys or entries, in order */
     uint32_t buf_cap;
     fkv_remote_store_stats stats;
@@ -53,7 +65,7 @@ fkv_remote_store *fkv_remote_store_create(uint64_t capacity_chunks, uint32_t chu
     if (tokens) st->tokens = *tokens;
     st->cap = (uint32_t)cap;
     st->mask = size - 1;
-    st->head = st->tail = NIL;
+    st->q[0].head = st->q[0].tail = st->q[1].head = st->q[1].tail = NIL;
     return st;
 }
 
@@ -63,6 +75,8 @@ void fkv_remote_store_free(fkv_remote_store *st)
     free(st->e);
     free(st->slot);
     free(st->buf);
+    fkv__ghost_free(st->ghost);
+    fkv__ghost_free(st->ghost2);
     fkv__admit_free(st->admit);
     free(st);
 }
@@ -89,19 +103,23 @@ static uint64_t probe(const fkv_remote_store *st, uint64_t key)
 static void lru_unlink(fkv_remote_store *st, uint32_t x)
 {
     entry *e = &st->e[x];
+    queue *q = &st->q[e->small];
     if (e->prev != NIL) st->e[e->prev].next = e->next;
-    else st->head = e->next;
+    else q->head = e->next;
     if (e->next != NIL) st->e[e->next].prev = e->prev;
-    else st->tail = e->prev;
+    else q->tail = e->prev;
+    q->n--;
 }
 
 static void lru_front(fkv_remote_store *st, uint32_t x)
 {
+    queue *q = &st->q[st->e[x].small];
     st->e[x].prev = NIL;
-    st->e[x].next = st->head;
-    if (st->head != NIL) st->e[st->head].prev = x;
-    st->head = x;
-    if (st->tail == NIL) st->tail = x;
+    st->e[x].next = q->head;
+    if (q->head != NIL) st->e[q->head].prev = x;
+    q->head = x;
+    if (q->tail == NIL) q->tail = x;
+    q->n++;
 }
 
 /* Removes the table's reference at slot i (backward shift: no tombstones). */
@@ -122,27 +140,84 @@ static void table_delete(fkv_remote_store *st, uint64_t i)
     }
 }
 
+/* A held entry is read (found, or written again).  lru: to the front;
+ * s3fifo: frequency + 1 (at most 3), no move; arc: to T2's front. */
+static void touch(fkv_remote_store *st, uint32_t x)
+{
+    if (st->policy == FKV_HOST_S3FIFO) {
+        if (st->e[x].freq < 3) st->e[x].freq++;
+        return;
+    }
+    lru_unlink(st, x);
+    st->e[x].small = 0;
+    lru_front(st, x);
+}
+
+/* The entry the order takes next (s3fifo: moving the read ones on when
+ * commit, as the host tier's order does, src/core/host.c; without commit
+ * the oldest of the FIFO it would take from, frequency aside). */
+static uint32_t next_victim(fkv_remote_store *st, int commit)
+{
+    if (st->policy == FKV_HOST_LRU) return st->q[0].tail;
+    for (;;) {
+        queue *s = &st->q[1], *m = &st->q[0];
+        double limit = st->policy == FKV_HOST_S3FIFO ? st->cap / 10.0 : st->arc_p;
+        int from_small = s->n && (!m->n || s->n > limit);
+        uint32_t x = from_small ? s->tail : m->tail;
+        if (st->policy == FKV_HOST_ARC || !st->e[x].freq || !commit) return x;
+        lru_unlink(st, x);
+        if (from_small) st->e[x].small = 0, st->e[x].freq = 0;
+        else st->e[x].freq--;
+        lru_front(st, x);
+    }
+}
+
 static void insert(fkv_remote_store *st, uint64_t key)
 {
     uint64_t i = probe(st, key);
     if (st->slot[i]) {
-        uint32_t x = st->slot[i] - 1;
-        lru_unlink(st, x);
-        lru_front(st, x);
+        touch(st, st->slot[i] - 1);
         return;
     }
     uint32_t x;
     if (st->n < st->cap) {
         x = st->n++;
     } else {
-        /* full: the least recently used entry's place is reused */
-        x = st->tail;
+        /* full: the victim's place is reused (lru: the least recently used) */
+        x = next_victim(st, 1);
+        if (st->policy != FKV_HOST_LRU) {
+            /* its key to a ghost: s3fifo's from the small FIFO (as many
+             * keys as the main FIFO holds); arc's B1 from T1, B2 from T2
+             * (|T1| + |B1| and |T2| + |B2| within the capacity) */
+            int sm = st->e[x].small;
+            uint64_t left = st->q[sm].n - 1;
+            if (st->policy == FKV_HOST_S3FIFO && sm)
+                (void)fkv__ghost_add(st->ghost, st->e[x].key, 1, st->cap - st->cap / 10);
+            else if (st->policy == FKV_HOST_ARC)
+                (void)fkv__ghost_add(sm ? st->ghost : st->ghost2, st->e[x].key, 1, st->cap - left);
+        }
         lru_unlink(st, x);
         table_delete(st, probe(st, st->e[x].key));
         st->stats.evictions++;
         i = probe(st, key);
     }
     st->e[x].key = key;
+    st->e[x].small = 0;
+    st->e[x].freq = 0;
+    if (st->policy == FKV_HOST_S3FIFO) {
+        st->e[x].small = !fkv__ghost_take(st->ghost, key);
+    } else if (st->policy == FKV_HOST_ARC) {
+        double b1 = (double)fkv__ghost_count(st->ghost), b2 = (double)fkv__ghost_count(st->ghost2);
+        if (fkv__ghost_take(st->ghost, key)) {
+            double d = b1 >= b2 ? 1 : b2 / b1;
+            st->arc_p = st->arc_p + d < st->cap ? st->arc_p + d : st->cap;
+        } else if (fkv__ghost_take(st->ghost2, key)) {
+            double d = b2 >= b1 ? 1 : b1 / b2;
+            st->arc_p = st->arc_p > d ? st->arc_p - d : 0;
+        } else {
+            st->e[x].small = 1;
+        }
+    }
     st->slot[i] = x + 1;
     lru_front(st, x);
 }
@@ -183,10 +258,7 @@ uint32_t fkv_remote_store_find(void *vst, const fkv_req *r, uint32_t from, uint3
         st->buf[n_touch++] = st->slot[i] - 1;
         st->stats.hit_chunks++;
     }
-    for (uint32_t j = n_touch; j-- > 0;) {
-        lru_unlink(st, (uint32_t)st->buf[j]);
-        lru_front(st, (uint32_t)st->buf[j]);
-    }
+    for (uint32_t j = n_touch; j-- > 0;) touch(st, (uint32_t)st->buf[j]);
     if (k == k0) return 0;
     *fetched_tokens = (uint64_t)(k - k0) * c;
     return k * c - from;
@@ -201,7 +273,7 @@ void fkv_remote_store_put(fkv_remote_store *st, const fkv_req *r, uint32_t len)
     if (st->admit) {
         uint32_t keep = n;
         for (uint32_t k = 0; k < n; k++) fkv__admit_record(st->admit, st->buf[k]);
-        uint32_t victim = st->n >= st->cap ? fkv__admit_estimate(st->admit, st->e[st->tail].key) : 0;
+        uint32_t victim = st->n >= st->cap ? fkv__admit_estimate(st->admit, st->e[next_victim(st, 0)].key) : 0;
         for (uint32_t k = 0; k < n && keep == n; k++) {
             if (st->slot[probe(st, st->buf[k])]) continue; /* held: touched, not written again */
             if (st->admit_mode == FKV_TIER_ADMIT_SEEN ? !fkv__admit_ok(st->admit, st->buf[k])
@@ -222,6 +294,17 @@ int fkv_remote_store_admit(fkv_remote_store *st, int mode, uint64_t window, uint
     fkv__admit_free(st->admit);
     st->admit = fkv__admit_new(window, threshold);
     return st->admit ? 0 : -1;
+}
+
+int fkv_remote_store_policy(fkv_remote_store *st, int policy)
+{
+    if (policy != FKV_HOST_LRU && policy != FKV_HOST_S3FIFO && policy != FKV_HOST_ARC) return -1;
+    if (st->n) return -1;
+    st->policy = policy;
+    if (policy == FKV_HOST_LRU) return 0;
+    if (!st->ghost && !(st->ghost = fkv__ghost_new())) return -1;
+    if (policy == FKV_HOST_ARC && !st->ghost2 && !(st->ghost2 = fkv__ghost_new())) return -1;
+    return 0;
 }
 
 void fkv_remote_store_stats_get(const fkv_remote_store *st, fkv_remote_store_stats *out)

@@ -2,7 +2,8 @@
  *
  * What it models is the project's Redis tier (src/remote) seen from one
  * server: chunks named by a chained prefix hash salted by the tenant's
- * namespace (so two tenants' equal prompts never meet), LRU over whole
+ * namespace (so two tenants' equal prompts never meet), LRU (or S3-FIFO,
+ * ARC: fkv_remote_store_policy) over whole
  * chunks within a capacity in bytes, written back at request end (every
  * full chunk of the request's prompt and output), read at admission after
  * the device and host match.  No bytes are kept: an entry is its key.
@@ -43,7 +44,7 @@ void fkv_remote_store_free(fkv_remote_store *st);
 
 /* Tokens of r held from `from` on, whole chunks in a row, ending at or below
  * limit; *fetched_tokens gets the chunks' tokens (the first one may start
- * before from).  Hits move to the LRU's front.  fkv_sched_config.below (through the simulator). */
+ * before from).  Hits are reads of the order (LRU: to the front).  fkv_sched_config.below (through the simulator). */
 uint32_t fkv_remote_store_find(void *st, const fkv_req *r, uint32_t from, uint32_t limit, uint64_t *fetched_tokens);
 
 /* Write-back at request end: every full chunk of r's first `len` tokens
@@ -54,10 +55,22 @@ void fkv_remote_store_put(fkv_remote_store *st, const fkv_req *r, uint32_t len);
  * each put is a sighting of every full chunk of the request; a chunk not
  * held yet is written only when its count passes the test (SEEN: at least
  * threshold; TINYLFU: with the store full, at least the count of the entry
- * LRU would push out first), and the chunks before it in the request did
+ * the order would push out first), and the chunks before it in the request did
  * too (prefix closure: the first refused chunk ends the write).  0, or -1
  * when out of memory. */
 int fkv_remote_store_admit(fkv_remote_store *st, int mode, uint64_t window, uint32_t threshold);
+
+/* The eviction order (an fkv_host_policy: lru, the default; s3fifo; arc),
+ * counted in entries as the host tier's is in bytes (src/core/host.c):
+ * s3fifo's small FIFO holds a tenth of the capacity, its ghost as many
+ * keys as the main FIFO; arc's target p in entries.  A read (a find, or a
+ * put of a held chunk) is lru's move to the front, s3fifo's frequency + 1,
+ * arc's move to T2's front.  Prefix closure: lru touches a run last first,
+ * so a prefix is never older than what extends it; s3fifo and arc keep it
+ * only as well as their reads do (every read of an extension reads its
+ * prefix too), not strictly.  Before the first put; 0, or -1 on a bad
+ * policy or no memory. */
+int fkv_remote_store_policy(fkv_remote_store *st, int policy);
 
 void fkv_remote_store_stats_get(const fkv_remote_store *st, fkv_remote_store_stats *out);
 

@@ -422,6 +422,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
     cc.tier_admission = cfg->tier_admission;
+    cc.host_policy = cfg->host_demote ? (fkv_host_policy)cfg->host_policy : FKV_HOST_LRU;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;
@@ -465,6 +466,7 @@ static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, c
      * TinyLFU sample size), as the host tier's per page */
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && fkv_remote_store_admit(*rs, cfg->tier_admission, 10 * chunks, 2))
         return FKV_ENOMEM;
+    if (cfg->host_policy != FKV_HOST_LRU && fkv_remote_store_policy(*rs, cfg->host_policy)) return FKV_ENOMEM;
     return FKV_OK;
 }
 
@@ -630,6 +632,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         oracle_cfg.host_demote = 0;
         oracle_cfg.remote_capacity_bytes = 0;
         oracle_cfg.tier_admission = FKV_TIER_ADMIT_OFF;
+        oracle_cfg.host_policy = FKV_HOST_LRU;
         cfg = &oracle_cfg;
     }
     fkv_req *reqs = malloc(w->n * sizeof *reqs);

@@ -108,6 +108,9 @@ typedef struct fkv_sim_config {
      * tier's demotions and the remote store's write-back pass the same
      * kind of TinyLFU filter (src/core/admit.h); FKV_TIER_ADMIT_OFF = all */
     int tier_admission;
+    /* the host tier's and the remote store's eviction order
+     * (fkv_config.host_policy; FKV_HOST_LRU = as without it) */
+    int host_policy;
     int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
                                * replace a scheme's GPU defaults (gpu_batch_defaults) */
 } fkv_sim_config;
