@@ -34,6 +34,7 @@
 
 #include <stdio.h>
 
+#include "sim/accuracy.h"
 #include "sim/report_fields.h"
 #include "sim/sim.h"
 
@@ -63,6 +64,10 @@ typedef struct fkv_scheme_summary {
     /* what the fair shares divide (fkv_summary_shares), and the saturation
      * throughput it is at least; 0 = not computed */
     double share_capacity_tok_s, share_saturation_tok_s;
+    /* the K/V precision mix the row can reach and its accuracy on
+     * stories260K (accuracy.h; fkv_accuracy_of): fkv_summarize leaves it
+     * "not measured", fkv_bench_schemes looks it up */
+    fkv_accuracy accuracy;
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */
