@@ -259,6 +259,8 @@ static const fkv_col tenant_csv[] = {
 static const fkv_col tiers_csv[] = {
     FKV_TIER_FIELDS(TIER_HIT_CSV) FKV_TIER_FIELDS(TIER_WRITTEN_CSV) FKV_TIER_FIELDS(TIER_REFUSED_CSV)};
 
+static void json_obj(FILE *f, const char *key, const fkv_col *c, size_t nc, const void *row);
+
 /* The K/V precision mix each row can reach and its accuracy on
  * stories260K (accuracy.h): the text table, the fairness table's columns,
  * the JSON "accuracy" object and the CSV columns; "n/m" = not measured. */
@@ -292,6 +294,17 @@ static const fkv_col accuracy_csv[] = {
     {C_("kld_p99", 0, ",%.5f", F64, A_(kld_p99)), .miss = FKV_MISS_NEG},
     {C_("top1", 0, ",%.4f", F64, A_(top1)), .miss = FKV_MISS_NEG},
 };
+
+void fkv_report_accuracy_json(FILE *f, const fkv_scheme_summary *x)
+{
+    json_obj(f, "accuracy", accuracy_json, FKV_NCOLS(accuracy_json), x);
+}
+
+void fkv_report_accuracy_text(FILE *f, const fkv_scheme_summary *x)
+{
+    if (x) fkv_cols_text_row(f, fair_accuracy_cols, FKV_NCOLS(fair_accuracy_cols), x, 0);
+    else fkv_cols_text_head(f, fair_accuracy_cols, FKV_NCOLS(fair_accuracy_cols));
+}
 
 /* A table's header line after the scheme column. */
 static void text_head(FILE *f, int w, const fkv_col *c, size_t nc)
