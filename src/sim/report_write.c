@@ -553,7 +553,7 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
             }
             fprintf(f, "]");
         }
-        json_obj(f, "accuracy", accuracy_json, FKV_NCOLS(accuracy_json), x);
+        fkv_report_accuracy_json(f, x);
         fputc('}', f);
     }
     fprintf(f, "\n]}\n");
