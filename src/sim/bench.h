@@ -19,7 +19,7 @@ typedef struct fkv_bench_opts {
     double time_scale;      /* trace timing multiplier when no load is set */
     const char *schemes;    /* comma list or NULL = all available */
     const char *profile;
-    double step_coeffs[4];  /* --step-coeffs c0,c1,c2[,c3]: replace the profile's step cost */
+    double step_coeffs[7];  /* --step-coeffs c0,c1,c2[,c3[,c4,c5,c6]]: replace the profile's step cost */
     size_t n_step_coeffs;   /* 0: the profile as built in */
     const char *data_dir;   /* Vidur CSVs; NULL = embedded tables */
     double cap_frac;        /* capacity = cap_frac x peak demand ... */
