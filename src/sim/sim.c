@@ -432,7 +432,8 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
      * page_size_bytes), so the same bytes hold exactly twice the blocks; the
      * phantom cache just has twice the pages.  Per-tensor scales, every token
      * fp8, no full-precision window: nothing else changes in the simulator,
-     * and its accuracy cost is not priced (docs/EVALUATION.md) */
+     * and its accuracy is not priced into its latency; the reports print it
+     * beside the row (accuracy.h, docs/EVALUATION.md) */
     uint64_t mult = sc->kv_fp8 ? 2 : 1;
     uint64_t pages = (cfg->capacity_tokens + sc->page_tokens - 1) / sc->page_tokens;
     if (pages * mult > UINT32_MAX) return fkv_errf(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
