@@ -229,7 +229,7 @@ static void test_calibrate_log(void)
     CHECK(calibrate(both, "auto", co) == 0);
     char *t = check_slurp(co);
     REQUIRE(t);
-    double c[4];
+    double c[7];
     size_t n = 0;
     char why[200];
     CHECKF(fkv_bench_parse_coeffs(t, c, &n, why, sizeof why) == 0 && n == 4, "'%s': %s", t, why);
