@@ -72,7 +72,7 @@ static void test_pricing(void)
     CHECK(fkv_profile_set_coeffs(&p, bad2, 3, err, sizeof err) == FKV_EINVAL && strstr(err, "c2"));
     CHECK(fkv_profile_set_coeffs(&p, bad3, 3, err, sizeof err) == FKV_EINVAL && strstr(err, "c1"));
     CHECK(fkv_profile_set_coeffs(&p, bad4, 4, err, sizeof err) == FKV_EINVAL && strstr(err, "one-token"));
-    CHECK(fkv_profile_set_coeffs(&p, c, 2, err, sizeof err) == FKV_EINVAL && strstr(err, "3 or 4"));
+    CHECK(fkv_profile_set_coeffs(&p, c, 2, err, sizeof err) == FKV_EINVAL && strstr(err, "3, 4 or 7"));
     fkv_profile_free(&p);
 
     /* The built-in cpu-tiny prices steps as its documented fit (profile.c):
@@ -153,13 +153,14 @@ static void test_option(void)
         const char *v, *why;
     } bad[] = {
         {"", "value 1 is not a number"},         {"1,2", "2 values"},
-        {"1,2,3,4,5", "more than 4"},           {"1,x,3", "value 2 is not a number"},
+        {"1,2,3,4,5", "5 values"},              {"1,x,3", "value 2 is not a number"},
+        {"1,2,3,4,5,6,7,8", "more than 7"},     {"1,2,3,4,5,-6,7", "c5"},
         {"1,2,", "value 3 is not a number"},    {"1,0,3", "c1"},
         {"1,2,-3", "c2"},                       {"inf,2,3", "c0"},
         {"-5,1,0,1", "one-token step"},         {"1;2;3", "value 1 is not a number"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        double c[4];
+        double c[7];
         size_t n;
         char why[200] = "";
         CHECKF(fkv_bench_parse_coeffs(bad[k].v, c, &n, why, sizeof why) == -1 && strstr(why, bad[k].why),

@@ -235,7 +235,8 @@ static void figures(void)
     size_t ch = 0, cr = 0;
     for (const char *p = csv; *p; p++) ch += *p == ',';
     for (const char *p = line; *p && *p != '\n'; p++) cr += *p == ',';
-    CHECKF(ch == cr && ch == 31, "CSV: %zu header commas, %zu row commas", ch, cr);
+    /* 31, then the accuracy columns (src/sim/accuracy.h) at the end */
+    CHECKF(ch == cr && ch == 36, "CSV: %zu header commas, %zu row commas", ch, cr);
     free(csv);
 
     /* JSON: the scheme's keys in their published order, each value its own */
@@ -247,7 +248,7 @@ static void figures(void)
         "\"tpot\":{",              "\"recomputed_tokens\":11",     "\"reloaded_tokens\":12",
         "\"preemptions\":13",      "\"evicted_pages\":14",         "\"done\":15",
         "\"rejected\":16",         "\"throughput_tok_s\":17.500",  "\"throughput_req_s\":",
-        "\"makespan_s\":",         "\"steps\":18",                 "\"max_step_tokens\":19}"};
+        "\"makespan_s\":",         "\"steps\":18",                 "\"max_step_tokens\":19,\"accuracy\":{"};
     const char *at = json;
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         const char *p = strstr(at, keys[k]);

@@ -168,6 +168,9 @@ static void simulated(void)
         /* memory pressure at the lowest capacity costs lru latency: a frontier above the bottom */
         CHECKF(p.capacity_frac > lo, "lru frontier %.4f at the bottom %.4f", p.capacity_frac, lo);
     }
+    /* the frontier's row carries its accuracy (src/sim/accuracy.h): lru's fp16 */
+    const fkv_accuracy_row *f16 = fkv_accuracy_find("f16", 1, 0);
+    CHECK(f16 && !strcmp(p.at.accuracy.kv, "f16") && p.at.accuracy.top1 == f16->top1);
     fkv_workload_free(&w);
     fkv_bench_ctx_free(&c);
 }

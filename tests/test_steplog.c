@@ -28,7 +28,7 @@ static double unif(void) /* [0, 1) */
 /* A step of the serving mix: mostly decode batches, some prefill chunks. */
 static fkv_step_rec random_step(int64_t t)
 {
-    fkv_step_rec r = {t, 0, 0, 0, 1};
+    fkv_step_rec r = {t, 0, 0, 0, 1, {0, 0, 0}};
     uint32_t n = 1 + (uint32_t)(unif() * 16);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t ctx = (uint32_t)(unif() * 900);
@@ -229,7 +229,7 @@ static void test_calibrate_log(void)
     CHECK(calibrate(both, "auto", co) == 0);
     char *t = check_slurp(co);
     REQUIRE(t);
-    double c[4];
+    double c[7];
     size_t n = 0;
     char why[200];
     CHECKF(fkv_bench_parse_coeffs(t, c, &n, why, sizeof why) == 0 && n == 4, "'%s': %s", t, why);

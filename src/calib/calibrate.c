@@ -37,7 +37,13 @@
  * profile then uses overhead_ms = c0, a linear table {1: c1, 4096: 4096 c1}
  * and an attention "peak" of 4 L H D / c2 FLOP per ms (efficiency 1, no
  * memory term), which reproduces c2 x A exactly, and per_request_ms = c3
- * (fkv_profile_set_coeffs; `fairkv bench --step-coeffs c0,c1,c2[,c3]`). */
+ * (fkv_profile_set_coeffs; `fairkv bench --step-coeffs c0,c1,c2[,c3]`).
+ *
+ * --terms 7 (never chosen by auto) adds c4, c5, c6: attention's time per
+ * byte of K/V read at full precision, int8 and int4 (codes and scales),
+ * from the bytes each step read (steplog.h, kv_read); a precision no step
+ * read keeps a price of 0 and the report says so.  The simulator then
+ * prices each item's bytes at those rates (profile.h, kv_byte_ms). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -73,7 +79,8 @@ static void on_step(void *ctx, const fkv_engine_step_info *si)
         rs->cap = nc;
     }
     if (!rs->n) rs->t0 = si->t0_ns;
-    rs->v[rs->n++] = (fkv_step_rec){si->t0_ns - rs->t0, si->tokens, si->n_items, si->attn_work, si->wall_ns};
+    rs->v[rs->n++] = (fkv_step_rec){si->t0_ns - rs->t0, si->tokens, si->n_items, si->attn_work, si->wall_ns,
+                                     {si->kv_read[0], si->kv_read[1], si->kv_read[2]}};
 }
 
 /* Runs n requests of `prompt` random tokens and `out` outputs, all
@@ -106,14 +113,17 @@ static fkv_status run_shape(fkv_engine *e, uint32_t vocab, uint32_t n, uint32_t 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fairkv bench --calibrate MODEL.gguf [--threads N] [--max-batch-tokens N] [--repeat R]\n"
-               "                    [--step-log FILE] [common options]\n"
+               "                    [--kv-quant off|int8|int4|ladder] [--step-log FILE] [common options]\n"
                "       fairkv bench --calibrate-log FILE[,FILE...] [common options]\n"
                "  --calibrate times the engine alone over a grid of batch shapes; --calibrate-log reads\n"
-               "  the step logs of `fairkv serve --step-log FILE`.  Both fit\n"
+               "  the step logs of `fairkv serve --step-log FILE`.  --kv-quant stores the engine's cold chunks\n"
+               "  (past 128 hot tokens) in int8, int4, or int8 for 256 tokens then int4 (ladder), so that\n"
+               "  --terms 7 can learn those precisions' prices (off: the default).  Both fit\n"
                "  step ms = c0 + c1 x tokens + c2 x attention work [+ c3 x requests]\n"
                "  (least squares weighted 1 / expected ms) and print the coefficients and the profile fields.\n"
                "common options:\n"
-               "  --terms 3|4|auto     the form: without / with c3; auto (default): the lower held-out\n"
+               "  --terms 3|4|7|auto   the form: without / with c3; 7: with c3 and c4, c5, c6 ms a K/V byte\n"
+               "                       read at full precision, int8, int4; auto (default): of 3 and 4, the lower held-out\n"
                "                       error when fitted on one half of the steps and priced on the other\n"
                "  --out FILE           also write the report (and the steps) to FILE\n"
                "  --coeffs-out FILE    write 'c0,c1,c2[,c3]' for `fairkv bench --step-coeffs`\n");
@@ -192,7 +202,13 @@ static int fit_and_report(const fkv_step_rec *r, size_t n, const char *what, int
                    "  per_token_ms    c1 = %.6g   (per new or recomputed token)\n"
                    "  per_attn_ms     c2 = %.6g   (per unit of attention work)\n",
                 fit.c[0], fit.c[1], fit.c[2]);
-        if (chosen == 4) fprintf(f, "  per_request_ms  c3 = %.6g   (per request in the step)\n", fit.c[3]);
+        if (chosen >= 4) fprintf(f, "  per_request_ms  c3 = %.6g   (per request in the step)\n", fit.c[3]);
+        static const char *const prec[3] = {"full precision", "int8", "int4"};
+        for (int j = 0; j < 3 && chosen == 7; j++)
+            fprintf(f, "  kv_byte_ms[%d]  c%d = %.6g   (per K/V byte read at %s%s)\n", j, 4 + j, fit.c[4 + j], prec[j],
+                    fit.unread[j]       ? "; no step read it: not fitted"
+                    : fit.dropped_kv[j] ? "; came out negative: refitted without it"
+                                        : "");
         if (fit.dropped_attn) fprintf(f, "  (c2 came out negative: refitted without the attention term)\n");
         fprintf(f, "  R^2 %.4f\n", in.r2);
         print_err(f, "fit, all steps:", &in);
@@ -210,7 +226,7 @@ static int fit_and_report(const fkv_step_rec *r, size_t n, const char *what, int
             fprintf(f, "  peak_flops = 4 L H D / c2 = %.0f / %.6g ms = %.6g FLOP/s, attn_efficiency 1, hbm 0\n", per,
                     fit.c[2], per * 1e3 / fit.c[2]);
         fprintf(f, "fairkv bench --step-coeffs %.9g,%.9g,%.9g", fit.c[0], fit.c[1], fit.c[2]);
-        if (chosen == 4) fprintf(f, ",%.9g", fit.c[3]);
+        for (int j = 3; j < chosen; j++) fprintf(f, ",%.9g", fit.c[j]);
         fprintf(f, "\n");
     }
     int rc = 0;
@@ -223,7 +239,8 @@ static int fit_and_report(const fkv_step_rec *r, size_t n, const char *what, int
         }
     }
     char why[200];
-    double c[4] = {fit.c[0], fit.c[1], fit.c[2], fit.c[3]};
+    double c[FKV_STEP_TERMS_MAX];
+    memcpy(c, fit.c, sizeof c);
     if (fkv_profile_check_coeffs(c, (size_t)chosen, why, sizeof why)) {
         fprintf(stderr, "fairkv bench --calibrate: the fit is not a usable profile: %s\n", why);
         rc = 1;
@@ -235,7 +252,7 @@ static int fit_and_report(const fkv_step_rec *r, size_t n, const char *what, int
             return 1;
         }
         fprintf(f, "%.9g,%.9g,%.9g", c[0], c[1], c[2]);
-        if (chosen == 4) fprintf(f, ",%.9g", c[3]);
+        for (int k = 3; k < chosen; k++) fprintf(f, ",%.9g", c[k]);
         fprintf(f, "\n");
         if (ferror(f) | fclose(f)) {
             fprintf(stderr, "fairkv bench --calibrate: --coeffs-out %s: write error\n", coeffs_path);
@@ -283,7 +300,7 @@ int fkv__bench_calibrate(int argc, char **argv)
 {
     const char *path = NULL, *logs = NULL, *out_path = NULL, *coeffs_path = NULL, *log_path = NULL;
     long threads = 1, mbt = 256, repeat = 2;
-    int terms = 0;
+    int terms = 0, kvq = 0; /* --kv-quant: 0 off, 1 int8, 2 int4, 3 ladder */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -304,12 +321,23 @@ int fkv__bench_calibrate(int argc, char **argv)
         else if (!strcmp(a, "--threads")) threads = strtol(v, &end, 10);
         else if (!strcmp(a, "--max-batch-tokens")) mbt = strtol(v, &end, 10);
         else if (!strcmp(a, "--repeat")) repeat = strtol(v, &end, 10);
-        else if (!strcmp(a, "--terms")) {
+        else if (!strcmp(a, "--kv-quant")) {
+            static const char *const kq[] = {"off", "int8", "int4", "ladder"};
+            kvq = -1;
+            for (int q = 0; q < 4; q++)
+                if (!strcmp(v, kq[q])) kvq = q;
+            if (kvq < 0) {
+                fprintf(stderr, "fairkv bench --calibrate: bad value for --kv-quant: '%s' (off, int8, int4 or ladder)\n",
+                        v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--terms")) {
             if (!strcmp(v, "3")) terms = 3;
             else if (!strcmp(v, "4")) terms = 4;
+            else if (!strcmp(v, "7")) terms = 7;
             else if (!strcmp(v, "auto")) terms = 0;
             else {
-                fprintf(stderr, "fairkv bench --calibrate: bad value for --terms: '%s' (3, 4 or auto)\n", v);
+                fprintf(stderr, "fairkv bench --calibrate: bad value for --terms: '%s' (3, 4, 7 or auto)\n", v);
                 return 2;
             }
         } else {
@@ -347,6 +375,11 @@ int fkv__bench_calibrate(int argc, char **argv)
     c.kv_budget_bytes = 64ull << 20;
     c.on_step = on_step;
     c.step_ctx = &rs;
+    if (kvq) {
+        c.quant_mode = FKV_QUANT_ALWAYS;
+        c.quant_dtype = kvq == 2 ? FKV_INT4 : FKV_INT8;
+        c.quant_warm_tokens = kvq == 3 ? 256 : 0;
+    }
     fkv_engine *e = NULL;
     if ((st = fkv_engine_create(m, &c, &e, err, sizeof err))) {
         fprintf(stderr, "fairkv bench --calibrate: engine: %s\n", err[0] ? err : fkv_strerror(st));
@@ -387,7 +420,8 @@ int fkv__bench_calibrate(int argc, char **argv)
     }
     if (!rc) {
         char what[1200];
-        snprintf(what, sizeof what, "%s (engine alone, %ld thread(s), max_batch_tokens %ld)", path, threads, mbt);
+        snprintf(what, sizeof what, "%s (engine alone, %ld thread(s), max_batch_tokens %ld%s)", path, threads, mbt,
+                 kvq == 1 ? ", int8 cold chunks" : kvq == 2 ? ", int4 cold chunks" : kvq == 3 ? ", int8 then int4" : "");
         rc = fit_and_report(rs.v, rs.n, what, terms, &m->hp, out_path, coeffs_path);
     }
     fkv_engine_destroy(e);

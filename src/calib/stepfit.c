@@ -1,5 +1,6 @@
 /* The step-cost fit (steplog.h): weighted least squares of the measured
- * step time on [1, tokens, attention work, requests]. */
+ * step time on [1, tokens, attention work, requests] and, in the 7-term
+ * form, the K/V bytes attention read at each stored precision. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -12,6 +13,7 @@ static void features(const fkv_step_rec *r, double f[FKV_STEP_TERMS_MAX])
     f[1] = r->tokens;
     f[2] = r->attn;
     f[3] = r->requests;
+    for (int k = 0; k < FKV_STEP_KV_PRECS; k++) f[4 + k] = r->kv_read[k];
 }
 
 double fkv_step_fit_ms(const fkv_step_fit *f, const fkv_step_rec *r)
@@ -66,8 +68,16 @@ static fkv_status fit_terms(const fkv_step_rec *r, size_t n, int n_terms, const 
 fkv_status fkv_step_fit_solve(const fkv_step_rec *r, size_t n, int n_terms, fkv_step_fit *out)
 {
     memset(out, 0, sizeof *out);
-    if (n_terms < 3 || n_terms > FKV_STEP_TERMS_MAX || n < (size_t)n_terms) return FKV_EINVAL;
+    if ((n_terms != 3 && n_terms != 4 && n_terms != 7) || n < (size_t)n_terms) return FKV_EINVAL;
     int use[FKV_STEP_TERMS_MAX] = {1, 1, 1, n_terms > 3};
+    /* 7 terms: a precision no step read has nothing to fit (its price stays 0) */
+    int unread[FKV_STEP_KV_PRECS] = {0};
+    for (int k = 0; k < FKV_STEP_KV_PRECS && n_terms == 7; k++) {
+        int any = 0;
+        for (size_t i = 0; i < n && !any; i++) any = r[i].kv_read[k] > 0;
+        use[4 + k] = any;
+        unread[k] = !any;
+    }
     fkv_status st = fit_terms(r, n, n_terms, use, out);
     /* Attention work is a small part of these steps and grows with the
      * tokens, so on a log of short contexts its coefficient can come out
@@ -78,6 +88,17 @@ fkv_status fkv_step_fit_solve(const fkv_step_rec *r, size_t n, int n_terms, fkv_
         st = fit_terms(r, n, n_terms, use, out);
         out->dropped_attn = 1;
     }
+    /* the same for a byte price: a negative one is refitted as 0 */
+    int dropped[FKV_STEP_KV_PRECS] = {0}, again = 0;
+    for (int k = 0; k < FKV_STEP_KV_PRECS && st == FKV_OK && n_terms == 7; k++)
+        if (out->c[4 + k] < 0) use[4 + k] = 0, dropped[k] = again = 1;
+    if (again) {
+        int da = out->dropped_attn;
+        st = fit_terms(r, n, n_terms, use, out);
+        out->dropped_attn = da;
+    }
+    memcpy(out->unread, unread, sizeof unread);
+    memcpy(out->dropped_kv, dropped, sizeof dropped);
     return st;
 }
 
@@ -92,6 +113,7 @@ static fkv_status fit_terms(const fkv_step_rec *r, size_t n, int n_terms, const 
     int idx[FKV_STEP_TERMS_MAX], k_used = 0; /* the solved terms, in order */
     for (int k = 0; k < n_terms; k++)
         if (use[k]) idx[k_used++] = k;
+    if ((size_t)k_used > n) return FKV_EINVAL;
     for (size_t i = 0; i < n; i++) {
         features(&r[i], f);
         for (int k = 0; k < n_terms; k++) s[k] = fmax(s[k], fabs(f[k]));
@@ -107,7 +129,7 @@ static fkv_status fit_terms(const fkv_step_rec *r, size_t n, int n_terms, const 
      * out 3% under the measured one), so the passes after it weight by
      * 1 / the previous fit (iteratively reweighted least squares), floored
      * at the shortest measured step. */
-    fkv_step_fit cur = {n_terms, {0}, 0};
+    fkv_step_fit cur = {n_terms, {0}, 0, {0}, {0}};
     for (int pass = 0; pass < 5; pass++) {
         double A[FKV_STEP_TERMS_MAX][FKV_STEP_TERMS_MAX] = {{0}}, B[FKV_STEP_TERMS_MAX] = {0},
                x[FKV_STEP_TERMS_MAX] = {0};

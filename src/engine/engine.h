@@ -45,6 +45,11 @@ typedef struct fkv_engine_step_info {
     uint32_t tokens;   /* new + recomputed tokens (fkv_batch.tokens) */
     uint32_t n_items;  /* batch items (fkv_batch.n) */
     double attn_work;  /* this step's share of fkv_engine_stats.attn_work */
+    /* K/V bytes its attention read, by stored precision: [0] the engine's
+     * kv_dtype, [1] int8, [2] int4; codes and scales (fkv_kvc_bytes), all
+     * layers, each item's resident chunks (the simulator's --price-kv-bytes
+     * counts the same) */
+    double kv_read[3];
 } fkv_engine_step_info;
 typedef void (*fkv_engine_step_fn)(void *ctx, const fkv_engine_step_info *s);
 

@@ -86,6 +86,9 @@ struct fkv_engine {
     size_t n_dec, cap_dseq, cap_dptr, cap_dq, cap_dout;
 
     fkv_engine_stats st;
+    /* this step's K/V bytes read by attention, by stored precision
+     * (fkv_engine_step_info.kv_read) */
+    double step_kv[3];
     char err[320];
 };
 

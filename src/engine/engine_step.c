@@ -306,12 +306,32 @@ static int64_t mono_ns(void)
 
 static fkv_status step_inner(fkv_engine *e, int *busy);
 
+/* The K/V bytes the batch's attention reads, by stored precision, into
+ * e->step_kv (fkv_engine_step_info.kv_read). */
+static void step_kv_bytes(fkv_engine *e)
+{
+    const fkv_kv_geom *g = &e->geom;
+    const fkv_kvc base = g->base == FKV_F16 ? FKV_KVC_F16 : FKV_KVC_F32;
+    for (size_t i = 0; i < e->batch.n; i++) {
+        const fkv_chunk_view *const *v;
+        size_t nc;
+        fkv_seq_chunks(e->batch.items[i].r->seq, &v, &nc);
+        for (size_t j = 0; j < nc; j++) {
+            if (!v[j]->resident || !v[j]->n_tokens) continue;
+            int k = v[j]->dtype == FKV_INT8 ? 1 : v[j]->dtype == FKV_INT4 ? 2 : 0;
+            fkv_kvc c = k == 1 ? FKV_KVC_INT8 : k == 2 ? FKV_KVC_INT4 : base;
+            e->step_kv[k] += (double)fkv_kvc_bytes(c, v[j]->n_tokens, g->n_kv_heads, g->head_dim) * g->n_layers;
+        }
+    }
+}
+
 /* Times the step and adds its shape to the counters the simulator's cost
  * profile is checked against (fkv_engine_stats.step_ns, batch_tokens,
  * attn_work). */
 fkv_status fkv_engine_step(fkv_engine *e, int *busy)
 {
     int b = 0;
+    memset(e->step_kv, 0, sizeof e->step_kv);
     int64_t t0 = mono_ns();
     fkv_status st = step_inner(e, &b);
     if (busy) *busy = b;
@@ -328,7 +348,8 @@ fkv_status fkv_engine_step(fkv_engine *e, int *busy)
         }
         e->st.attn_work += attn;
         if (e->cfg.on_step) {
-            fkv_engine_step_info si = {t0, wall, e->batch.tokens, (uint32_t)e->batch.n, attn};
+            fkv_engine_step_info si = {t0, wall, e->batch.tokens, (uint32_t)e->batch.n, attn,
+                                       {e->step_kv[0], e->step_kv[1], e->step_kv[2]}};
             e->cfg.on_step(e->cfg.step_ctx, &si);
         }
     }
@@ -362,6 +383,7 @@ static fkv_status step_inner(fkv_engine *e, int *busy)
         st = item_entries(e, &e->batch, i);
     }
     if (st) goto out;
+    if (e->cfg.on_step) step_kv_bytes(e);
     uint32_t V = e->m->hp.n_vocab;
     size_t n_lg = 0;
     for (size_t i = 0; i < e->n_ent; i++)

@@ -12,10 +12,12 @@
 int fkv_steplog_write(FILE *f, const fkv_step_rec *r)
 {
     /* attn is a multiple of 0.5: one decimal is exact */
-    return fprintf(f, "%" PRId64 " %" PRIu32 " %" PRIu32 " %.1f %" PRId64 "\n", r->t_ns, r->tokens, r->requests,
-                   r->attn, r->wall_ns) < 0
-               ? -1
-               : 0;
+    if (fprintf(f, "%" PRId64 " %" PRIu32 " %" PRIu32 " %.1f %" PRId64, r->t_ns, r->tokens, r->requests, r->attn,
+                r->wall_ns) < 0)
+        return -1;
+    const double *b = r->kv_read;
+    if ((b[0] || b[1] || b[2]) && fprintf(f, " %.0f %.0f %.0f", b[0], b[1], b[2]) < 0) return -1;
+    return fputc('\n', f) == EOF ? -1 : 0;
 }
 
 fkv_status fkv_steplog_open(const char *path, FILE **out, char *err, size_t errlen)
@@ -41,7 +43,8 @@ static int int_field(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
-static const char *const field_name[] = {"t_ns", "tokens", "requests", "attn_work", "wall_ns"};
+static const char *const field_name[] = {"t_ns",    "tokens",  "requests", "attn_work",
+                                         "wall_ns", "kv_base", "kv_int8",  "kv_int4"};
 
 fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_step_rec **out, size_t *n,
                              char *err, size_t errlen)
@@ -72,18 +75,20 @@ fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_
         char *p = lb;
         while (*p == ' ' || *p == '\t') p++;
         if (!*p || *p == '#') continue;
-        char *f[5], *save = NULL;
+        char *f[8], *save = NULL;
         int nf = 0;
         for (char *tok = strtok_r(p, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-            if (nf < 5) f[nf] = tok;
+            if (nf < 8) f[nf] = tok;
             nf++;
         }
-        if (nf != 5) {
+        if (nf != 5 && nf != 8) {
             st = fkv_err_at(err, errlen, name, line,
-                "%d fields, expected 5 (t_ns tokens requests attn_work wall_ns)", nf);
+                "%d fields, expected 5 (t_ns tokens requests attn_work wall_ns) or 8 (and kv_base kv_int8 "
+                "kv_int4)", nf);
             break;
         }
         fkv_step_rec r;
+        memset(&r, 0, sizeof r);
         int64_t x[5];
         int bad = -1;
         /* t_ns up to ~146 years; tokens and requests fit uint32_t; a step has
@@ -102,6 +107,12 @@ fkv_status fkv_steplog_parse(const char *buf, size_t len, const char *name, fkv_
             if (*f[3] < '0' || *f[3] > '9' || *end || errno || !isfinite(r.attn) || r.attn > 1e18 ||
                 r.attn * 2 != floor(r.attn * 2))
                 bad = 3;
+        }
+        /* bytes read: whole numbers, below 2^53 (exact as doubles) */
+        for (int k = 5; k < nf && bad < 0; k++) {
+            int64_t b;
+            if (int_field(f[k], 0, (int64_t)1 << 53, &b)) bad = k;
+            else r.kv_read[k - 5] = (double)b;
         }
         if (bad >= 0) {
             st = fkv_err_at(err, errlen, name, line, "field %s: '%.32s'", field_name[bad], f[bad]);

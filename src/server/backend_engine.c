@@ -183,7 +183,8 @@ static void cb_done(void *ctx, uint64_t id, uint32_t sample, fkv_status st, uint
 static void log_step(void *ctx, const fkv_engine_step_info *si)
 {
     eng *b = ctx;
-    fkv_step_rec r = {si->t0_ns - b->step_log_t0, si->tokens, si->n_items, si->attn_work, si->wall_ns};
+    fkv_step_rec r = {si->t0_ns - b->step_log_t0, si->tokens, si->n_items, si->attn_work, si->wall_ns,
+                      {si->kv_read[0], si->kv_read[1], si->kv_read[2]}};
     fkv_steplog_write(b->step_log, &r);
 }
 

@@ -363,6 +363,7 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
         }
         double dt = wall() - t0;
         fkv_summarize(&r, &sums[i]);
+        fkv_accuracy_of(sel[i], &cfg, &sums[i].accuracy);
         if (idle) fkv_summary_slowdown(&sums[i], &r, idle);
         if (cfg.n_tenants) fkv_summary_shares(&sums[i], c->cap_tok_s);
         if (cfg.n_tenants && sel[i]->mode != FKV_SCHEME_ISOLATED) {

@@ -19,7 +19,7 @@ typedef struct fkv_bench_opts {
     double time_scale;      /* trace timing multiplier when no load is set */
     const char *schemes;    /* comma list or NULL = all available */
     const char *profile;
-    double step_coeffs[4];  /* --step-coeffs c0,c1,c2[,c3]: replace the profile's step cost */
+    double step_coeffs[7];  /* --step-coeffs c0,c1,c2[,c3[,c4,c5,c6]]: replace the profile's step cost */
     size_t n_step_coeffs;   /* 0: the profile as built in */
     const char *data_dir;   /* Vidur CSVs; NULL = embedded tables */
     double cap_frac;        /* capacity = cap_frac x peak demand ... */
@@ -65,7 +65,7 @@ void fkv_bench_opts_default(fkv_bench_opts *o);
  * if consumed, 0 if unknown, -1 on a bad value (message on stderr). */
 int fkv_bench_parse_opt(fkv_bench_opts *o, int argc, char **argv, int *i);
 void fkv_bench_usage(FILE *f);
-/* "c0,c1,c2[,c3]" -> c[*n]; -1 with why[] naming the fault. */
+/* "c0,c1,c2[,c3[,c4,c5,c6]]" -> c[*n] (c holds 7); -1 with why[] naming the fault. */
 int fkv_bench_parse_coeffs(const char *v, double *c, size_t *n, char *why, size_t whylen);
 
 /* Workload at the options' first load, capacity rule applied.  *cap_rps

@@ -83,8 +83,8 @@ int fkv_bench_parse_coeffs(const char *v, double *c, size_t *n, char *why, size_
     *n = 0;
     const char *p = v;
     for (;;) {
-        if (*n == 4) {
-            snprintf(why, whylen, "more than 4 values");
+        if (*n == 7) {
+            snprintf(why, whylen, "more than 7 values");
             return -1;
         }
         char *e;
@@ -345,9 +345,10 @@ static const opt_row rows[] = {
     {.name = "--profile", .kind = OPT_STR, .field = F(profile),
      .help = "  --profile NAME           cost profile (a100-llama2-7b; see below)\n"},
     {.name = "--step-coeffs", .kind = OPT_CALL, .call = step_coeffs,
-     .help = "  --step-coeffs C0,C1,C2[,C3]  replace the profile's step cost by the fitted form of\n"
-              "                           --calibrate: C0 ms a step + C1 ms a token + C2 ms a unit of\n"
-              "                           attention work [+ C3 ms a request]\n"},
+     .help = "  --step-coeffs C0,C1,C2[,C3[,C4,C5,C6]]  replace the profile's step cost by the fitted form\n"
+              "                           of --calibrate: C0 ms a step + C1 ms a token + C2 ms a unit of\n"
+              "                           attention work [+ C3 ms a request [+ C4, C5, C6 ms a K/V byte read\n"
+              "                           at full precision, int8, int4]]\n"},
     {.name = "--capacity-frac", .kind = OPT_NUM, .field = F(cap_frac), .lo = 0, .hi = INFINITY, .flags = LO_OPEN,
      .help = "  --capacity-frac F        KV capacity = F x peak live demand (0.75)\n"},
     {.name = "--capacity-tokens", .kind = OPT_NUM, .field = F(cap_tokens), .store = ST_U64, .lo = 1, .hi = INFINITY, .flags = WHOLE,

@@ -134,6 +134,7 @@ fkv_status fkv_frontier_scheme(fkv_bench_ctx *c, const fkv_workload *w, const fk
     out->capacity_tokens = fkv_frontier_capacity(c->peak_tokens, c->floor_tokens, out->capacity_frac);
     out->floor_binds = out->capacity_tokens == c->floor_tokens;
     out->at = out->found ? p.best : p.first;
+    fkv_accuracy_of(sc, &c->o->sim, &out->at.accuracy);
     out->n_probes = n;
     return FKV_OK;
 }
@@ -178,8 +179,10 @@ void fkv_frontier_text(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_sum
     fprintf(f, "smallest KV capacity (fraction of peak) with mean, P99 and short-class P99 end-to-end latency each\n"
                "within %.0f%% of oracle-memory (mean %.1f ms, P99 %.1f ms, short P99 %.1f ms)\n\n",
             100 * m->slack, oracle->e2e.mean_ms, oracle->e2e.p99_ms, short_p99(oracle));
-    fprintf(f, "%-14s %9s %9s %8s %8s %8s %10s %7s\n", "scheme", "capacity", "tokens", "GB", "mean/o", "P99/o",
+    fprintf(f, "%-14s %9s %9s %8s %8s %8s %10s %7s", "scheme", "capacity", "tokens", "GB", "mean/o", "P99/o",
             "shortP99/o", "probes");
+    fkv_report_accuracy_text(f, NULL);
+    fputc('\n', f);
     int any_floor = 0, any_missing = 0;
     for (size_t i = 0; i < n; i++) {
         const fkv_frontier_point *q = &p[i];
@@ -188,13 +191,16 @@ void fkv_frontier_text(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_sum
         else snprintf(frac, sizeof frac, "> %.2f", m->top > 0 ? m->top : FKV_FRONTIER_HI);
         any_floor |= q->floor_binds;
         any_missing |= !q->found;
-        fprintf(f, "%-14s %9s %9llu %8.2f %8.3f %8.3f %10.3f %7d\n", q->scheme, frac,
+        fprintf(f, "%-14s %9s %9llu %8.2f %8.3f %8.3f %10.3f %7d", q->scheme, frac,
                 (unsigned long long)q->capacity_tokens, gb(m, q->capacity_tokens),
                 ratio(q->at.e2e.mean_ms, oracle->e2e.mean_ms), ratio(q->at.e2e.p99_ms, oracle->e2e.p99_ms),
                 ratio(short_p99(&q->at), short_p99(oracle)), q->n_probes);
+        fkv_report_accuracy_text(f, &q->at);
+        fputc('\n', f);
     }
     fprintf(f, "x/o: the scheme's latency at that capacity over oracle-memory's; GB: KV bytes of the tokens at the\n"
-               "model's element size (fp8 schemes hold twice the tokens in them)\n");
+               "model's element size (fp8 schemes hold twice the tokens in them); kv, KLDmean, top1%%: the deepest K/V\n"
+               "precision the row can reach and its accuracy on stories260K against fp32 (n/m: not measured)\n");
     if (any_floor)
         fprintf(f, "*: the floor, %llu tokens = %.2f of peak (the largest request + 256: every request fits alone)\n",
                 (unsigned long long)m->floor_tokens, m->peak_tokens ? (double)m->floor_tokens / m->peak_tokens : 0);
@@ -250,7 +256,9 @@ static void json_point(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_sum
         jnum(f, "short_p99_ratio", t->short_p99_ratio, 0);
         fputc('}', f);
     }
-    fprintf(f, "]}");
+    fputc(']', f);
+    fkv_report_accuracy_json(f, &q->at);
+    fputc('}', f);
 }
 
 void fkv_frontier_json(FILE *f, const fkv_frontier_meta *m, const fkv_scheme_summary *oracle,

@@ -209,19 +209,21 @@ fkv_status fkv_profile_get(const char *name, const char *data_dir, fkv_profile *
 fkv_status fkv_profile_check_coeffs(const double *c, size_t n, char *err, size_t errlen)
 {
     static const char *const what[] = {"c0 (ms a step)", "c1 (ms a token)", "c2 (ms a unit of attention work)",
-                                       "c3 (ms a request)"};
-    if (n != 3 && n != 4) {
-        if (err) snprintf(err, errlen, "step coefficients: %zu values, expected 3 or 4 (c0,c1,c2[,c3])", n);
+                                       "c3 (ms a request)", "c4 (ms a full-precision K/V byte read)",
+                                       "c5 (ms an int8 K/V byte read)", "c6 (ms an int4 K/V byte read)"};
+    if (n != 3 && n != 4 && n != 7) {
+        if (err)
+            snprintf(err, errlen, "step coefficients: %zu values, expected 3, 4 or 7 (c0,c1,c2[,c3[,c4,c5,c6]])", n);
         return FKV_EINVAL;
     }
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(c[i]) || (i == 1 && c[i] <= 0) || (i == 2 && c[i] < 0)) {
+        if (!isfinite(c[i]) || (i == 1 && c[i] <= 0) || ((i == 2 || i >= 4) && c[i] < 0)) {
             if (err)
                 snprintf(err, errlen, "step coefficient %s: %g (must be finite%s)", what[i], c[i],
-                         i == 1 ? " and > 0" : i == 2 ? " and >= 0" : "");
+                         i == 1 ? " and > 0" : i == 2 || i >= 4 ? " and >= 0" : "");
             return FKV_EINVAL;
         }
-    double c3 = n == 4 ? c[3] : 0;
+    double c3 = n >= 4 ? c[3] : 0;
     if (!(c[0] + c[1] + c3 > 0)) {
         if (err) snprintf(err, errlen, "step coefficients: c0 + c1 + c3 = %g ms: a one-token step must cost time",
                           c[0] + c[1] + c3);
@@ -234,7 +236,7 @@ fkv_status fkv_profile_set_coeffs(fkv_profile *p, const double *c, size_t n, cha
 {
     fkv_status st = fkv_profile_check_coeffs(c, n, err, errlen);
     if (st) return st;
-    double c3 = n == 4 ? c[3] : 0;
+    double c3 = n >= 4 ? c[3] : 0;
     if (!p->model) {
         if (err) snprintf(err, errlen, "step coefficients: profile %s has no model geometry", p->name);
         return FKV_EINVAL;
@@ -267,6 +269,7 @@ fkv_status fkv_profile_set_coeffs(fkv_profile *p, const double *c, size_t n, cha
     p->hbm_bytes_per_s = 0;
     p->overhead_ms = c[0];
     p->per_request_ms = c3;
+    for (int k = 0; k < 3; k++) p->kv_byte_ms[k] = n == 7 ? c[4 + k] : 0;
     p->source = "fitted step coefficients (fairkv bench --step-coeffs, from fairkv bench --calibrate)";
     return FKV_OK;
 }

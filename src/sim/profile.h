@@ -58,6 +58,11 @@ typedef struct fkv_profile {
     double pcie_bytes_per_s; /* host-tier reload, per direction */
     double overhead_ms;      /* per step */
     double per_request_ms;   /* per batch item of a step (0 but in fitted CPU profiles) */
+    /* fitted 7-term profiles only (all 0 otherwise): attention's time per
+     * byte of K/V read, ms, by stored precision: [0] full precision (fp16
+     * in the simulator), [1] int8, [2] int4 (codes and scales); the
+     * simulator adds sum of bytes x price per item (sim.c) */
+    double kv_byte_ms[3];
     double gpu_mem_bytes;    /* per GPU */
     int from_data;           /* 1: linear table parsed from the data files */
     uint32_t *own_tokens;    /* allocated tables (parsed) */
@@ -74,12 +79,14 @@ fkv_status fkv_profile_get(const char *name, const char *data_dir, fkv_profile *
 void fkv_profile_free(fkv_profile *p);
 
 /* Replaces p's step cost by the fitted form of `fairkv bench --calibrate`
- * (src/engine/steplog.h), c[0..n) with n 3 or 4 (c3 = 0 when 3), ms:
+ * (src/engine/steplog.h), c[0..n) with n 3, 4 or 7 (c3 = 0 when 3), ms:
  *   step ms = c0 + c1 x tokens + c2 x attention work + c3 x requests
+ *             [+ c4, c5, c6 x K/V bytes read at full precision, int8, int4]
  * as overhead_ms = c0, a linear table of c1 a token, an attention "peak"
  * of 4 L H D / c2 at efficiency 1 with no memory term (which prices c2 x
- * attention work), per_request_ms = c3.  FKV_EINVAL (err says which) when
- * n is not 3 or 4, a value is not finite, c1 <= 0, c2 < 0, or a one-token
+ * attention work), per_request_ms = c3, kv_byte_ms = c4..c6.  FKV_EINVAL
+ * (err says which) when n is not 3, 4 or 7, a value is not finite, c1 <= 0,
+ * c2 < 0, c4..c6 < 0, or a one-token
  * one-request step would cost nothing or less (c0 + c1 + c3 <= 0). */
 fkv_status fkv_profile_set_coeffs(fkv_profile *p, const double *c, size_t n, char *err, size_t errlen);
 /* The checks of fkv_profile_set_coeffs alone (option parsing). */

@@ -85,6 +85,7 @@ void fkv_summarize(const fkv_sim_result *r, fkv_scheme_summary *o)
 {
     memset(o, 0, sizeof *o);
     snprintf(o->name, sizeof o->name, "%s", r->scheme);
+    fkv_accuracy_none(&o->accuracy, "", "the row's precision mix was not looked up");
     fkv_lat_stats_compute(r->e2e_ns, r->cls, r->n, &o->e2e);
     fkv_lat_stats_compute(r->ttft_ns, r->cls, r->n, &o->ttft);
     fkv_lat_stats_compute(r->tpot_ns, r->cls, r->n, &o->tpot);

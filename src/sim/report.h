@@ -34,6 +34,7 @@
 
 #include <stdio.h>
 
+#include "sim/accuracy.h"
 #include "sim/report_fields.h"
 #include "sim/sim.h"
 
@@ -63,6 +64,10 @@ typedef struct fkv_scheme_summary {
     /* what the fair shares divide (fkv_summary_shares), and the saturation
      * throughput it is at least; 0 = not computed */
     double share_capacity_tok_s, share_saturation_tok_s;
+    /* the K/V precision mix the row can reach and its accuracy on
+     * stories260K (accuracy.h; fkv_accuracy_of): fkv_summarize leaves it
+     * "not measured", fkv_bench_schemes looks it up */
+    fkv_accuracy accuracy;
 } fkv_scheme_summary;
 
 /* The run's description, printed with every report. */
@@ -110,6 +115,11 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
  * isolated P99, Jain's index and max/min of tenant slowdowns, the service
  * difference and throughput relative to lru. */
 void fkv_report_fairness_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n);
+/* A row's accuracy (accuracy.h) for tables of their own (the frontier's):
+ * ,"accuracy":{...} as the JSON report prints it; the text columns kv,
+ * KLDmean and top1% of the fairness table (x NULL: their header). */
+void fkv_report_accuracy_json(FILE *f, const fkv_scheme_summary *x);
+void fkv_report_accuracy_text(FILE *f, const fkv_scheme_summary *x);
 /* header=1 prints the CSV header line first */
 void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary *s, size_t n, int header);
 

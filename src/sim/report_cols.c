@@ -46,6 +46,8 @@ static double raw(const fkv_col *c, const void *row)
     case FKV_COL_BOOL:
         memcpy(&i, at(c, row), sizeof i);
         return i;
+    case FKV_COL_STR:
+        return *(const char *)at(c, row) != 0;
     default:
         return 0;
     }
@@ -88,6 +90,9 @@ static void value(FILE *f, const fkv_col *c, const void *row, unsigned id, int j
     case FKV_COL_ID:
         fprintf(f, c->fmt, id);
         break;
+    case FKV_COL_STR:
+        fprintf(f, c->fmt, (const char *)at(c, row));
+        break;
     case FKV_COL_LAT:
     case FKV_COL_SLOTS:
         break;
@@ -113,7 +118,7 @@ void fkv_cols_text_row(FILE *f, const fkv_col *c, size_t n, const void *row, uns
             for (int k = 0; k < FKV_N_RECLAIM_SLOTS; k++)
                 fprintf(f, c[i].fmt, (unsigned long long)u64_at(&c[i], row, k));
         } else if (missing(&c[i], row)) {
-            fprintf(f, " %*s", c[i].width, "-");
+            fprintf(f, " %*s", c[i].width, c[i].none ? c[i].none : "-");
         } else {
             value(f, &c[i], row, id, 0);
         }

@@ -12,7 +12,10 @@
  *  - F64 (and U64_F, a counter printed as a double) prints value * mul /
  *    div (each only when set, so 100 * x and x / 1e9 keep their rounding);
  *  - ID prints the row's id (a tenant's number), not a field;
- *  - missing: NEG when the raw value is < 0, NONPOS when <= 0.
+ *  - STR prints a char array at off (JSON: fmt carries the quotes); it is
+ *    missing under NONPOS when empty;
+ *  - missing: NEG when the raw value is < 0, NONPOS when <= 0; the text
+ *    prints none ("-" when NULL) in its place.
  */
 #ifndef FKV_SIM_REPORT_COLS_H
 #define FKV_SIM_REPORT_COLS_H
@@ -28,7 +31,8 @@ typedef enum {
     FKV_COL_BOOL,  /* int: text "yes"/"no" (fmt %s), JSON true/false */
     FKV_COL_ID,    /* the row's id, fmt %u */
     FKV_COL_LAT,   /* fkv_lat_stats: JSON only, its object */
-    FKV_COL_SLOTS  /* uint64_t[FKV_N_RECLAIM_SLOTS]: one text column per slot (its name the header), a JSON object */
+    FKV_COL_SLOTS, /* uint64_t[FKV_N_RECLAIM_SLOTS]: one text column per slot (its name the header), a JSON object */
+    FKV_COL_STR    /* a NUL-terminated char array, fmt %s */
 } fkv_col_kind;
 
 typedef enum { FKV_MISS_NEVER, FKV_MISS_NEG, FKV_MISS_NONPOS } fkv_col_miss;
@@ -42,6 +46,7 @@ typedef struct fkv_col {
     double mul, div;  /* F64, U64_F: value * mul / div; 0 = not applied */
     fkv_col_miss miss;
     int clip;         /* text: the header cut to width */
+    const char *none; /* text: what a missing value prints (NULL: "-") */
 } fkv_col;
 
 #define FKV_NCOLS(a) (sizeof(a) / sizeof *(a))

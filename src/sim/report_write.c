@@ -259,6 +259,53 @@ static const fkv_col tenant_csv[] = {
 static const fkv_col tiers_csv[] = {
     FKV_TIER_FIELDS(TIER_HIT_CSV) FKV_TIER_FIELDS(TIER_WRITTEN_CSV) FKV_TIER_FIELDS(TIER_REFUSED_CSV)};
 
+static void json_obj(FILE *f, const char *key, const fkv_col *c, size_t nc, const void *row);
+
+/* The K/V precision mix each row can reach and its accuracy on
+ * stories260K (accuracy.h): the text table, the fairness table's columns,
+ * the JSON "accuracy" object and the CSV columns; "n/m" = not measured. */
+#define A_(field) S_(accuracy.field)
+static const fkv_col accuracy_cols[] = {
+    {C_("kv", 13, " %13s", STR, A_(kv)), .miss = FKV_MISS_NONPOS, .none = "n/m"},
+    {C_("hot", 5, " %5.0f", F64, A_(hot)), .miss = FKV_MISS_NEG},
+    {C_("KLDmean", 9, " %9.5f", F64, A_(kld_mean)), .miss = FKV_MISS_NEG, .none = "n/m"},
+    {C_("KLDp99", 9, " %9.5f", F64, A_(kld_p99)), .miss = FKV_MISS_NEG, .none = "n/m"},
+    {C_("top1%", 7, " %7.2f", F64, A_(top1)), .mul = 100, .miss = FKV_MISS_NEG, .none = "n/m"},
+    {C_("rule", 10, " %10s", STR, A_(rule))},
+};
+static const fkv_col fair_accuracy_cols[] = {
+    {C_("kv", 13, " %13s", STR, A_(kv)), .miss = FKV_MISS_NONPOS, .none = "n/m"},
+    {C_("KLDmean", 9, " %9.5f", F64, A_(kld_mean)), .miss = FKV_MISS_NEG, .none = "n/m"},
+    {C_("top1%", 7, " %7.2f", F64, A_(top1)), .mul = 100, .miss = FKV_MISS_NEG, .none = "n/m"},
+};
+static const fkv_col accuracy_json[] = {
+    {C_("kv", 0, "\"%s\"", STR, A_(kv)), .miss = FKV_MISS_NONPOS},
+    {C_("hot", 0, "%.0f", F64, A_(hot)), .miss = FKV_MISS_NEG},
+    {C_("kld_mean", 0, "%.5f", F64, A_(kld_mean)), .miss = FKV_MISS_NEG},
+    {C_("kld_p99", 0, "%.5f", F64, A_(kld_p99)), .miss = FKV_MISS_NEG},
+    {C_("top1", 0, "%.4f", F64, A_(top1)), .miss = FKV_MISS_NEG},
+    {C_("rule", 0, "\"%s\"", STR, A_(rule))},
+    {C_("source", 0, "\"%s\"", STR, A_(source))},
+};
+static const fkv_col accuracy_csv[] = {
+    {C_("accuracy_kv", 0, ",%s", STR, A_(kv_csv)), .miss = FKV_MISS_NONPOS},
+    {C_("accuracy_hot", 0, ",%.0f", F64, A_(hot)), .miss = FKV_MISS_NEG},
+    {C_("kld_mean", 0, ",%.5f", F64, A_(kld_mean)), .miss = FKV_MISS_NEG},
+    {C_("kld_p99", 0, ",%.5f", F64, A_(kld_p99)), .miss = FKV_MISS_NEG},
+    {C_("top1", 0, ",%.4f", F64, A_(top1)), .miss = FKV_MISS_NEG},
+};
+
+void fkv_report_accuracy_json(FILE *f, const fkv_scheme_summary *x)
+{
+    json_obj(f, "accuracy", accuracy_json, FKV_NCOLS(accuracy_json), x);
+}
+
+void fkv_report_accuracy_text(FILE *f, const fkv_scheme_summary *x)
+{
+    if (x) fkv_cols_text_row(f, fair_accuracy_cols, FKV_NCOLS(fair_accuracy_cols), x, 0);
+    else fkv_cols_text_head(f, fair_accuracy_cols, FKV_NCOLS(fair_accuracy_cols));
+}
+
 /* A table's header line after the scheme column. */
 static void text_head(FILE *f, int w, const fkv_col *c, size_t nc)
 {
@@ -372,6 +419,14 @@ void fkv_report_text(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
     text_head(f, w, class_cols, FKV_NCOLS(class_cols));
     text_rows(f, w, class_cols, FKV_NCOLS(class_cols), s, n);
     fprintf(f, "rej = requests larger than the cache\n");
+    fprintf(f, "\nK/V precision each row can reach, and its accuracy on stories260K against fp32 K/V "
+               "(fairkv model eval)\n");
+    text_head(f, w, accuracy_cols, FKV_NCOLS(accuracy_cols));
+    text_rows(f, w, accuracy_cols, FKV_NCOLS(accuracy_cols), s, n);
+    fprintf(f, "kv: the deepest precision mix of the row's configuration; hot: tokens at full precision; KLD: "
+               "mean and P99 KL divergence (nats) of the next-token distribution; top1%%: argmax agreement; rule: "
+               "exact (every token so), always (--quant always), worst case (under pressure or by reclaim); "
+               "n/m: not measured (docs/EVALUATION.md, \"Accuracy beside every row\")\n");
     tiers_text(f, s, n);
     min_bound_text(f, m);
     tenant_text(f, s, n);
@@ -407,17 +462,20 @@ void fkv_report_fairness_text(FILE *f, const fkv_report_meta *m, const fkv_schem
     fprintf(f, "%-*s", w, "scheme");
     fkv_cols_text_head(f, fair_cols, FKV_NCOLS(fair_cols));
     fkv_cols_text_head(f, fair_scheme_cols, FKV_NCOLS(fair_scheme_cols));
+    fkv_cols_text_head(f, fair_accuracy_cols, FKV_NCOLS(fair_accuracy_cols));
     fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         struct fair_row r = fair_row_of(&s[i]);
         fprintf(f, "%-*s", w, s[i].name);
         fkv_cols_text_row(f, fair_cols, FKV_NCOLS(fair_cols), &r, 0);
         fkv_cols_text_row(f, fair_scheme_cols, FKV_NCOLS(fair_scheme_cols), &s[i], 0);
+        fkv_cols_text_row(f, fair_accuracy_cols, FKV_NCOLS(fair_accuracy_cols), &s[i], 0);
         fputc('\n', f);
     }
     fprintf(f, "x iso: the largest light tenant's P99 TTFT over its own in the isolated run; Jain and max/min: over "
                "the tenants' mean slowdowns; svc diff: VTC's service difference (tokens); thr: output tokens/s over "
-               "lru's\n");
+               "lru's; kv, KLDmean, top1%%: the deepest K/V precision the row can reach and its accuracy on "
+               "stories260K against fp32 (n/m: not measured)\n");
 }
 
 /* ,"key":{pairs} */
@@ -495,6 +553,7 @@ void fkv_report_json(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary
             }
             fprintf(f, "]");
         }
+        fkv_report_accuracy_json(f, x);
         fputc('}', f);
     }
     fprintf(f, "\n]}\n");
@@ -574,6 +633,7 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
         for (uint32_t t = 1; t <= s[0].n_tenants; t++) fkv_cols_csv_head(f, tenant_csv, FKV_NCOLS(tenant_csv), t);
     }
     if (header && n && s[0].tiered) fkv_cols_csv_head(f, tiers_csv, FKV_NCOLS(tiers_csv), 0);
+    if (header) fkv_cols_csv_head(f, accuracy_csv, FKV_NCOLS(accuracy_csv), 0);
     if (header) fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
         const fkv_scheme_summary *x = &s[i];
@@ -589,6 +649,7 @@ void fkv_report_csv(FILE *f, const fkv_report_meta *m, const fkv_scheme_summary 
                 fkv_cols_csv_row(f, tenant_csv, FKV_NCOLS(tenant_csv), &x->tenants[t]);
         }
         if (x->tiered) fkv_cols_csv_row(f, tiers_csv, FKV_NCOLS(tiers_csv), x);
+        fkv_cols_csv_row(f, accuracy_csv, FKV_NCOLS(accuracy_csv), x);
         fputc('\n', f);
     }
 }

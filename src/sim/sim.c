@@ -284,6 +284,42 @@ static fkv_status kv_factors(const fkv_sim_config *cfg, const fkv_batch *b, int 
     return FKV_OK;
 }
 
+/* Fitted 7-term profiles (profile.h, kv_byte_ms): attention's time per
+ * K/V byte read, by stored precision, as the engine's calibration learned
+ * it.  Per item: with --price-kv-bytes its resident chunks' bytes at their
+ * precisions (codes and scales; an fp8 row's ctx + new tokens at fp8, priced
+ * as full precision's, no fp8 price being fitted), else ctx + new tokens at
+ * fp16; all layers, over the tensor-parallel GPUs. */
+static int64_t kv_bytes_ns(const fkv_sim_config *cfg, const fkv_batch *b, int kv_fp8)
+{
+    const fkv_profile *p = cfg->profile;
+    const fkv_model_geom *m = p->model;
+    if (!m) return 0;
+    double ms = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const fkv_batch_item *it = &b->items[i];
+        double by[3] = {0, 0, 0};
+        if (cfg->price_kv_bytes && !kv_fp8 && it->r->seq) {
+            const fkv_chunk_view *const *v;
+            size_t nc;
+            fkv_seq_chunks(it->r->seq, &v, &nc);
+            for (size_t j = 0; j < nc; j++) {
+                if (!v[j]->resident || !v[j]->n_tokens) continue;
+                int k = v[j]->dtype == FKV_INT8 ? 1 : v[j]->dtype == FKV_INT4 ? 2 : 0;
+                fkv_kvc c = k == 1 ? FKV_KVC_INT8 : k == 2 ? FKV_KVC_INT4 : FKV_KVC_F16;
+                by[k] += (double)fkv_kvc_bytes(c, v[j]->n_tokens, m->n_kv_heads, m->head_dim);
+            }
+        } else {
+            uint64_t t = (uint64_t)it->ctx + it->n_new;
+            if (t > UINT32_MAX) t = UINT32_MAX;
+            by[0] = (double)fkv_kvc_bytes(kv_fp8 && cfg->price_kv_bytes ? FKV_KVC_FP8 : FKV_KVC_F16, (uint32_t)t,
+                                          m->n_kv_heads, m->head_dim);
+        }
+        ms += (by[0] * p->kv_byte_ms[0] + by[1] * p->kv_byte_ms[1] + by[2] * p->kv_byte_ms[2]) * m->n_layers / p->tp;
+    }
+    return llround(ms * 1e6);
+}
+
 static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
                            fkv_remote_store *rs, int64_t window_end, int64_t *now, loop_out *o, const char *label,
                            int kv_fp8, char *err, size_t errlen)
@@ -344,6 +380,8 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         } else {
             *now += fkv_profile_step_ns(cfg->profile, &b, cfg->sched.miss);
         }
+        if (cfg->profile->kv_byte_ms[0] != 0 || cfg->profile->kv_byte_ms[1] != 0 || cfg->profile->kv_byte_ms[2] != 0)
+            *now += kv_bytes_ns(cfg, &b, kv_fp8);
         if (b.remote_fetches) {
             *now += fkv_sim_remote_ns(cfg, &b);
             o->remote_fetched += b.remote_tokens;
@@ -396,7 +434,8 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
      * page_size_bytes), so the same bytes hold exactly twice the blocks; the
      * phantom cache just has twice the pages.  Per-tensor scales, every token
      * fp8, no full-precision window: nothing else changes in the simulator,
-     * and its accuracy cost is not priced (docs/EVALUATION.md) */
+     * and its accuracy is not priced into its latency; the reports print it
+     * beside the row (accuracy.h, docs/EVALUATION.md) */
     uint64_t mult = sc->kv_fp8 ? 2 : 1;
     uint64_t pages = (cfg->capacity_tokens + sc->page_tokens - 1) / sc->page_tokens;
     if (pages * mult > UINT32_MAX) return fkv_errf(err, errlen, FKV_EINVAL, "capacity of %llu pages is too large",
