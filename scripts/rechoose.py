@@ -48,7 +48,7 @@ MECHANISMS = [  # (short name, the flags that turn it on, those that turn it off
 # set extended"): the per-tenant step fraction, 1/n of the budget for n
 # tenants ("FRACTION": per workload), and int8 cold chunks under pressure
 EXTENDED = [
-    ("fraction", ["FRACTION"], []),
+    ("fraction", ["FRACTION"], ["--tenant-step-share", "1"]),
     ("quant", ["--quant", "under-pressure"], ["--quant", "off"]),
 ]
 
@@ -93,7 +93,7 @@ def main():
             name = "+".join(names) or "today"
             # every mechanism named on or off: the scheme's own defaults
             # (which include some of them) do not decide
-            flags = [f for m in mechanisms for f in (m[1] if m in combo else m[2])]
+            flags = [f for m in MECHANISMS + EXTENDED for f in (m[1] if m in combo else m[2])]
             row = {"name": name, "n": k, "flags": " ".join(f for m in combo for f in m[1])}
             for w, a in WORKLOADS.items():
                 s = bench(a + flags_for(flags, w), "fairkv")["fairkv"]

@@ -351,6 +351,7 @@ static void sizing_apart(void)
             o.sim.step_share = FKV_STEP_DRR;
             o.sim.admit_reclaim = 1;
             o.sim.step_bound = 2;
+            o.sim.tenant_step_share = 0.25;
             o.sim.sched.admission = FKV_ADMIT_VTC;
         }
         char err[512] = "";

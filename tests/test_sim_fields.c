@@ -93,7 +93,7 @@ static void ranges(void)
     CHECK(parse(&o, "--frontier-tol", "0.5") == 1 && o.frontier_tol == 0.5);
     CHECK(parse(&o, "--frontier-tol", "0.50001") == -1);
     CHECK(parse(&o, "--tenant-step-share", "0") == -1);
-    CHECK(parse(&o, "--tenant-step-share", "1") == 1 && o.sim.sched.tenant_step_share == 1);
+    CHECK(parse(&o, "--tenant-step-share", "1") == 1 && o.sim.tenant_step_share == 1);
     /* whole numbers, and the "given" flag only when taken */
     CHECK(parse(&o, "--requests", "1.5") == -1 && !o.requests_set);
     CHECK(parse(&o, "--requests", "1e8") == 1 && o.requests == 100000000 && o.requests_set);

@@ -84,7 +84,7 @@ static void option_errors(void)
     CHECK(o.sim.quotas == FKV_QUOTA_TENANT && o.sim.victim == FKV_VICTIM_FAIR && o.sim.reclaim_set);
     CHECK(o.sim.sched.n_reclaim == 2 && o.sim.sched.reclaim[0] == FKV_RECLAIM_QUANTIZE8 &&
           o.sim.sched.reclaim[1] == FKV_RECLAIM_EVICT);
-    CHECK(o.sim.sched.vtc_mem_weight == 0.25 && o.sim.sched.tenant_step_share == 0.5 && !o.sim.sched.publish_shared);
+    CHECK(o.sim.sched.vtc_mem_weight == 0.25 && o.sim.tenant_step_share == 0.5 && !o.sim.sched.publish_shared);
     CHECK(o.sim.step_share == FKV_STEP_DRR);
     /* within-share first and the step-time bound */
     fkv_bench_opts_default(&o);

@@ -75,7 +75,8 @@ void fkv_accuracy_of(const fkv_scheme *sc, const fkv_sim_config *cfg, fkv_accura
         q4 |= list[i] == FKV_RECLAIM_QUANTIZE4;
         drop |= list[i] == FKV_RECLAIM_DROP;
     }
-    int quant = sc && cfg->quant != FKV_QUANT_OFF;
+    fkv_quant_mode qm = fkv_sim_quant_mode(cfg, sc);
+    int quant = sc && qm != FKV_QUANT_OFF;
     if (!sc) quant = q8 = q4 = drop = 0; /* no cache: nothing is quantized */
     if (drop) {
         fkv_accuracy_none(out, "", "reclaim drop (attention sparsity) is not measured");
@@ -103,6 +104,6 @@ void fkv_accuracy_of(const fkv_scheme *sc, const fkv_sim_config *cfg, fkv_accura
     else snprintf(kv, sizeof kv, "int8");
     /* exact when every cold chunk is quantized as it turns cold and no
      * reclaim action goes deeper */
-    int exact = cfg->quant == FKV_QUANT_ALWAYS && !q4 && !(q8 && cfg->quant_dtype != FKV_INT8);
+    int exact = qm == FKV_QUANT_ALWAYS && !q4 && !(q8 && cfg->quant_dtype != FKV_INT8);
     look_up(out, kv, sc->chunk_tokens, cfg->quant_hot, exact ? "always" : "worst case");
 }

@@ -323,7 +323,7 @@ static const opt_row rows[] = {
      .help = "  --remote-latency-ms L    one round trip per request that reads it (0.5)\n"},
     {.name = "--vtc-mem", .kind = OPT_NUM, .field = F(sim.sched.vtc_mem_weight), .lo = 0, .hi = INFINITY, .why = "a weight >= 0 (counter units per token-second)",
      .help = "  --vtc-mem W              VTC pays W per token-second of KV held (0)\n"},
-    {.name = "--tenant-step-share", .kind = OPT_NUM, .field = F(sim.sched.tenant_step_share), .lo = 0, .hi = 1, .flags = LO_OPEN, .why = "a fraction in (0, 1]",
+    {.name = "--tenant-step-share", .kind = OPT_NUM, .field = F(sim.tenant_step_share), .lo = 0, .hi = 1, .flags = LO_OPEN, .why = "a fraction in (0, 1]",
      .help = "  --tenant-step-share F    one tenant's prefill share of a step while others wait (1 = off)\n"},
     {.name = "--step-share", .kind = OPT_CALL, .call = step_share,
      .help = "  --step-share off|drr     drr: the step's prefill budget shared by tenants, weighted deficit\n"

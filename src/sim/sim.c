@@ -22,7 +22,8 @@ void fkv_sim_config_default(fkv_sim_config *c)
     c->block_tokens = 512;
     c->alpha = c->beta = c->temperature = -1;
     c->min_retention_ns = -1;
-    c->quant = FKV_QUANT_OFF;
+    c->quant = -1;
+    c->tenant_step_share = -1;
     c->quant_dtype = FKV_INT8;
     c->quant_hot = 128;
     for (int t = 0; t < FKV_SIM_MAX_TENANTS; t++) c->tenant_weight[t] = 1;
@@ -454,7 +455,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     if (cfg->beta >= 0) cc.beta = cfg->beta;
     if (cfg->temperature >= 0) cc.temperature = cfg->temperature;
     if (cfg->min_retention_ns >= 0) cc.min_chunk_retention_ns = cfg->min_retention_ns;
-    cc.quant_mode = cfg->quant;
+    cc.quant_mode = fkv_sim_quant_mode(cfg, sc);
     cc.quant_dtype = cfg->quant_dtype;
     cc.quant_hot_tokens = cfg->quant_hot;
     cc.quant_warm_tokens = cfg->quant_warm;
@@ -702,6 +703,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
     scfg.step_share = cfg->step_share >= 0 ? (fkv_step_share)cfg->step_share : FKV_STEP_SHARE_OFF;
     scfg.admit_reclaim = cfg->admit_reclaim > 0;
     scfg.step_bound = cfg->step_bound > 0 ? cfg->step_bound : 0;
+    scfg.tenant_step_share = cfg->tenant_step_share > 0 ? cfg->tenant_step_share : 1;
     scfg.token_ctx = &srcs;
     scfg.open_seq = fkv_sim_open_seq; /* their prompt blocks, without pass_tokens */
     scfg.open_ctx = &srcs;
@@ -721,6 +723,8 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
         scfg.no_admit_after_preempt = sc->no_admit_after_preempt;
         /* the scheme's mechanisms where none was named for every scheme;
          * its step share not with the older per-tenant fraction */
+        if (cfg->tenant_step_share < 0 && sc->step_fraction && cfg->n_tenants >= 2)
+            scfg.tenant_step_share = 1.0 / cfg->n_tenants;
         if (cfg->step_share < 0 && scfg.tenant_step_share >= 1) scfg.step_share = sc->step_share;
         if (cfg->admit_reclaim < 0) scfg.admit_reclaim = sc->admit_reclaim;
         if (cfg->step_bound < 0) scfg.step_bound = sc->step_bound;
@@ -848,7 +852,7 @@ static fkv_sim_config sizing_config(const fkv_sim_config *cfg)
     c.capacity_tokens = 0;
     c.progress = 0;
     c.sched.admission = FKV_ADMIT_FCFS;
-    c.sched.tenant_step_share = 1;
+    c.tenant_step_share = 1;
     c.step_share = FKV_STEP_SHARE_OFF;
     c.step_bound = 0;
     c.admit_reclaim = 0;
@@ -896,6 +900,12 @@ fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg
         fkv_sim_result_free(&r);
     }
     return FKV_OK;
+}
+
+fkv_quant_mode fkv_sim_quant_mode(const fkv_sim_config *cfg, const fkv_scheme *sc)
+{
+    if (cfg->quant >= 0) return (fkv_quant_mode)cfg->quant;
+    return sc ? sc->quant : FKV_QUANT_OFF;
 }
 
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens, char *err,

@@ -51,6 +51,9 @@ typedef struct fkv_scheme {
     int share_guarantee;      /* 1: tenant shares as guarantees (fkv_config.share_guarantee) */
     int admit_reclaim;        /* 1: within-share tenants first (fkv_sched_config.admit_reclaim) */
     double step_bound;        /* k > 0: the step-time bound (fkv_sched_config.step_bound); 0 = off */
+    int step_fraction;        /* 1: the per-tenant step fraction at 1/n for n tenants
+                               * (fkv_sched_config.tenant_step_share), with two tenants or more */
+    fkv_quant_mode quant;     /* cold-chunk quantization (fkv_config.quant_mode) */
     fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
@@ -72,7 +75,8 @@ typedef struct fkv_sim_config {
     double alpha, beta;       /* F-LRU weights; < 0 = library default */
     double temperature;       /* < 0 = library default */
     int64_t min_retention_ns; /* < 0 = library default */
-    fkv_quant_mode quant;     /* cold-chunk quantization (off) */
+    int quant;                /* -1: the scheme's cold-chunk quantization; else fkv_quant_mode
+                               * for every scheme (fkv_sim_quant_mode) */
     fkv_dtype quant_dtype;    /* FKV_INT8 */
     uint32_t quant_hot;       /* tokens kept full precision at a sequence's end (128) */
     uint32_t quant_warm;      /* the ladder: int8 tokens after the hot ones before int4 (0: no ladder) */
@@ -91,6 +95,7 @@ typedef struct fkv_sim_config {
     int step_share;           /* fkv_step_share (--step-share) */
     int admit_reclaim;        /* 0 or 1: within-share tenants first (--admit-reclaim, --no-admit-reclaim) */
     double step_bound;        /* k >= 0, 0 = off: the step-time bound (--step-bound) */
+    double tenant_step_share; /* (0, 1]: the per-tenant step fraction, 1 = off (--tenant-step-share) */
     int victim;               /* -1: the scheme's; else fkv_victim_rule for every scheme */
     int reclaim_set;          /* 1: sched.reclaim / n_reclaim replace every scheme's list */
     uint64_t host_capacity_bytes; /* fkv_config's host tier (reclaim action offload); 0 = none */
@@ -194,6 +199,10 @@ fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg
 
 /* Peak live KV tokens with unlimited memory at w's arrivals (the memory
  * demand that the capacity rule takes a fraction of). */
+/* Pure.  The cold-chunk quantization a run of scheme sc (NULL: none)
+ * uses: cfg->quant when named, else the scheme's. */
+fkv_quant_mode fkv_sim_quant_mode(const fkv_sim_config *cfg, const fkv_scheme *sc);
+
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens,
                                char *err, size_t errlen);
 
