@@ -80,9 +80,10 @@ static double metric_above(unsigned port, const char *series, double than)
 
 static void test_host_tier(const sp_answer *refA, unsigned ref_port)
 {
-    /* 160 KiB = 128 tokens of stories260K's f32 K/V: one request at a time */
+    /* 160 KiB = 128 tokens of stories260K's f32 K/V: one request at a time
+     * (cold chunks full precision, so B's chunks take A's place) */
     static sp_proc h; /* static: the exit cleanup holds a pointer to it */
-    const char *args[] = {"--model", model, "--kv-budget", "160KiB", "--host-kv", "1MiB", NULL};
+    const char *args[] = {"--model", model, "--kv-budget", "160KiB", "--host-kv", "1MiB", "--quant", "off", NULL};
     REQUIRE(sp_start(&h, args) == 0);
     sp_answer a1, b, a2;
     sp_complete(h.port, A, NULL, NULL, MAXTOK, &a1);
@@ -110,7 +111,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     /* the reference: no tier below the device, the same budget */
     sp_proc ref = {0};
-    const char *rargs[] = {"--model", model, "--kv-budget", "160KiB", NULL};
+    const char *rargs[] = {"--model", model, "--kv-budget", "160KiB", "--quant", "off", NULL};
     REQUIRE(sp_start(&ref, rargs) == 0);
     sp_answer refA, refC;
     sp_complete(ref.port, A, NULL, NULL, MAXTOK, &refA);

@@ -33,20 +33,24 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     cfg->chunk_tokens = 64; /* the simulator's schemes use 64-token chunks */
     /* The recommended configuration, the simulator's `fairkv` scheme
      * (docs/EVALUATION.md, 3b, "Re-choosing the recommended fairkv"):
-     * tenant shares (the 'user' field) as guarantees, the step shared by
-     * deficit round robin under the step-time bound (k = 2; the engine
-     * prices a step by its tokens), the fair victim, fair reclaim before
-     * preempting.  An option that contradicts one of them drops it
-     * (below). */
+     * tenant shares (the 'user' field) as guarantees, int8 cold chunks
+     * under pressure, the fair victim, fair reclaim before preempting.
+     * Its step rule, each tenant's prefill at most 1/n of a step for n
+     * tenants, needs the number of tenants, which a server does not know;
+     * serve keeps the step rule of the rule's previous run instead: the
+     * step shared by deficit round robin under the step-time bound (k = 2;
+     * the engine prices a step by its tokens).  An option that contradicts
+     * one of them drops it (below). */
     cfg->quotas = FKV_QUOTA_TENANT;
     cfg->share_guarantee = 1;
     cfg->admit_reclaim = 0;
     cfg->step_share = FKV_STEP_DRR;
     cfg->step_bound = 2;
+    cfg->quant_mode = FKV_QUANT_UNDER_PRESSURE;
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
     cfg->reclaim[2] = FKV_RECLAIM_EVICT, cfg->n_reclaim = 3;
-    int shares_set = 0, reclaim_set = 0;
+    int shares_set = 0, reclaim_set = 0, quant_set = 0;
     model[0] = 0;
     memset(bo, 0, sizeof *bo);
     for (size_t i = 0; opts && opts[i]; i++) {
@@ -130,6 +134,7 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
         else if (KEY("prefix_cache")) bad = onoff(v, &cfg->prefix_cache);
         else if (KEY("chunked_prefill")) bad = onoff(v, &cfg->chunked_prefill);
         else if (KEY("quant")) {
+            quant_set = 1;
             if (!strcmp(v, "off")) cfg->quant_mode = FKV_QUANT_OFF;
             else if (!strcmp(v, "always")) cfg->quant_mode = FKV_QUANT_ALWAYS;
             else if (!strcmp(v, "under-pressure")) cfg->quant_mode = FKV_QUANT_UNDER_PRESSURE;
@@ -185,9 +190,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
         }
     }
     /* defaults a chosen option rules out: guarantees need tenant quotas,
-     * quantizing reclaim the fairkv kernels */
+     * quantizing reclaim and cold chunks the fairkv kernels */
     if (!shares_set && cfg->quotas != FKV_QUOTA_TENANT) cfg->share_guarantee = 0;
     if (!reclaim_set && cfg->ref_attention) cfg->n_reclaim = 0;
+    if (!quant_set && cfg->ref_attention) cfg->quant_mode = FKV_QUANT_OFF;
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->host_demote && !bo->remote) {
         snprintf(err, errlen, "engine backend: tier_admission=%s: no tier below the device to admit to (give host_kv "
                  "or remote)", fkv_tier_admission_name(cfg->tier_admission));
