@@ -188,6 +188,10 @@ FKV_API const char *fkv_simd_path(void);
  *            q4_0 cache, QuaRot).  Values as int4.  head_dim a power of two.
  *  int2      KIVI's 2-bit: keys per (head, channel) over groups of 32
  *            tokens, values per (token, head) over groups of 32 channels
+ *  fp8-chunk the cache's own fp8 chunks (FKV_FP8 above, through
+ *            fkv_quant_chunk): E4M3 with a dynamic fp32 scale per kv head
+ *            for K and for V, amax / 448 of the block itself (the block is
+ *            the chunk), so nothing saturates and no calibration is used
  * The integer codecs are asymmetric with fp16 scale and zero (the bound of
  * the chunk codec: |x - decoded| <= scale / 2 per element, in the rotated
  * basis for int4r keys, where the orthogonal rotation keeps the error's
@@ -202,6 +206,7 @@ typedef enum fkv_kvc {
     FKV_KVC_INT4,
     FKV_KVC_INT4R,
     FKV_KVC_INT2,
+    FKV_KVC_FP8_CHUNK,
     FKV_KVC_COUNT
 } fkv_kvc;
 
