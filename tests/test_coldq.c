@@ -414,6 +414,35 @@ static void reclaim_running(void)
     fkv_cache_destroy(c);
 }
 
+/* Fair reclaim's quantize4 takes fp8 chunks (quant_dtype fp8) to int4,
+ * re-encoded from their decoded values, as it does int8 ones. */
+static void reclaim_fp8(void)
+{
+    fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, FKV_FP8, 64, FKV_STORAGE_CPU);
+    REQUIRE(c);
+    fkv_seq *s = fx_seq(c, 1);
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = 5 * i + 2;
+    for (int k = 0; k < 8; k++) append_real(c, s, tok + k * 64, 64);
+    REQUIRE(fkv_seq_pin(s) == FKV_OK);
+    const fkv_chunk_view *const *ch;
+    size_t n;
+    fkv_seq_chunks(s, &ch, &n);
+    for (size_t i = 0; i < n; i++) CHECK(ch[i]->dtype == (i < 6 ? FKV_FP8 : FKV_F16));
+    uint32_t freed = 0;
+    CHECK(fkv_seq_reclaim(s, FKV_RECLAIM_QUANTIZE4, NULL, 100, &freed) == FKV_OK && freed == 6); /* 2 pages -> 1 */
+    fkv_seq_chunks(s, &ch, &n);
+    for (size_t i = 0; i < 6; i++) {
+        CHECKF(ch[i]->dtype == FKV_INT4, "chunk %zu: %s", i, fkv_dtype_name(ch[i]->dtype));
+        CHECKF(chunk_nmse(c, ch[i]) <= 3e-2, "chunk %zu NMSE %g", i, chunk_nmse(c, ch[i]));
+    }
+    for (uint32_t pos = 384; pos < 512; pos++) CHECKF(same_as_ref(c, s, pos), "hot token %u changed", pos);
+    CHECK(fx_invariants(c));
+    fkv_seq_unpin(s);
+    fkv_seq_free(s);
+    fkv_cache_destroy(c);
+}
+
 /* Offload to the host tier and reload: an int8 chunk and an fp16 chunk of
  * a pinned request go to host memory (their pages free), are missing and
  * marked offloaded (restore leaves them), and come back with the same
@@ -491,6 +520,7 @@ int main(void)
     pressure_mode();
     drops();
     reclaim_running();
+    reclaim_fp8();
     offload_reload();
     bad_config();
     return check_done();
