@@ -83,13 +83,14 @@ typedef enum fkv_dtype {
     FKV_F32 = 0,
     FKV_F16 = 1,
     FKV_INT8 = 2,
-    FKV_INT4 = 3
+    FKV_INT4 = 3,
+    FKV_FP8 = 4  /* E4M3 codes, one fp32 scale per (chunk, layer, kv head) of K and of V */
 } fkv_dtype;
-#define FKV_N_DTYPES 4
+#define FKV_N_DTYPES 5
 
-/* Pure.  "f32", "f16", "int8", "int4". */
+/* Pure.  "f32", "f16", "int8", "int4", "fp8". */
 FKV_API const char *fkv_dtype_name(fkv_dtype t);
-/* Pure.  Bits per stored element: 32, 16, 8, 4. */
+/* Pure.  Bits per stored element: 32, 16, 8, 4, 8. */
 FKV_API unsigned fkv_dtype_bits(fkv_dtype t);
 
 typedef enum fkv_storage_kind {
@@ -184,13 +185,15 @@ typedef struct fkv_config {
 
     /* cold-chunk quantization (layouts in fairkv_quant.h) */
     fkv_quant_mode quant_mode; /* FKV_QUANT_OFF */
-    fkv_dtype quant_dtype;     /* FKV_INT8 or FKV_INT4 */
+    fkv_dtype quant_dtype;     /* FKV_INT8, FKV_INT4 or FKV_FP8 */
     uint32_t quant_hot_tokens; /* 128: a sequence's last tokens stay full precision */
     double quant_pressure;     /* 0.9: pool occupancy above which under-pressure mode quantizes */
-    /* precision ladder: 0 (default) off; N > 0: an int8 chunk with more
-     * than quant_hot_tokens + N tokens after it in its sequence (or whose
-     * request ended) turns int4 (re-encoded from its int8 codes, as fair
-     * reclaim does).  Needs quant_dtype int8 and a quant_mode other than off. */
+    /* precision ladder: 0 (default) off; N > 0: a warm chunk (quant_dtype:
+     * int8 or fp8) with more than quant_hot_tokens + N tokens after it in
+     * its sequence (or whose request ended) turns int4 (re-encoded from its
+     * decoded int8 or fp8 values, as fair reclaim does).  So fp16 hot ->
+     * int8 or fp8 warm -> int4 cold.  Needs quant_dtype int8 or fp8 and a
+     * quant_mode other than off. */
     uint32_t quant_warm_tokens;
 
     /* host tier: chunks offloaded by fkv_seq_reclaim wait here, in host

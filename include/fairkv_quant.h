@@ -1,4 +1,4 @@
-/* fairkv quantized KV codecs (int8, int4) and the hook the cache calls to
+/* fairkv quantized KV codecs (int8, int4, fp8) and the hook the cache calls to
  * quantize a cold chunk into fewer pages.
  *
  * Layout (KIVI's: keys per channel, values per token; all "pure" functions
@@ -37,8 +37,31 @@
  * of a group whose maximum is near 65504 decode a little above it: into an
  * fp16 base they saturate at +-65504 (closer to x, never infinite).
  *
+ * fp8 chunks (FKV_FP8) store one OCP E4M3 code per element (rows of
+ * n_kv_heads*head_dim bytes, like int8) and, per layer, one fp32 scale per
+ * kv head for K and one for V: qmeta is
+ *        for layer l: kscale[n_kv_heads] then vscale[n_kv_heads], fp32
+ * (4 * n_kv_heads uint16 slots each, so fkv_quant_meta_bytes counts it in
+ * the same units).  scale = amax / 448 over that head's K (or V) in the
+ * whole chunk, so the largest element maps to E4M3's largest finite value;
+ * code = e4m3(x / scale) (round to nearest even, saturating), decoded x =
+ * e4m3_value(code) * scale (the conversions of fkv_f32_to_e4m3, one
+ * implementation).  Symmetric: no zero point.  Error bound per element,
+ * before the base-dtype rounding: |x - decoded| <= 2^-4 |x| + 2^-10 scale,
+ * plus fp32 rounding of the two products (a relative 2^-22); an outlier
+ * channel raises the head's scale and so only the subnormal term of the
+ * other channels (amax * 2^-10 / 448).
+ * How this differs from vLLM's fp8 cache: vLLM keeps one static scale per
+ * layer (k_scale / v_scale, per tensor or per head), fixed at load time
+ * from a calibration run or 1.0, so values beyond 448 * scale saturate.
+ * The cache has no calibration run and quantizes a chunk only once it is
+ * complete and cold, so it can measure the chunk's own range: a dynamic
+ * per-chunk scale never saturates and follows each chunk's magnitude, at a
+ * cost of 8 bytes per (layer, kv head) per chunk.
+ *
  * Memory: with an fp16 base and page_tokens 16, a 64-token chunk takes
- * 0.531 (int8) and 0.297 (int4) of its fp16 bytes, scales included.  Pages
+ * 0.531 (int8), 0.297 (int4) and 0.500 (fp8) of its fp16 bytes, scales
+ * included (fp8's scales add n_layers * n_kv_heads * 16 bytes per chunk).  Pages
  * are whole: int4 reaches that only for chunks of a multiple of
  * 4*page_tokens tokens (8*page_tokens from an fp32 base); a shorter chunk
  * still takes one page.
@@ -83,7 +106,7 @@ FKV_API fkv_status fkv_kv_geom_check(const fkv_kv_geom *g, char *err, size_t err
 FKV_API uint64_t fkv_kv_page_bytes(const fkv_kv_geom *g);
 
 /* Pure.  Tokens one page holds in `dtype` (base dtype: page_tokens). 0 if
- * dtype is not base, int8 or int4, or the geometry is invalid. */
+ * dtype is not base, int8, int4 or fp8, or the geometry is invalid. */
 FKV_API uint32_t fkv_quant_tokens_per_page(const fkv_kv_geom *g, fkv_dtype dtype);
 
 /* Pure.  Pages a chunk of n_tokens needs in `dtype` (base or quantized). */
@@ -101,7 +124,7 @@ FKV_API uint64_t fkv_quant_chunk_bytes(const fkv_kv_geom *g, fkv_dtype dtype, ui
  * Quantizes all layers of one chunk of n_tokens (n_tokens >= 1), stored in
  * base dtype in src_pages[n_src] (n_src >= pages_needed(base)), into
  * dst_pages[n_dst] (n_dst == pages_needed(dtype)) and qmeta (qmeta_bytes >=
- * fkv_quant_meta_bytes).  dtype: FKV_INT8 or FKV_INT4.
+ * fkv_quant_meta_bytes).  dtype: FKV_INT8, FKV_INT4 or FKV_FP8.
  *
  * In place: dst_pages may be exactly the first n_dst entries of src_pages
  * (quantizing then needs no free page; the cache frees the rest of
@@ -114,7 +137,7 @@ FKV_API fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *lay
                                    const uint32_t *dst_pages, uint32_t n_dst, void *qmeta,
                                    size_t qmeta_bytes, char *err, size_t errlen);
 
-/* Pure, thread-safe.  The reverse: decodes a chunk of `dtype` (int8/int4) in
+/* Pure, thread-safe.  The reverse: decodes a chunk of `dtype` (int8/int4/fp8) in
  * src_pages[n_src] with its qmeta into base dtype in dst_pages[n_dst]
  * (n_dst >= pages_needed(base)).  In place: src_pages may be exactly the
  * first n_src entries of dst_pages; otherwise disjoint. */
@@ -165,6 +188,10 @@ FKV_API const char *fkv_simd_path(void);
  *            q4_0 cache, QuaRot).  Values as int4.  head_dim a power of two.
  *  int2      KIVI's 2-bit: keys per (head, channel) over groups of 32
  *            tokens, values per (token, head) over groups of 32 channels
+ *  fp8-chunk the cache's own fp8 chunks (FKV_FP8 above, through
+ *            fkv_quant_chunk): E4M3 with a dynamic fp32 scale per kv head
+ *            for K and for V, amax / 448 of the block itself (the block is
+ *            the chunk), so nothing saturates and no calibration is used
  * The integer codecs are asymmetric with fp16 scale and zero (the bound of
  * the chunk codec: |x - decoded| <= scale / 2 per element, in the rotated
  * basis for int4r keys, where the orthogonal rotation keeps the error's
@@ -179,6 +206,7 @@ typedef enum fkv_kvc {
     FKV_KVC_INT4,
     FKV_KVC_INT4R,
     FKV_KVC_INT2,
+    FKV_KVC_FP8_CHUNK,
     FKV_KVC_COUNT
 } fkv_kvc;
 

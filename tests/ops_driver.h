@@ -137,7 +137,8 @@ static fkv_status ops_open(ops_state *st, uint32_t k)
         cfg.min_chunk_retention_ns = (k / 24) % 2 ? 50 : 0;
         cfg.prefix_cache = (k / 48) % 2 ? 0 : 1;
         cfg.quant_mode = (fkv_quant_mode)((k / 96) % 3); /* off, always, under-pressure */
-        cfg.quant_dtype = (k / 96) % 3 == 2 ? FKV_INT4 : FKV_INT8;
+        /* under pressure: int4; always: int8, or fp8 without the prefix cache */
+        cfg.quant_dtype = (k / 96) % 3 == 2 ? FKV_INT4 : (k / 48) % 2 ? FKV_FP8 : FKV_INT8;
         cfg.quant_hot_tokens = 8;
         cfg.quant_pressure = 0.75;
     }
@@ -192,7 +193,7 @@ static int ops_verify(ops_state *st, ops_seq *q)
     for (size_t i = 0; i < n; i++) {
         if (!ch[i]->resident) continue;
         if (ch[i]->dtype != FKV_F32) { /* quantized: its codec has its own tests */
-            if (ch[i]->dtype != FKV_INT8 && ch[i]->dtype != FKV_INT4) {
+            if (ch[i]->dtype != FKV_INT8 && ch[i]->dtype != FKV_INT4 && ch[i]->dtype != FKV_FP8) {
                 snprintf(st->msg, sizeof st->msg, "chunk in precision %d", (int)ch[i]->dtype);
                 return 1;
             }

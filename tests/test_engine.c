@@ -556,6 +556,21 @@ static void test_ladder(void)
     for (int r = 0; r < NREQ && !differ; r++)
         differ = memcmp(q->lg[r], q8->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof *q->lg[r]) != 0;
     CHECK(differ);
+    /* the ladder from fp8: 32 warm fp8 tokens, then int4 re-encoded from
+     * the fp8 values; int4 dominates the error, so the same bounds, and it
+     * reads other chunks than the int8 ladder does */
+    run_out *q8l = malloc(sizeof *q8l);
+    REQUIRE(q8l);
+    memcpy(q8l, q, sizeof *q);
+    c.quant_dtype = FKV_FP8;
+    run(&c, (run_opts){1, 0, 1, want}, q);
+    compare_quant_within("ladder: 32 hot, 32 fp8, then int4", o, q, 30 * 3e-4, 30 * 1e-3, 0);
+    differ = 0;
+    for (int r = 0; r < NREQ && !differ; r++)
+        differ = memcmp(q->lg[r], q8l->lg[r], (size_t)MAXTOK * model->hp.n_vocab * sizeof *q->lg[r]) != 0;
+    CHECK(differ);
+    free_out(q8l);
+    free(q8l);
     free_out(o);
     free_out(q);
     free_out(q8);

@@ -145,6 +145,8 @@ static void test_bytes(void)
     CHECK(fkv_kvc_bytes(FKV_KVC_INT4, 64, 4, 8) / f16 == (2048.0 + 128 + 1024) / 8192);  /* 0.39 */
     CHECK(fkv_kvc_bytes(FKV_KVC_INT4R, 64, 4, 8) / f16 == (2048.0 + 1024 + 1024) / 8192); /* 0.5 */
     CHECK(fkv_kvc_bytes(FKV_KVC_INT2, 64, 4, 8) / f16 == (1024.0 + 256 + 1024) / 8192);   /* 0.28 */
+    /* the cache's fp8 chunk: codes plus an fp32 scale per kv head for K and for V */
+    CHECK(fkv_kvc_bytes(FKV_KVC_FP8_CHUNK, 64, 4, 8) == 4096 + 32);
     CHECK(fkv_kvc_bytes(FKV_KVC_COUNT, 64, 4, 8) == 0 && fkv_kvc_bytes(FKV_KVC_INT8, 0, 4, 8) == 0);
     printf("bytes vs fp16 (64 tokens, 8 kv heads x 128):");
     for (int c = 0; c < FKV_KVC_COUNT; c++)
@@ -208,6 +210,13 @@ static double bound_ratio(fkv_kvc c, const float *x0, const float *xq, uint32_t 
             for (uint32_t d = 0; d < D; d++) {
                 double x = r0[d], err = fabs((double)r1[d] - x), b = 0;
                 if (c == FKV_KVC_F16) b = ldexp(fabs(x), -11) + ldexp(1, -25);
+                else if (c == FKV_KVC_FP8_CHUNK) { /* the block's own amax of this head */
+                    double amax = 0;
+                    for (uint32_t u = 0; u < T; u++)
+                        for (uint32_t e = 0; e < D; e++) amax = fmax(amax, fabs(x0[u * E + h * D + e]));
+                    b = ldexp(fabs(x), -4) * (1 + ldexp(1, -20)) + ldexp(amax / 448, -10) * (1 + ldexp(1, -20)) +
+                        ldexp(fabs(x), -22);
+                }
                 else if (c == FKV_KVC_FP8 || c == FKV_KVC_FP8_HEAD) {
                     double s = fkv_kvc_fp8_scale(cal, 0, h, is_v, c == FKV_KVC_FP8_HEAD);
                     b = ldexp(fabs(x), -4) * (1 + ldexp(1, -20)) + ldexp(s, -10) + ldexp(fabs(x), -22);

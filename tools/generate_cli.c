@@ -23,6 +23,7 @@ static void usage(FILE *f)
                "                       [--ids] [--logits FILE]\n"
                "                       [--kv-budget BYTES] [--kv-dtype f32|f16] [--n N]\n"
                "                       [--quant off|always|under-pressure] [--quant-hot TOKENS]\n"
+               "                       [--quant-dtype int8|fp8|int4] [--quant-warm TOKENS]\n"
                "                       [--sparsity dense|streaming|h2o] [--sparsity-budget TOKENS]\n"
                "                       [--ref-attention] [--stats] [--engine]\n"
                "  --ctx N overrides the model's context length (llama.context_length; warns beyond it);\n"
@@ -43,6 +44,7 @@ static int parse(int argc, char **argv, gen_opts *o)
     memset(o, 0, sizeof *o);
     o->max_tokens = 32, o->threads = 1, o->chunk = 256, o->top_p = 1.0, o->seed = 1;
     o->kv_budget = 0, o->n = 1, o->sparsity_budget = 256, o->quant_hot = 128;
+    o->quant_warm = 0, o->quant_dtype = FKV_INT8;
     o->quant = FKV_QUANT_OFF, o->sparsity = FKV_SPARSE_DENSE, o->kv_dtype = FKV_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -85,6 +87,7 @@ static int parse(int argc, char **argv, gen_opts *o)
         else if (!strcmp(a, "--n")) o->n = strtol(v, &end, 10);
         else if (!strcmp(a, "--sparsity-budget")) o->sparsity_budget = strtol(v, &end, 10);
         else if (!strcmp(a, "--quant-hot")) o->quant_hot = strtol(v, &end, 10);
+        else if (!strcmp(a, "--quant-warm")) o->quant_warm = strtol(v, &end, 10);
         else if (!strcmp(a, "--kv-budget")) {
             if ((o->kv_budget = fkv_parse_bytes(v)) <= 0) {
                 fprintf(stderr, "fairkv generate: --kv-budget: '%s' is not a size (65536, 64MiB, 1GiB)\n", v);
@@ -98,6 +101,11 @@ static int parse(int argc, char **argv, gen_opts *o)
             if (!strcmp(v, "off")) o->quant = FKV_QUANT_OFF;
             else if (!strcmp(v, "always")) o->quant = FKV_QUANT_ALWAYS;
             else if (!strcmp(v, "under-pressure")) o->quant = FKV_QUANT_UNDER_PRESSURE;
+            else goto badval;
+        } else if (!strcmp(a, "--quant-dtype")) {
+            if (!strcmp(v, "int8")) o->quant_dtype = FKV_INT8;
+            else if (!strcmp(v, "fp8")) o->quant_dtype = FKV_FP8;
+            else if (!strcmp(v, "int4")) o->quant_dtype = FKV_INT4;
             else goto badval;
         } else if (!strcmp(a, "--sparsity")) {
             if (fkv_sparse_mode_parse(v, &o->sparsity)) goto badval;
@@ -124,10 +132,11 @@ static int parse(int argc, char **argv, gen_opts *o)
         return 2;
     }
     if (o->max_tokens < 0 || o->threads < 1 || o->threads > 256 || o->chunk < 1 || !(o->temperature >= 0) ||
-        !(o->top_p > 0 && o->top_p <= 1) || o->n < 1 || o->n > 64 || o->sparsity_budget < 1 || o->quant_hot < 1) {
+        !(o->top_p > 0 && o->top_p <= 1) || o->n < 1 || o->n > 64 || o->sparsity_budget < 1 || o->quant_hot < 1 ||
+        o->quant_warm < 0 || o->quant_warm > (1l << 20)) {
         fprintf(stderr, "fairkv generate: need --max-tokens >= 0, 1 <= --threads <= 256, --chunk >= 1, "
                         "--temperature >= 0, 0 < --top-p <= 1, 1 <= --n <= 64, --sparsity-budget >= 1, "
-                        "--quant-hot >= 1\n");
+                        "--quant-hot >= 1, 0 <= --quant-warm <= 1048576\n");
         return 2;
     }
     return 0;

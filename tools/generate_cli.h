@@ -28,8 +28,9 @@ typedef struct gen_opts {
     int ref_attention, stats;
     int64_t kv_budget; /* bytes; 0: sized to the request (at least 64 MiB) */
     fkv_dtype kv_dtype;
-    long n, sparsity_budget, quant_hot;
+    long n, sparsity_budget, quant_hot, quant_warm;
     fkv_quant_mode quant;
+    fkv_dtype quant_dtype; /* FKV_INT8 (default), FKV_FP8 or FKV_INT4 */
     fkv_sparse_mode sparsity;
 } gen_opts;
 

@@ -114,6 +114,8 @@ int fkv__generate_engine(const gen_opts *o, const fkv_llama *m, const fkv_tokeni
     c.kv_dtype = o->kv_dtype;
     c.quant_mode = o->quant;
     c.quant_hot_tokens = (uint32_t)o->quant_hot;
+    c.quant_dtype = o->quant_dtype;
+    c.quant_warm_tokens = (uint32_t)o->quant_warm;
     c.sparsity = o->sparsity;
     c.sparsity_budget = (uint32_t)o->sparsity_budget;
     c.n_threads = (uint32_t)o->threads;

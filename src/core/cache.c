@@ -13,13 +13,13 @@
 
 const char *fkv_dtype_name(fkv_dtype t)
 {
-    static const char *const n[] = {"f32", "f16", "int8", "int4"};
+    static const char *const n[] = {"f32", "f16", "int8", "int4", "fp8"};
     return (unsigned)t < FKV_N_DTYPES ? n[t] : "?";
 }
 
 unsigned fkv_dtype_bits(fkv_dtype t)
 {
-    static const unsigned b[] = {32, 16, 8, 4};
+    static const unsigned b[] = {32, 16, 8, 4, 8};
     return (unsigned)t < FKV_N_DTYPES ? b[t] : 0;
 }
 
@@ -189,6 +189,7 @@ static fkv_status from_env(void *base, const opt *tab, size_t n, char *err, size
             else if (!strcmp(s, "f16")) *(fkv_dtype *)f = FKV_F16;
             else if (!strcmp(s, "int8")) *(fkv_dtype *)f = FKV_INT8;
             else if (!strcmp(s, "int4")) *(fkv_dtype *)f = FKV_INT4;
+            else if (!strcmp(s, "fp8")) *(fkv_dtype *)f = FKV_FP8;
             else errno = EINVAL;
             end = (char *)s + strlen(s);
             break;
@@ -291,12 +292,12 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         cfg->quant_mode != FKV_QUANT_UNDER_PRESSURE)
         return BAD("quant_mode=%d: must be off, always or under-pressure", (int)cfg->quant_mode);
     if (cfg->quant_mode != FKV_QUANT_OFF) {
-        if (cfg->quant_dtype != FKV_INT8 && cfg->quant_dtype != FKV_INT4)
-            return BAD("quant_dtype=%s: must be int8 or int4", fkv_dtype_name(cfg->quant_dtype));
+        if (cfg->quant_dtype != FKV_INT8 && cfg->quant_dtype != FKV_INT4 && cfg->quant_dtype != FKV_FP8)
+            return BAD("quant_dtype=%s: must be int8, int4 or fp8", fkv_dtype_name(cfg->quant_dtype));
         if (!(cfg->quant_pressure > 0 && cfg->quant_pressure <= 1))
             return BAD("quant_pressure=%g: must be in (0, 1]", cfg->quant_pressure);
-        if (cfg->quant_warm_tokens && cfg->quant_dtype != FKV_INT8)
-            return BAD("quant_warm_tokens=%u: the ladder goes from int8 to int4, quant_dtype is %s",
+        if (cfg->quant_warm_tokens && cfg->quant_dtype != FKV_INT8 && cfg->quant_dtype != FKV_FP8)
+            return BAD("quant_warm_tokens=%u: the ladder goes from int8 or fp8 to int4, quant_dtype is %s",
                        cfg->quant_warm_tokens, fkv_dtype_name(cfg->quant_dtype));
     }
     if (cfg->host_demote && (!cfg->host_capacity_bytes || !cfg->prefix_cache))

@@ -161,11 +161,12 @@ static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
     return quantize_to(c, ch, c->cfg.quant_dtype, reason);
 }
 
-/* int8 -> int4, for fair reclaim's second step: the chunk is decoded to
- * the base precision and encoded again in a scratch copy (the pool has no
- * free page to do it in), then its first pages take the int4 data and the
- * rest are freed.  The int4 error is then that of encoding the int8
- * values, which test_coldq bounds like a direct int4 encoding. */
+/* int8 (or fp8) -> int4, for fair reclaim's second step and the ladder:
+ * the chunk is decoded to the base precision and encoded again in a
+ * scratch copy (the pool has no free page to do it in), then its first
+ * pages take the int4 data and the rest are freed.  The int4 error is then
+ * that of encoding the int8 (fp8) values, which test_coldq bounds like a
+ * direct int4 encoding. */
 static fkv_status requantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype to)
 {
     fkv_kv_geom g;
@@ -217,10 +218,10 @@ static fkv_status requantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype to)
 }
 
 /* Fair reclaim (fkv_seq_reclaim): ch is one of cur_seq's chunks, in the
- * base precision (-> dt) or, for int4, already in int8 (re-encoded). */
+ * base precision (-> dt) or, for int4, already in int8 or fp8 (re-encoded). */
 int fkv__reclaim_quantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt)
 {
-    if (ch->v.dtype == FKV_INT8 && dt == FKV_INT4) {
+    if ((ch->v.dtype == FKV_INT8 || ch->v.dtype == FKV_FP8) && dt == FKV_INT4) {
         /* the checks of quantizable() but the precision */
         if (!ch->v.resident || ch->v.n_tokens != ch->v.cap_tokens || (c->k && ch->kv_pending)) return 0;
         uint32_t own_pins = c->cur_seq ? c->cur_seq->pins : 0;
@@ -266,7 +267,8 @@ void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all)
         found_cold(c, ch);
     }
     if (!all) s->cold_scan = i;
-    /* the ladder: int8 chunks past the warm window turn int4; a chunk
+    /* the ladder: warm (int8 or fp8) chunks past the warm window turn
+     * int4; a chunk
      * that could not be quantized is looked at again only when its
      * request ends */
     if (c->cfg.quant_warm_tokens) {
@@ -278,7 +280,7 @@ void fkv__cold_scan(fkv_cache *c, fkv_seq *s, int all)
             /* under pressure, a full-precision chunk waiting in the cold
              * FIFO may still turn int8: wait for it */
             if (!all && ch->quant.queued) break;
-            if (ch->v.dtype == FKV_INT8) fkv__reclaim_quantize(c, ch, FKV_INT4);
+            if (ch->v.dtype == FKV_INT8 || ch->v.dtype == FKV_FP8) fkv__reclaim_quantize(c, ch, FKV_INT4);
         }
         if (!all) s->ladder_scan = j;
     }

@@ -126,6 +126,8 @@ static int labels_of(const fkv_cache *c, int lk, int i, char *buf, size_t n)
         else snprintf(buf, n, "tenant=\"%s\",action=\"%s\"", t, action_names[i % FKV__N_ACTIONS]);
         return 1;
     }
+    /* fp8 is shown only by caches that store it: other exports stay as they were */
+    if (lk == LK_DTYPE && i == FKV_FP8 && c->cfg.quant_dtype != FKV_FP8) return 0;
     snprintf(buf, n, "%s=\"%s\"", label_name(lk), label_value(c, lk, i));
     return 1;
 }

@@ -147,8 +147,9 @@ fkv_status fkv_seq_reclaim(fkv_seq *s, fkv_reclaim_action a, const fkv_reclaim_a
         case FKV_RECLAIM_QUANTIZE8:
             if (ch->v.dtype == c->cfg.dtype) fkv__reclaim_quantize(c, ch, FKV_INT8);
             break;
-        case FKV_RECLAIM_QUANTIZE4: /* base precision, or int8 from the step before */
-            if (ch->v.dtype == c->cfg.dtype || ch->v.dtype == FKV_INT8) fkv__reclaim_quantize(c, ch, FKV_INT4);
+        case FKV_RECLAIM_QUANTIZE4: /* base precision, or int8/fp8 from before */
+            if (ch->v.dtype == c->cfg.dtype || ch->v.dtype == FKV_INT8 || ch->v.dtype == FKV_FP8)
+                fkv__reclaim_quantize(c, ch, FKV_INT4);
             break;
         case FKV_RECLAIM_DROP:
             if (ch->v.start < lo || end > hi || !alone) break;

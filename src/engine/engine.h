@@ -64,7 +64,7 @@ typedef struct fkv_engine_config {
     int share_guarantee;       /* 0: tenant shares are targets; 1: guarantees (fkv_config.share_guarantee) */
     int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: the cache's dynamic chunk sizes */
     fkv_quant_mode quant_mode; /* off */
-    fkv_dtype quant_dtype;     /* FKV_INT8 */
+    fkv_dtype quant_dtype;     /* FKV_INT8 (or FKV_FP8, FKV_INT4) */
     uint32_t quant_hot_tokens; /* 128; max_batch_tokens is capped to it when quantizing (see engine.c) */
     uint32_t quant_warm_tokens; /* 0: no ladder; else fkv_config.quant_warm_tokens (int8, then int4) */
     fkv_sparse_mode sparsity;  /* dense */

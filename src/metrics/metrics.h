@@ -6,7 +6,7 @@
  * X(name, type, labels, help)
  *   type:   COUNTER or GAUGE
  *   labels: NONE, CLASS (request_type=short|medium|long), DEVICE
- *           (device=<config.device_label>), DTYPE (precision=f32|f16|int8|int4),
+ *           (device=<config.device_label>), DTYPE (precision=f32|f16|int8|int4|fp8),
  *           TIER (tier=expired|cached|over_quota|in_quota|young|global),
  *           QREASON (reason=always|pressure|reclaim),
  *           TENANT (tenant=<id>|other: the first config.tenant_labels tenants
@@ -71,7 +71,7 @@
       "Idle chunks the admission filter kept from moving from the memory tier to the one below") \
     X(fairkv_tier_demoted_bytes_total, COUNTER, KTIER, "Bytes written from the memory tier to the one below")
 
-enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 4, FKV__L_TIER = 6, FKV__L_QREASON = 3,
+enum { FKV__L_NONE = 1, FKV__L_CLASS = 3, FKV__L_DEVICE = 1, FKV__L_DTYPE = 5, FKV__L_TIER = 6, FKV__L_QREASON = 3,
        FKV__L_TENANT = 65 /* FKV__TENANT_LABELS_MAX + other */, FKV__L_TACTION = 65 * 7, FKV__L_KTIER = 2 };
 
 typedef struct fkv__stats {

@@ -49,7 +49,7 @@ fkv_status fkv_kv_ladder_parse(const char *spec, fkv_kv_ladder *l, char *err, si
     return FKV_OK;
 bad:
     snprintf(err, errlen, "--kv '%s': expected PREC or WARM:TOKENS,COLD with PREC one of f32, f16, fp8, "
-             "fp8-head, int8, int4, int4r, int2", spec);
+             "fp8-head, fp8-chunk, int8, int4, int4r, int2", spec);
     return FKV_EINVAL;
 }
 

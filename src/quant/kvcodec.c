@@ -1,7 +1,7 @@
 /* The block codecs of fairkv_quant.h: every precision the project prices,
  * as an encode / decode round trip over one layer's K and V of a block.
  *
- * int8 and int4 go through the cache's own chunk codec (quant.c) on a
+ * int8, int4 and fp8-chunk go through the cache's own chunk codec (quant.c) on a
  * one-page fp32 geometry, so their accuracy is that of the stored chunks.
  * fp8 uses the E4M3 conversions (fp8.h; AVX-512 in simd_avx512.c); int4r
  * and int2 use the vector primitives of simd.h (AVX2 or scalar, the same
@@ -16,7 +16,8 @@
 #include "quant/qparams.h"
 #include "quant/simd.h"
 
-static const char *const names[FKV_KVC_COUNT] = {"f32", "f16", "fp8", "fp8-head", "int8", "int4", "int4r", "int2"};
+static const char *const names[FKV_KVC_COUNT] = {"f32",  "f16",  "fp8",   "fp8-head", "int8",
+                                                 "int4", "int4r", "int2", "fp8-chunk"};
 
 const char *fkv_kvc_name(fkv_kvc c) { return (unsigned)c < FKV_KVC_COUNT ? names[c] : NULL; }
 
@@ -27,7 +28,7 @@ fkv_status fkv_kvc_parse(const char *s, fkv_kvc *out)
             *out = (fkv_kvc)i;
             return FKV_OK;
         }
-    fkv__err(NULL, 0, "unknown KV precision '%s' (f32, f16, fp8, fp8-head, int8, int4, int4r, int2)", s ? s : "(null)");
+    fkv__err(NULL, 0, "unknown KV precision '%s' (f32, f16, fp8, fp8-head, fp8-chunk, int8, int4, int4r, int2)", s ? s : "(null)");
     return FKV_EINVAL;
 }
 
@@ -42,6 +43,8 @@ uint64_t fkv_kvc_bytes(fkv_kvc c, uint32_t T, uint32_t H, uint32_t D)
     case FKV_KVC_F16: return 4 * e;
     case FKV_KVC_FP8:
     case FKV_KVC_FP8_HEAD: return 2 * e;
+    /* the cache's fp8 chunk: an fp32 scale per kv head for K and for V */
+    case FKV_KVC_FP8_CHUNK: return 2 * e + 8 * (uint64_t)H;
     /* integer codecs: each group stores an fp16 scale and an fp16 zero */
     case FKV_KVC_INT8:
         return 2 * e + 4 * (uint64_t)H * ceil_div(T, FKV_QK_GROUP) * D + 4 * (uint64_t)T * H * ceil_div(D, FKV_QV_GROUP_INT8);
@@ -234,7 +237,7 @@ static fkv_status int_chunk_rt(fkv_kvc c, float *k, float *v, uint32_t T, uint32
 {
     fkv_kv_geom g = {1, H, D, T, FKV_F32, 0, 1};
     fkv_kv_layer l = {k, v};
-    fkv_dtype dt = c == FKV_KVC_INT8 ? FKV_INT8 : FKV_INT4;
+    fkv_dtype dt = c == FKV_KVC_INT8 ? FKV_INT8 : c == FKV_KVC_FP8_CHUNK ? FKV_FP8 : FKV_INT4;
     size_t mb = fkv_quant_meta_bytes(&g, dt, T);
     void *meta = malloc(mb ? mb : 1);
     if (!meta) return FKV_ENOMEM;
@@ -268,7 +271,8 @@ fkv_status fkv_kvc_roundtrip(fkv_kvc c, const fkv_kvc_calib *cal, uint32_t layer
     }
     const size_t n = (size_t)T * H * D;
     if (c == FKV_KVC_F32) return FKV_OK;
-    if (c == FKV_KVC_INT8 || c == FKV_KVC_INT4) return int_chunk_rt(c, k, v, T, H, D, err, errlen);
+    if (c == FKV_KVC_INT8 || c == FKV_KVC_INT4 || c == FKV_KVC_FP8_CHUNK)
+        return int_chunk_rt(c, k, v, T, H, D, err, errlen);
     for (size_t i = 0; i < n; i++)
         if (!isfinite(k[i]) || !isfinite(v[i]) || (c != FKV_KVC_FP8 && c != FKV_KVC_FP8_HEAD &&
                                                    (fabsf(k[i]) > 65504.0f || fabsf(v[i]) > 65504.0f))) {

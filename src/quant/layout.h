@@ -5,12 +5,18 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "fairkv_quant.h"
 #include "util/err.h"
 
 static inline uint32_t fkv__esize(fkv_dtype base) { return base == FKV_F32 ? 4u : 2u; }
-static inline uint32_t fkv__qbits(fkv_dtype t) { return t == FKV_INT8 ? 8u : t == FKV_INT4 ? 4u : 0u; }
+static inline uint32_t fkv__qbits(fkv_dtype t)
+{
+    return t == FKV_INT8 || t == FKV_FP8 ? 8u : t == FKV_INT4 ? 4u : 0u;
+}
+/* the quantized chunk formats the codecs and tiles read */
+static inline int fkv__is_quant(fkv_dtype t) { return t == FKV_INT8 || t == FKV_INT4 || t == FKV_FP8; }
 static inline uint32_t fkv__vgroup(fkv_dtype t) { return t == FKV_INT4 ? FKV_QV_GROUP_INT4 : FKV_QV_GROUP_INT8; }
 static inline uint64_t fkv__stride(const fkv_kv_geom *g) { return g->page_stride ? g->page_stride : fkv_kv_page_bytes(g); }
 
@@ -35,6 +41,8 @@ static inline size_t fkv__kmeta_elems(const fkv_kv_geom *g, uint32_t n_tokens)
 }
 static inline size_t fkv__layer_meta_elems(const fkv_kv_geom *g, fkv_dtype t, uint32_t n_tokens)
 {
+    /* fp8: one fp32 scale per kv head for K, then for V (two uint16 slots each) */
+    if (t == FKV_FP8) return (size_t)g->n_kv_heads * 4u;
     return fkv__kmeta_elems(g, n_tokens) + (size_t)n_tokens * g->n_kv_heads * fkv__vgroups(g, t) * 2u;
 }
 /* scale row of keys (head h, token group gi); the zero row follows it */
@@ -50,6 +58,19 @@ static inline const uint16_t *fkv__vmeta(const uint16_t *layer_meta, const fkv_k
 {
     return layer_meta + fkv__kmeta_elems(g, n_tokens) +
            ((size_t)h * fkv__vgroups(g, t) + gi) * 2u * n_tokens;
+}
+
+/* fp8 chunks: the fp32 scale of head h's keys (is_v 0) or values (is_v 1)
+ * in one layer's qmeta (read and written by memcpy: qmeta is uint16-aligned) */
+static inline float fkv__fp8_scale(const uint16_t *layer_meta, const fkv_kv_geom *g, int is_v, uint32_t h)
+{
+    float s;
+    memcpy(&s, layer_meta + ((size_t)is_v * g->n_kv_heads + h) * 2u, sizeof s);
+    return s;
+}
+static inline void fkv__fp8_set_scale(uint16_t *layer_meta, const fkv_kv_geom *g, int is_v, uint32_t h, float s)
+{
+    memcpy(layer_meta + ((size_t)is_v * g->n_kv_heads + h) * 2u, &s, sizeof s);
 }
 
 /* The library's convention (fairkv.h, "Errors"): the calling thread's

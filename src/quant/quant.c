@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "quant/fp16.h"
+#include "quant/fp8.h"
 #include "quant/layout.h"
 #include "quant/qparams.h"
 #include "quant/simd.h"
@@ -58,7 +59,7 @@ uint32_t fkv_quant_tokens_per_page(const fkv_kv_geom *g, fkv_dtype dtype)
 {
     if (fkv_kv_geom_check(g, NULL, 0)) return 0;
     if (dtype == g->base) return g->page_tokens;
-    if (dtype != FKV_INT8 && dtype != FKV_INT4) return 0;
+    if (!fkv__is_quant(dtype)) return 0;
     if (dtype == FKV_INT4 && g->head_dim % 2) return 0;
     return (uint32_t)(fkv_kv_page_bytes(g) / fkv__row_bytes(g, dtype));
 }
@@ -119,8 +120,8 @@ static fkv_status check_args(const char *fn, const fkv_kv_geom *g, const fkv_kv_
 {
     fkv_status st = fkv_kv_geom_check(g, err, errlen);
     if (st) return st;
-    if (dtype != FKV_INT8 && dtype != FKV_INT4) {
-        fkv__err(err, errlen, "%s: dtype %d is not FKV_INT8 or FKV_INT4", fn, (int)dtype);
+    if (!fkv__is_quant(dtype)) {
+        fkv__err(err, errlen, "%s: dtype %d is not FKV_INT8, FKV_INT4 or FKV_FP8", fn, (int)dtype);
         return FKV_EINVAL;
     }
     if (dtype == FKV_INT4 && g->head_dim % 2) {
@@ -140,7 +141,7 @@ static fkv_status check_args(const char *fn, const fkv_kv_geom *g, const fkv_kv_
     uint32_t need_q = fkv_quant_pages_needed(g, dtype, n_tokens);
     if (nb < need_b || nq < need_q) {
         fkv__err(err, errlen, "%s: %u tokens need %u base pages and %u %s pages (got %u and %u)", fn,
-                 n_tokens, need_b, need_q, dtype == FKV_INT8 ? "int8" : "int4", nb, nq);
+                 n_tokens, need_b, need_q, fkv_dtype_name(dtype), nb, nq);
         return FKV_EINVAL;
     }
     size_t mb = fkv_quant_meta_bytes(g, dtype, n_tokens);
@@ -180,6 +181,98 @@ static fkv_status check_args(const char *fn, const fkv_kv_geom *g, const fkv_kv_
     return FKV_OK;
 }
 
+/* fp8 E4M3 chunks (layout in fairkv_quant.h): per layer and per K / V, a
+ * first read-only pass finds each head's amax over the chunk (and rejects
+ * non-finite values before anything is written), a second encodes front to
+ * back with scale = amax / 448.  A row is read whole before its codes are
+ * written, so in place is safe (file comment). */
+static fkv_status fp8_quant(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
+                            const uint32_t *src_pages, const uint32_t *dst_pages, void *qmeta, char *err,
+                            size_t errlen)
+{
+    const fkv__simd_ops *ops = fkv__simd();
+    const fkv__fp8_ops *f8 = fkv__fp8();
+    const size_t H = g->n_kv_heads, D = g->head_dim, E = H * D;
+    float *buf = malloc((E + 2 * H) * sizeof(float));
+    if (!buf) {
+        fkv__err(err, errlen, "fkv_quant_chunk: no memory for scratch");
+        return FKV_ENOMEM;
+    }
+    float *row = buf, *amax = row + E, *inv = amax + H;
+    uint8_t *codes = NULL;
+    for (uint32_t l = 0; l < g->n_layers; l++) {
+        uint16_t *lm = (uint16_t *)qmeta + l * fkv__layer_meta_elems(g, FKV_FP8, n_tokens);
+        for (int is_v = 0; is_v < 2; is_v++) {
+            char *arr = is_v ? layers[l].v : layers[l].k;
+            struct pagemap src = {arr, fkv__stride(g), fkv__row_bytes(g, g->base), src_pages, g->page_tokens};
+            struct pagemap dst = {arr, fkv__stride(g), fkv__row_bytes(g, FKV_FP8), dst_pages,
+                                  fkv_quant_tokens_per_page(g, FKV_FP8)};
+            for (size_t h = 0; h < H; h++) amax[h] = 0.0f;
+            for (uint32_t t = 0; t < n_tokens; t++) {
+                read_row(ops, g->base, row_at(&src, t), row, E);
+                for (size_t h = 0; h < H; h++)
+                    for (size_t d = 0; d < D; d++) {
+                        float a = fabsf(row[h * D + d]);
+                        if (!(a <= 65504.0f)) {
+                            fkv__err(err, errlen, "fkv_quant_chunk: layer %u %s token %u head %zu: "
+                                     "non-finite or beyond fp16 range", l, is_v ? "value" : "key", t, h);
+                            free(buf);
+                            return FKV_EINVAL;
+                        }
+                        amax[h] = a > amax[h] ? a : amax[h];
+                    }
+            }
+            for (size_t h = 0; h < H; h++) {
+                float sc = amax[h] / 448.0f;
+                fkv__fp8_set_scale(lm, g, is_v, (uint32_t)h, sc);
+                inv[h] = sc > 0.0f ? 1.0f / sc : 0.0f;
+            }
+            for (uint32_t t = 0; t < n_tokens; t++) {
+                read_row(ops, g->base, row_at(&src, t), row, E);
+                codes = (uint8_t *)row_at(&dst, t); /* after the read: in place */
+                for (size_t h = 0; h < H; h++) f8->enc(row + h * D, inv[h], codes + h * D, D);
+            }
+        }
+    }
+    free(buf);
+    return FKV_OK;
+}
+
+static fkv_status fp8_dequant(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
+                              const uint32_t *src_pages, const void *qmeta, const uint32_t *dst_pages,
+                              char *err, size_t errlen)
+{
+    const fkv__simd_ops *ops = fkv__simd();
+    const fkv__fp8_ops *f8 = fkv__fp8();
+    const size_t H = g->n_kv_heads, D = g->head_dim, E = H * D;
+    float *out = malloc(E * sizeof(float) + E);
+    if (!out) {
+        fkv__err(err, errlen, "fkv_dequant_chunk: no memory for scratch");
+        return FKV_ENOMEM;
+    }
+    uint8_t *codes = (uint8_t *)(out + E);
+    for (uint32_t l = 0; l < g->n_layers; l++) {
+        const uint16_t *lm = (const uint16_t *)qmeta + l * fkv__layer_meta_elems(g, FKV_FP8, n_tokens);
+        for (int is_v = 0; is_v < 2; is_v++) {
+            char *arr = is_v ? layers[l].v : layers[l].k;
+            struct pagemap q = {arr, fkv__stride(g), fkv__row_bytes(g, FKV_FP8), src_pages,
+                                fkv_quant_tokens_per_page(g, FKV_FP8)};
+            struct pagemap b = {arr, fkv__stride(g), fkv__row_bytes(g, g->base), dst_pages, g->page_tokens};
+            for (uint32_t t = n_tokens; t-- > 0;) { /* back to front: in place */
+                memcpy(codes, row_at(&q, t), E);
+                for (size_t h = 0; h < H; h++)
+                    f8->dec(codes + h * D, fkv__fp8_scale(lm, g, is_v, (uint32_t)h), out + h * D, D);
+                if (g->base == FKV_F16) /* 448 * scale may round a little above the fp16 maximum */
+                    for (size_t e = 0; e < E; e++)
+                        out[e] = out[e] > 65504.0f ? 65504.0f : out[e] < -65504.0f ? -65504.0f : out[e];
+                write_row(ops, g->base, out, row_at(&b, t), E);
+            }
+        }
+    }
+    free(out);
+    return FKV_OK;
+}
+
 fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uint32_t n_tokens,
                            const uint32_t *src_pages, uint32_t n_src, fkv_dtype dtype,
                            const uint32_t *dst_pages, uint32_t n_dst, void *qmeta,
@@ -188,6 +281,7 @@ fkv_status fkv_quant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, uin
     fkv_status st = check_args("fkv_quant_chunk", g, layers, n_tokens, dtype, src_pages, n_src,
                                dst_pages, n_dst, qmeta, qmeta_bytes, err, errlen);
     if (st) return st;
+    if (dtype == FKV_FP8) return fp8_quant(g, layers, n_tokens, src_pages, dst_pages, qmeta, err, errlen);
     const fkv__simd_ops *ops = fkv__simd();
     const size_t H = g->n_kv_heads, D = g->head_dim, E = H * D;
     const float qmax = dtype == FKV_INT8 ? 255.0f : 15.0f;
@@ -289,6 +383,7 @@ fkv_status fkv_dequant_chunk(const fkv_kv_geom *g, const fkv_kv_layer *layers, u
     fkv_status st = check_args("fkv_dequant_chunk", g, layers, n_tokens, dtype, dst_pages, n_dst,
                                src_pages, n_src, qmeta, qmeta_bytes, err, errlen);
     if (st) return st;
+    if (dtype == FKV_FP8) return fp8_dequant(g, layers, n_tokens, src_pages, qmeta, dst_pages, err, errlen);
     const fkv__simd_ops *ops = fkv__simd();
     const size_t H = g->n_kv_heads, D = g->head_dim, E = H * D;
     const uint32_t G = fkv__vgroup(dtype), nvg = fkv__vgroups(g, dtype);

@@ -141,8 +141,14 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             else bad = 1;
         } else if (KEY("quant_hot")) {
             if (!(bad = u64_in(v, 1, 1u << 20, &u))) cfg->quant_hot_tokens = (uint32_t)u;
+        } else if (KEY("quant_dtype")) {
+            /* what cold chunks are stored in: int8 (the default), fp8 or int4 */
+            if (!strcmp(v, "int8")) cfg->quant_dtype = FKV_INT8;
+            else if (!strcmp(v, "fp8")) cfg->quant_dtype = FKV_FP8;
+            else if (!strcmp(v, "int4")) cfg->quant_dtype = FKV_INT4;
+            else bad = 1;
         } else if (KEY("quant_warm")) {
-            /* the precision ladder: int8 for this many tokens past the hot ones, then int4 (0: off) */
+            /* the precision ladder: int8 (fp8) for this many tokens past the hot ones, then int4 (0: off) */
             if (!(bad = u64_in(v, 0, 1u << 20, &u))) cfg->quant_warm_tokens = (uint32_t)u;
         } else if (KEY("threads")) {
             if (!(bad = u64_in(v, 1, 256, &u))) cfg->n_threads = (uint32_t)u;

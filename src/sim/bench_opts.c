@@ -240,7 +240,7 @@ static const opt_choice admission[] = {{"fcfs", FKV_ADMIT_FCFS}, {"vtc", FKV_ADM
 static const opt_choice miss[] = {{"recompute", FKV_MISS_RECOMPUTE}, {"reload", FKV_MISS_RELOAD}, {NULL, 0}};
 static const opt_choice quant[] = {
     {"off", FKV_QUANT_OFF}, {"always", FKV_QUANT_ALWAYS}, {"under-pressure", FKV_QUANT_UNDER_PRESSURE}, {NULL, 0}};
-static const opt_choice quant_dtype[] = {{"int8", FKV_INT8}, {"int4", FKV_INT4}, {NULL, 0}};
+static const opt_choice quant_dtype[] = {{"int8", FKV_INT8}, {"int4", FKV_INT4}, {"fp8", FKV_FP8}, {NULL, 0}};
 
 #define F(m) offsetof(fkv_bench_opts, m)
 
@@ -388,10 +388,10 @@ static const opt_row rows[] = {
     {.name = "--quant", .kind = OPT_CHOICE, .field = F(sim.quant), .choices = quant,
      .help = "  --quant off|always|under-pressure   cold-chunk quantization (off)\n"},
     {.name = "--quant-dtype", .kind = OPT_CHOICE, .field = F(sim.quant_dtype), .choices = quant_dtype,
-     .help = "  --quant-dtype int8|int4  --quant-hot N (tokens kept full precision, 128)\n"},
+     .help = "  --quant-dtype int8|int4|fp8  --quant-hot N (tokens kept full precision, 128)\n"},
     {.name = "--quant-hot", .kind = OPT_NUM, .field = F(sim.quant_hot), .store = ST_U32, .lo = 0, .hi = 1e9},
     {.name = "--quant-warm", .kind = OPT_NUM, .field = F(sim.quant_warm), .store = ST_U32, .lo = 0, .hi = 1e9, .flags = WHOLE, .why = "a whole number of tokens",
-     .help = "  --quant-warm N           precision ladder: int8 for N tokens past the hot ones, then int4 (0: off)\n"},
+     .help = "  --quant-warm N           precision ladder: int8 (or fp8) for N tokens past the hot ones, then int4 (0: off)\n"},
     {.name = "--price-kv-bytes", .kind = OPT_FLAG, .field = F(sim.price_kv_bytes), .value = 1,
      .help = "  --price-kv-bytes         attention's memory time by the bytes each request's K/V take at their\n"
               "                           stored precisions, codes and scales (vllm-fp8: half); default: fp16 bytes\n"},

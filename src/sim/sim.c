@@ -273,8 +273,12 @@ static fkv_status kv_factors(const fkv_sim_config *cfg, const fkv_batch *b, int 
             double q = 0, h = 0;
             for (size_t j = 0; j < nc; j++) {
                 if (!v[j]->resident || !v[j]->n_tokens) continue;
-                fkv_kvc c = v[j]->dtype == FKV_INT8 ? FKV_KVC_INT8 : v[j]->dtype == FKV_INT4 ? FKV_KVC_INT4
-                                                                                            : FKV_KVC_F16;
+                /* fp8 chunks: codes as fp8-head's (their per-chunk scales, 8 bytes per
+                 * layer and kv head, are below a part in a thousand of a chunk) */
+                fkv_kvc c = v[j]->dtype == FKV_INT8   ? FKV_KVC_INT8
+                            : v[j]->dtype == FKV_INT4 ? FKV_KVC_INT4
+                            : v[j]->dtype == FKV_FP8  ? FKV_KVC_FP8_HEAD
+                                                      : FKV_KVC_F16;
                 q += (double)fkv_kvc_bytes(c, v[j]->n_tokens, m->n_kv_heads, m->head_dim);
                 h += (double)fkv_kvc_bytes(FKV_KVC_F16, v[j]->n_tokens, m->n_kv_heads, m->head_dim);
             }
