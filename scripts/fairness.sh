@@ -93,7 +93,7 @@ mech() { # workload, tenant count
     share=$(python3 -c "print(1/$n)")
     # the earlier fairkv's mechanisms: no DRR share, no within-share first,
     # no step-time bound, shares as targets
-    local old="--no-admit-reclaim --step-bound 0 --shares target"
+    local old="--no-admit-reclaim --step-bound 0 --shares target --step-share off"
     # shellcheck disable=SC2206
     local on=(--admission vtc --vtc-mem 0.001 --tenant-step-share "$share" --quant under-pressure $old)
     echo
@@ -125,13 +125,16 @@ tenant shares off (quotas request)|${on[*]} --quotas request
 reclaim off (preempt at once)|${on[*]} --reclaim none
 memory term of VTC off|--admission vtc --tenant-step-share $share --quant under-pressure $old
 VTC off (fcfs, its memory term with it)|--tenant-step-share $share --quant under-pressure $old
-step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure $old --step-share off
-quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict $old
-fairkv before the re-choices (shares and reclaim only)|--step-share off $old
-fairkv of the first re-choice (DRR step share, within-share first)|--step-bound 0 --shares target --admit-reclaim
-fairkv as recommended (DRR step share, step-time bound, guarantees, reclaim)|
-recommended, step-time bound off|--step-bound 0
-recommended, DRR step share off|--step-share off
+step share off|--admission vtc --vtc-mem 0.001 --quant under-pressure $old --tenant-step-share 1
+quantization off (no cold-chunk int8, reclaim evict only)|--admission vtc --vtc-mem 0.001 --tenant-step-share $share --reclaim evict --quant off $old
+fairkv before the re-choices (shares and reclaim only)|$old --tenant-step-share 1 --quant off
+fairkv of the first re-choice (DRR step share, within-share first)|--step-share drr --step-bound 0 --shares target --admit-reclaim --tenant-step-share 1 --quant off
+fairkv of the second re-choice (DRR step share, step-time bound, guarantees)|--step-share drr --step-bound 2 --shares guarantee --no-admit-reclaim --tenant-step-share 1 --quant off
+fairkv as recommended (1/n step fraction, int8 cold chunks under pressure, guarantees, reclaim)|
+recommended, step fraction off|--tenant-step-share 1
+recommended, cold-chunk quantization off|--quant off
+recommended, DRR step share instead of the fraction|--step-share drr
+recommended, step-time bound on|--step-bound 2
 recommended, shares as targets|--shares target
 recommended, within-share first on|--admit-reclaim
 recommended, tenant shares off|--quotas request

@@ -664,6 +664,22 @@ static void test_bench_option(void)
     CHECK(bench_cli("--workload chat --requests 50 --quiet --schemes lru --host-policy s3fifo", "/dev/null") != 0);
     CHECK(bench_cli("--workload chat --requests 50 --quiet --schemes lru --host-x 1 --host-demote --host-policy lfu",
                     "/dev/null") != 0);
+    /* the recommended fairkv scheme orders its tiers by S3-FIFO: its run
+     * without the option is the S3-FIFO run, not lru's; and the scheme
+     * needs no tier (no refusal without one) */
+    const char *fk = "--workload chat --requests 400 --load 0.9 --schemes fairkv --quiet --format json --host-x 2 "
+                     "--host-demote";
+    char *dflt = bench_out(fk), *ord[2];
+    for (int p = 0; p < 2; p++) {
+        snprintf(a, sizeof a, "%s --host-policy %s", fk, p ? "s3fifo" : "lru");
+        ord[p] = bench_out(a);
+    }
+    CHECK(!strcmp(dflt, ord[1]));
+    CHECK(strcmp(dflt, ord[0]));
+    free(dflt);
+    free(ord[0]);
+    free(ord[1]);
+    CHECK(bench_cli("--workload chat --requests 50 --quiet --schemes fairkv", "/dev/null") == 0);
 }
 
 /* `fairkv serve --host-policy` (the engine's host_policy option): parsed,
@@ -685,8 +701,12 @@ static void test_serve_option(void)
     const char *bad[] = {"model=m.gguf", "host_policy=mru", "host_kv=1MiB", NULL};
     CHECK(fkv__engine_opts_parse(bad, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
           strstr(err, "host_policy=mru"));
+    /* serve's default with a host tier: the recommended order, S3-FIFO */
     const char *dflt[] = {"model=m.gguf", "host_kv=1MiB", NULL};
     CHECK(fkv__engine_opts_parse(dflt, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.host_policy == FKV_HOST_S3FIFO);
+    const char *lru[] = {"model=m.gguf", "host_kv=1MiB", "host_policy=lru", NULL};
+    CHECK(fkv__engine_opts_parse(lru, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
           cfg.host_policy == FKV_HOST_LRU);
 }
 

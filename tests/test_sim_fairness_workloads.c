@@ -386,6 +386,47 @@ static void sizing_apart(void)
            thr[0]);
 }
 
+/* The recommended fairkv scheme's step rule: each tenant's prefill at most
+ * 1/n of a step (n tenants) unless --tenant-step-share names a fraction.
+ * Its run without the option is the run with 1/6 on the 6-tenant
+ * workload, and not the run with the fraction off. */
+static void fairkv_step_fraction(void)
+{
+    fkv_bench_opts o;
+    fkv_bench_opts_default(&o);
+    o.workload = "tenants";
+    o.quiet = 1;
+    o.requests = 400;
+    o.load_lo = o.load_hi = 0.9;
+    char err[512] = "";
+    fkv_bench_ctx c;
+    fkv_status st = fkv_bench_prepare(&c, &o, err, sizeof err);
+    CHECKF(st == FKV_OK, "prepare: %s", err);
+    if (st) return;
+    const fkv_scheme *sc = fkv_scheme_find("fairkv");
+    REQUIRE(sc && c.base.n_tenants == 6);
+    fkv_workload w;
+    double rate;
+    REQUIRE(fkv_bench_arrivals(&c, 0.9, &w, &rate) == FKV_OK);
+    const double frac[3] = {-1, 1.0 / 6, 1};
+    double ttft[3];
+    for (int i = 0; i < 3; i++) {
+        fkv_sim_config cfg = o.sim;
+        cfg.capacity_tokens = c.capacity_tokens;
+        cfg.tenant_step_share = frac[i];
+        fkv_sim_result r;
+        REQUIRE(fkv_sim_run(&w, sc, &cfg, &r, err, sizeof err) == FKV_OK);
+        ttft[i] = 0;
+        for (size_t k = 0; k < r.n; k++) ttft[i] += (double)r.ttft_ns[k];
+        fkv_sim_result_free(&r);
+    }
+    printf("fairkv TTFT sums: default %.6g, 1/6 %.6g, off %.6g\n", ttft[0], ttft[1], ttft[2]);
+    CHECK(ttft[0] == ttft[1]);
+    CHECK(ttft[0] != ttft[2]);
+    fkv_workload_free(&w);
+    fkv_bench_ctx_free(&c);
+}
+
 static void options(void)
 {
     char msg[512];
@@ -412,5 +453,6 @@ int main(void)
     chat_sessions();
     options();
     sizing_apart();
+    fairkv_step_fraction();
     return check_done();
 }

@@ -50,7 +50,7 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
     cfg->reclaim[2] = FKV_RECLAIM_EVICT, cfg->n_reclaim = 3;
-    int shares_set = 0, reclaim_set = 0, quant_set = 0;
+    int shares_set = 0, reclaim_set = 0, quant_set = 0, host_policy_set = 0;
     model[0] = 0;
     memset(bo, 0, sizeof *bo);
     for (size_t i = 0; opts && opts[i]; i++) {
@@ -114,6 +114,7 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             /* the host tier's eviction order (fkv_config.host_policy); the
              * Redis tier evicts by its own maxmemory-policy */
             bad = fkv_host_policy_parse(v, &cfg->host_policy) != 0;
+            host_policy_set = 1;
         } else if (KEY("remote")) {
             if (!*v) bad = 1;
             bo->remote = v;
@@ -200,6 +201,9 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     if (!shares_set && cfg->quotas != FKV_QUOTA_TENANT) cfg->share_guarantee = 0;
     if (!reclaim_set && cfg->ref_attention) cfg->n_reclaim = 0;
     if (!quant_set && cfg->ref_attention) cfg->quant_mode = FKV_QUANT_OFF;
+    /* the recommended host-tier order (docs/EVALUATION.md, 3c, "Host-tier
+     * eviction": S3-FIFO), where there is a host tier */
+    if (!host_policy_set) cfg->host_policy = cfg->host_demote ? FKV_HOST_S3FIFO : FKV_HOST_LRU;
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && !cfg->host_demote && !bo->remote) {
         snprintf(err, errlen, "engine backend: tier_admission=%s: no tier below the device to admit to (give host_kv "
                  "or remote)", fkv_tier_admission_name(cfg->tier_admission));

@@ -89,7 +89,7 @@ fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, siz
                  "with --host-x or --host-gb, or --remote-gb)", fkv_tier_admission_name(o->sim.tier_admission));
         return FKV_EINVAL;
     }
-    if (o->sim.host_policy != FKV_HOST_LRU && !o->sim.host_demote && !o->sim.remote_capacity_bytes) {
+    if (o->sim.host_policy > FKV_HOST_LRU && !o->sim.host_demote && !o->sim.remote_capacity_bytes) {
         snprintf(err, errlen, "--host-policy %s: no tier below the device to order (give --host-demote "
                  "with --host-x or --host-gb, or --remote-gb)", fkv_host_policy_name(o->sim.host_policy));
         return FKV_EINVAL;

@@ -32,6 +32,7 @@ void fkv_sim_config_default(fkv_sim_config *c)
     c->step_share = c->admit_reclaim = -1;
     c->step_bound = -1;
     c->victim = -1;
+    c->host_policy = -1;
     c->remote_bytes_per_s = FKV_SIM_REMOTE_BYTES_PER_S;
     c->remote_latency_ns = FKV_SIM_REMOTE_LATENCY_NS;
 }
@@ -663,7 +664,12 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
      * (every prompt and output, whole pages of them), so nothing is
      * evicted or preempted while the prefix cache still shares prefixes;
      * a run with no cache at all would recompute every shared prefix */
-    fkv_sim_config oracle_cfg;
+    fkv_sim_config oracle_cfg, scheme_cfg;
+    if (cfg->host_policy < 0) { /* the scheme's order for its tiers below */
+        scheme_cfg = *cfg;
+        scheme_cfg.host_policy = sc ? (int)sc->host_policy : FKV_HOST_LRU;
+        cfg = &scheme_cfg;
+    }
     if (sc && sc->mode == FKV_SCHEME_UNLIMITED) {
         oracle_cfg = *cfg;
         uint64_t total = 0, pt = sc->page_tokens;

@@ -51,6 +51,7 @@ typedef struct fkv_scheme {
     int share_guarantee;      /* 1: tenant shares as guarantees (fkv_config.share_guarantee) */
     int admit_reclaim;        /* 1: within-share tenants first (fkv_sched_config.admit_reclaim) */
     double step_bound;        /* k > 0: the step-time bound (fkv_sched_config.step_bound); 0 = off */
+    fkv_host_policy host_policy; /* the host tier's and remote store's eviction order */
     int step_fraction;        /* 1: the per-tenant step fraction at 1/n for n tenants
                                * (fkv_sched_config.tenant_step_share), with two tenants or more */
     fkv_quant_mode quant;     /* cold-chunk quantization (fkv_config.quant_mode) */
@@ -114,7 +115,7 @@ typedef struct fkv_sim_config {
      * kind of TinyLFU filter (src/core/admit.h); FKV_TIER_ADMIT_OFF = all */
     int tier_admission;
     /* the host tier's and the remote store's eviction order
-     * (fkv_config.host_policy; FKV_HOST_LRU = as without it) */
+     * (fkv_config.host_policy) for every scheme; -1: the scheme's */
     int host_policy;
     int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
                                * replace a scheme's GPU defaults (gpu_batch_defaults) */
