@@ -11,18 +11,6 @@
 
 /* ---------------------------------------------------------------- names */
 
-const char *fkv_dtype_name(fkv_dtype t)
-{
-    static const char *const n[] = {"f32", "f16", "int8", "int4", "fp8"};
-    return (unsigned)t < FKV_N_DTYPES ? n[t] : "?";
-}
-
-unsigned fkv_dtype_bits(fkv_dtype t)
-{
-    static const unsigned b[] = {32, 16, 8, 4, 8};
-    return (unsigned)t < FKV_N_DTYPES ? b[t] : 0;
-}
-
 const char *fkv_class_name(fkv_class cl)
 {
     static const char *const n[] = {"short", "medium", "long"};

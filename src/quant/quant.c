@@ -23,6 +23,20 @@
 #include "quant/qparams.h"
 #include "quant/simd.h"
 
+/* The element types' names and widths (fairkv.h): here, below the cache
+ * that stores them, since the codecs name them too. */
+const char *fkv_dtype_name(fkv_dtype t)
+{
+    static const char *const n[] = {"f32", "f16", "int8", "int4", "fp8"};
+    return (unsigned)t < FKV_N_DTYPES ? n[t] : "?";
+}
+
+unsigned fkv_dtype_bits(fkv_dtype t)
+{
+    static const unsigned b[] = {32, 16, 8, 4, 8};
+    return (unsigned)t < FKV_N_DTYPES ? b[t] : 0;
+}
+
 fkv_status fkv_kv_geom_check(const fkv_kv_geom *g, char *err, size_t errlen)
 {
     if (!g) {
