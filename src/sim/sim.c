@@ -467,7 +467,7 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
     cc.tier_admission = cfg->tier_admission;
-    cc.host_policy = cfg->host_demote ? (fkv_host_policy)cfg->host_policy : FKV_HOST_LRU;
+    cc.host_policy = cfg->host_demote ? fkv_sim_host_policy(cfg, sc) : FKV_HOST_LRU;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;
@@ -511,7 +511,8 @@ static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, c
      * TinyLFU sample size), as the host tier's per page */
     if (cfg->tier_admission != FKV_TIER_ADMIT_OFF && fkv_remote_store_admit(*rs, cfg->tier_admission, 10 * chunks, 2))
         return FKV_ENOMEM;
-    if (cfg->host_policy != FKV_HOST_LRU && fkv_remote_store_policy(*rs, cfg->host_policy)) return FKV_ENOMEM;
+    fkv_host_policy order = fkv_sim_host_policy(cfg, sc);
+    if (order != FKV_HOST_LRU && fkv_remote_store_policy(*rs, order)) return FKV_ENOMEM;
     return FKV_OK;
 }
 
@@ -664,12 +665,7 @@ static fkv_status run_whole(const fkv_workload *w, const fkv_scheme *sc, const f
      * (every prompt and output, whole pages of them), so nothing is
      * evicted or preempted while the prefix cache still shares prefixes;
      * a run with no cache at all would recompute every shared prefix */
-    fkv_sim_config oracle_cfg, scheme_cfg;
-    if (cfg->host_policy < 0) { /* the scheme's order for its tiers below */
-        scheme_cfg = *cfg;
-        scheme_cfg.host_policy = sc ? (int)sc->host_policy : FKV_HOST_LRU;
-        cfg = &scheme_cfg;
-    }
+    fkv_sim_config oracle_cfg;
     if (sc && sc->mode == FKV_SCHEME_UNLIMITED) {
         oracle_cfg = *cfg;
         uint64_t total = 0, pt = sc->page_tokens;
@@ -916,6 +912,12 @@ fkv_quant_mode fkv_sim_quant_mode(const fkv_sim_config *cfg, const fkv_scheme *s
 {
     if (cfg->quant >= 0) return (fkv_quant_mode)cfg->quant;
     return sc ? sc->quant : FKV_QUANT_OFF;
+}
+
+fkv_host_policy fkv_sim_host_policy(const fkv_sim_config *cfg, const fkv_scheme *sc)
+{
+    if (cfg->host_policy >= 0) return (fkv_host_policy)cfg->host_policy;
+    return sc ? sc->host_policy : FKV_HOST_LRU;
 }
 
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens, char *err,

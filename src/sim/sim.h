@@ -203,6 +203,8 @@ fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg
 /* Pure.  The cold-chunk quantization a run of scheme sc (NULL: none)
  * uses: cfg->quant when named, else the scheme's. */
 fkv_quant_mode fkv_sim_quant_mode(const fkv_sim_config *cfg, const fkv_scheme *sc);
+/* Pure.  The same for the host tier's and remote store's eviction order. */
+fkv_host_policy fkv_sim_host_policy(const fkv_sim_config *cfg, const fkv_scheme *sc);
 
 fkv_status fkv_sim_peak_demand(const fkv_workload *w, const fkv_sim_config *cfg, uint64_t *tokens,
                                char *err, size_t errlen);
