@@ -361,7 +361,8 @@ static void test_ctx_synthetic(void)
     CHECK(fkv__engine_opts_parse(NULL, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK);
     CHECK(cfg.quotas == FKV_QUOTA_TENANT && cfg.share_guarantee == 1 && cfg.step_share == FKV_STEP_DRR &&
           cfg.step_bound == 2 && cfg.admit_reclaim == 0 && cfg.victim == FKV_VICTIM_FAIR && cfg.n_reclaim == 3 &&
-          cfg.quant_mode == FKV_QUANT_UNDER_PRESSURE && cfg.host_policy == FKV_HOST_LRU &&
+          cfg.quant_mode == FKV_QUANT_UNDER_PRESSURE && cfg.quant_dtype == FKV_INT4 && cfg.quant_hot_tokens == 64 &&
+          cfg.host_policy == FKV_HOST_LRU &&
           cfg.reclaim[0] == FKV_RECLAIM_QUANTIZE8 && cfg.reclaim[1] == FKV_RECLAIM_QUANTIZE4 &&
           cfg.reclaim[2] == FKV_RECLAIM_EVICT);
     /* the step share */

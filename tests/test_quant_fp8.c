@@ -264,9 +264,15 @@ static void serve_option(void)
     char model[256], err[256];
     const char *o1[] = {"quant=always", "quant_dtype=fp8", "quant_warm=256", NULL}, *o2[] = {"quant_dtype=fp4", NULL};
     CHECK(fkv__engine_opts_parse(NULL, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
-          cfg.quant_dtype == FKV_INT8);
+          cfg.quant_dtype == FKV_INT4);
     CHECKF(fkv__engine_opts_parse(o1, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK, "%s", err);
     CHECK(cfg.quant_dtype == FKV_FP8 && cfg.quant_mode == FKV_QUANT_ALWAYS && cfg.quant_warm_tokens == 256);
+    /* a ladder named without its warm precision starts from int8 */
+    const char *o3[] = {"quant_warm=128", NULL}, *o4[] = {"quant_warm=128", "quant_dtype=int4", NULL};
+    CHECK(fkv__engine_opts_parse(o3, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.quant_dtype == FKV_INT8 && cfg.quant_warm_tokens == 128);
+    CHECK(fkv__engine_opts_parse(o4, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.quant_dtype == FKV_INT4);
     CHECK(fkv__engine_opts_parse(o2, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
           strstr(err, "quant_dtype=fp4"));
 }

@@ -75,8 +75,23 @@ static void mapping(void)
     CHECK(same(&a, "f16", 1, 0) && !strcmp(a.rule, "exact"));
     fkv_accuracy_of(fp8, &cfg, &a);
     CHECK(same(&a, "fp8", 1, 0) && !strcmp(a.rule, "exact"));
+    /* fairkv's own cold precision: int4 behind 64 hot tokens (the ladder
+     * rule of docs/EVALUATION.md 2b); its reclaim adds int8 */
     fkv_accuracy_of(fkv, &cfg, &a);
-    CHECK(same(&a, "int8:0,int4", 64, 128) && !strcmp(a.rule, "worst case"));
+    CHECK(same(&a, "int8:0,int4", 64, 64) && !strcmp(a.rule, "worst case"));
+    CHECK(fkv_sim_quant_dtype(&cfg, fkv) == FKV_INT4 && fkv_sim_quant_hot(&cfg, fkv) == 64);
+    CHECK(fkv_sim_quant_dtype(&cfg, lru) == FKV_INT8 && fkv_sim_quant_hot(&cfg, lru) == 128);
+    CHECK(fkv_sim_quant_dtype(&cfg, NULL) == FKV_INT8 && fkv_sim_quant_hot(&cfg, NULL) == 128);
+    /* named ones hold for every scheme */
+    cfg.quant_dtype = FKV_INT8;
+    cfg.quant_hot = 128;
+    CHECK(fkv_sim_quant_dtype(&cfg, fkv) == FKV_INT8 && fkv_sim_quant_hot(&cfg, fkv) == 128);
+    fkv_accuracy_of(fkv, &cfg, &a);
+    CHECK(same(&a, "int8:0,int4", 64, 128));
+    cfg.quant_dtype = FKV_FP8;
+    cfg.quant_hot = 0;
+    CHECK(fkv_sim_quant_dtype(&cfg, lru) == FKV_FP8 && fkv_sim_quant_hot(&cfg, lru) == 0);
+    cfg.quant_dtype = cfg.quant_hot = -1;
     /* --quant always: int8, or the ladder, exact; int4 */
     cfg.quant = FKV_QUANT_ALWAYS;
     fkv_accuracy_of(lru, &cfg, &a);
@@ -86,9 +101,10 @@ static void mapping(void)
     cfg.quant_warm = 256;
     fkv_accuracy_of(lru, &cfg, &a);
     CHECK(same(&a, "int8:256,int4", 64, 128) && !strcmp(a.rule, "always"));
-    /* fairkv's reclaim can take an int8 chunk to int4 at once */
+    /* fairkv's cold chunks are int4 and its reclaim can take an int8
+     * chunk to int4 at once */
     fkv_accuracy_of(fkv, &cfg, &a);
-    CHECK(same(&a, "int8:0,int4", 64, 128) && !strcmp(a.rule, "worst case"));
+    CHECK(same(&a, "int8:0,int4", 64, 64) && !strcmp(a.rule, "worst case"));
     cfg.quant_warm = 0;
     cfg.quant = FKV_QUANT_UNDER_PRESSURE;
     cfg.quant_dtype = FKV_INT4;
@@ -169,7 +185,7 @@ static void reports(void)
                          .arrival_rate = rate, .capacity_rps = c.cap_rps, .seed = o.seed, .admission = "fcfs",
                          .batching = "continuous"};
     const fkv_accuracy_row *f16 = fkv_accuracy_find("f16", 1, 0), *fp8 = fkv_accuracy_find("fp8", 1, 0),
-                           *lad = fkv_accuracy_find("int8:0,int4", 64, 128);
+                           *lad = fkv_accuracy_find("int8:0,int4", 64, 64);
     REQUIRE(f16 && fp8 && lad);
 
     /* JSON: "accuracy":{"kv","hot","kld_mean","kld_p99","top1","rule","source"} per scheme */
@@ -213,7 +229,7 @@ static void reports(void)
     const char *tail = ",accuracy_kv,accuracy_hot,kld_mean,kld_p99,top1";
     CHECK(strlen(csv) > strlen(tail) && !strcmp(csv + strlen(csv) - strlen(tail), tail));
     char line[160];
-    snprintf(line, sizeof line, ",int8:0+int4,128,%.5f,%.5f,%.4f\n", lad->kld_mean, lad->kld_p99, lad->top1);
+    snprintf(line, sizeof line, ",int8:0+int4,64,%.5f,%.5f,%.4f\n", lad->kld_mean, lad->kld_p99, lad->top1);
     CHECKF(strstr(nl + 1, line) != NULL, "CSV: no row ending %s", line);
     CHECK(strstr(nl + 1, ",int8:0+int4,100,,,\n") != NULL);
     free(csv);

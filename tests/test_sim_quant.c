@@ -7,7 +7,7 @@
 #include "check.h"
 #include "sim/bench.h"
 
-static fkv_scheme_summary run_opts(fkv_quant_mode q, fkv_dtype dt, const char *scheme, uint32_t warm, int price)
+static fkv_scheme_summary run_full(fkv_quant_mode q, int dt, int hot, const char *scheme, uint32_t warm, int price)
 {
     fkv_bench_opts o;
     fkv_bench_opts_default(&o);
@@ -19,6 +19,7 @@ static fkv_scheme_summary run_opts(fkv_quant_mode q, fkv_dtype dt, const char *s
     o.quiet = 1;
     o.sim.quant = q;
     o.sim.quant_dtype = dt;
+    o.sim.quant_hot = hot;
     char err[512] = "";
     fkv_bench_ctx c;
     REQUIRE(fkv_bench_prepare(&c, &o, err, sizeof err) == FKV_OK);
@@ -31,6 +32,17 @@ static fkv_scheme_summary run_opts(fkv_quant_mode q, fkv_dtype dt, const char *s
     fkv_workload_free(&w);
     fkv_bench_ctx_free(&c);
     return s[0];
+}
+
+/* dt, hot: -1 for the scheme's own */
+static fkv_scheme_summary run_hot(fkv_quant_mode q, int dt, int hot, const char *scheme)
+{
+    return run_full(q, dt, hot, scheme, 0, 0);
+}
+
+static fkv_scheme_summary run_opts(fkv_quant_mode q, fkv_dtype dt, const char *scheme, uint32_t warm, int price)
+{
+    return run_full(q, (int)dt, -1, scheme, warm, price);
 }
 
 static fkv_scheme_summary run(fkv_quant_mode q, fkv_dtype dt) { return run_opts(q, dt, "lru", 0, 0); }
@@ -67,5 +79,20 @@ int main(void)
            i8b.e2e.mean_ms, f8.e2e.mean_ms, f8b.e2e.mean_ms);
     CHECK(i8b.e2e.mean_ms < i8.e2e.mean_ms && f8b.e2e.mean_ms < f8.e2e.mean_ms);
     CHECK(offb.e2e.mean_ms == off.e2e.mean_ms && offb.recomputed_tokens == off.recomputed_tokens);
+    /* a scheme's own cold precision reaches the cache: lru with int4 behind
+     * 64 hot tokens named is what fairkv's precision gives lru... */
+    fkv_scheme_summary i4h = run_hot(FKV_QUANT_ALWAYS, FKV_INT4, 64, "lru");
+    CHECK(i4h.recomputed_tokens <= i4.recomputed_tokens);
+    /* ...and fairkv run with its own (int4, 64) differs from fairkv named
+     * int8 behind 128, and equals fairkv named int4 behind 64 */
+    fkv_scheme_summary own = run_hot(FKV_QUANT_ALWAYS, -1, -1, "fairkv");
+    fkv_scheme_summary named4 = run_hot(FKV_QUANT_ALWAYS, FKV_INT4, 64, "fairkv");
+    fkv_scheme_summary named8 = run_hot(FKV_QUANT_ALWAYS, FKV_INT8, 128, "fairkv");
+    printf("fairkv recomputed tokens, quant always: own %llu, int4/64 %llu, int8/128 %llu; mean ms %.1f %.1f %.1f\n",
+           (unsigned long long)own.recomputed_tokens, (unsigned long long)named4.recomputed_tokens,
+           (unsigned long long)named8.recomputed_tokens, own.e2e.mean_ms, named4.e2e.mean_ms, named8.e2e.mean_ms);
+    CHECK(own.e2e.mean_ms == named4.e2e.mean_ms && own.recomputed_tokens == named4.recomputed_tokens &&
+          own.preemptions == named4.preemptions);
+    CHECK(own.e2e.mean_ms != named8.e2e.mean_ms || own.recomputed_tokens != named8.recomputed_tokens);
     return check_done();
 }

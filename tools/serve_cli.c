@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "                       with a warning when it has one not recognized)\n"
             "  --model FILE         GGUF model served by the engine backend (the default with --model)\n");
     fprintf(f,
-            /* two strings: one would pass C's 4095-character limit */
+            /* three strings: one would pass C's 4095-character limit */
             "  --kv-budget BYTES    engine: KV cache bytes, K+V of all layers (default 64MiB; K, KiB, M, MiB, G, GiB)\n"
             "  --kv-dtype f32|f16   engine: K/V storage type (default f32)\n"
             "  --policy NAME        engine: eviction policy (default flru)\n"
@@ -54,7 +54,7 @@ static void usage(FILE *f)
             "  --tier-admission off|tinylfu|seen  engine: below the device only what a TinyLFU filter\n"
             "                       has seen often enough: host demotions (tinylfu: as often as the chunk it\n"
             "                       would push out; seen: twice) and Redis write-back (twice) (default off)\n"
-            "  --host-policy lru|s3fifo|arc  engine: the --host-kv tier's eviction order (default lru;\n"
+            "  --host-policy lru|s3fifo|arc  engine: the --host-kv tier's eviction order (default s3fifo;\n"
             "                       the Redis tier evicts by Redis's own maxmemory-policy)\n"
             "  --remote redis://HOST:PORT[,HOST:PORT...]  engine: remote KV tier in Redis, shared by\n"
             "                       every instance of the same model (default: none)\n"
@@ -63,10 +63,15 @@ static void usage(FILE *f)
             "  --remote-ttl S       engine: expiry of the chunks written (default 3600)\n"
             "  --remote-quota SIZE  engine: bytes each tenant (user, cache_salt) may hold in the remote tier;\n"
             "                       past it its least recently used leaf pages are deleted (default: none)\n"
-            "  --dynamic-chunking on|off  engine: variable chunk sizes (default off)\n"
+            "  --dynamic-chunking on|off  engine: variable chunk sizes (default off)\n");
+    fprintf(f,
             "  --chunk-tokens N     engine: chunk size, or base size when dynamic (default 64)\n"
-            "  --quant off|always|under-pressure  engine: cold-chunk int8 quantization (default\n"
+            "  --quant off|always|under-pressure  engine: cold-chunk quantization (default\n"
             "                       under-pressure)\n"
+            "  --quant-dtype int4|int8|fp8  engine: the cold chunks' precision (default int4; int8 with\n"
+            "                       --backend-opt quant_warm=N, the int8 -> int4 ladder)\n"
+            "  --quant-hot N        engine: newest tokens kept full precision (default 64); while\n"
+            "                       quantizing, a step computes at most N tokens\n"
             "  --threads N          engine: forward and attention threads (default 1)\n"
             "  --ctx N              engine: context length, overriding the model's llama.context_length\n"
             "                       (warns when beyond it)\n"
@@ -113,7 +118,8 @@ static const struct {
 } eflags[] = {{"--model", "model"},           {"--kv-budget", "kv_budget"},
               {"--kv-dtype", "kv_dtype"},     {"--policy", "policy"},
               {"--quotas", "quotas"},         {"--dynamic-chunking", "dynamic_chunking"},
-              {"--chunk-tokens", "chunk_tokens"}, {"--quant", "quant"},
+              {"--chunk-tokens", "chunk_tokens"}, {"--quant", "quant"}, {"--quant-dtype", "quant_dtype"},
+              {"--quant-hot", "quant_hot"},
               {"--threads", "threads"},       {"--max-batch-tokens", "max_batch_tokens"},
               {"--max-running", "max_running"}, {"--admission", "admission"},
               {"--step-log", "step_log"},     {"--victim", "victim"},

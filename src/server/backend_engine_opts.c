@@ -33,8 +33,10 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     cfg->chunk_tokens = 64; /* the simulator's schemes use 64-token chunks */
     /* The recommended configuration, the simulator's `fairkv` scheme
      * (docs/EVALUATION.md, 3b, "Re-choosing the recommended fairkv"):
-     * tenant shares (the 'user' field) as guarantees, int8 cold chunks
-     * under pressure, the fair victim, fair reclaim before preempting.
+     * tenant shares (the 'user' field) as guarantees, int4 cold chunks
+     * behind 64 hot tokens under pressure (the precision the ladder rule
+     * of docs/EVALUATION.md 2b picks among what the cache stores), the
+     * fair victim, fair reclaim before preempting.
      * Its step rule, each tenant's prefill at most 1/n of a step for n
      * tenants, needs the number of tenants, which a server does not know;
      * serve keeps the step rule of the rule's previous run instead: the
@@ -47,10 +49,12 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     cfg->step_share = FKV_STEP_DRR;
     cfg->step_bound = 2;
     cfg->quant_mode = FKV_QUANT_UNDER_PRESSURE;
+    cfg->quant_dtype = FKV_INT4;
+    cfg->quant_hot_tokens = 64;
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
     cfg->reclaim[2] = FKV_RECLAIM_EVICT, cfg->n_reclaim = 3;
-    int shares_set = 0, reclaim_set = 0, quant_set = 0, host_policy_set = 0;
+    int shares_set = 0, reclaim_set = 0, quant_set = 0, host_policy_set = 0, dtype_set = 0;
     model[0] = 0;
     memset(bo, 0, sizeof *bo);
     for (size_t i = 0; opts && opts[i]; i++) {
@@ -143,7 +147,8 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
         } else if (KEY("quant_hot")) {
             if (!(bad = u64_in(v, 1, 1u << 20, &u))) cfg->quant_hot_tokens = (uint32_t)u;
         } else if (KEY("quant_dtype")) {
-            /* what cold chunks are stored in: int8 (the default), fp8 or int4 */
+            /* what cold chunks are stored in: int4 (the default), int8 or fp8 */
+            dtype_set = 1;
             if (!strcmp(v, "int8")) cfg->quant_dtype = FKV_INT8;
             else if (!strcmp(v, "fp8")) cfg->quant_dtype = FKV_FP8;
             else if (!strcmp(v, "int4")) cfg->quant_dtype = FKV_INT4;
@@ -201,6 +206,8 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     if (!shares_set && cfg->quotas != FKV_QUOTA_TENANT) cfg->share_guarantee = 0;
     if (!reclaim_set && cfg->ref_attention) cfg->n_reclaim = 0;
     if (!quant_set && cfg->ref_attention) cfg->quant_mode = FKV_QUANT_OFF;
+    /* the ladder starts from int8 unless told fp8: int4 is its last rung */
+    if (!dtype_set && cfg->quant_warm_tokens) cfg->quant_dtype = FKV_INT8;
     /* the recommended host-tier order (docs/EVALUATION.md, 3c, "Host-tier
      * eviction": S3-FIFO), where there is a host tier */
     if (!host_policy_set) cfg->host_policy = cfg->host_demote ? FKV_HOST_S3FIFO : FKV_HOST_LRU;

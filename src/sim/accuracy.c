@@ -95,15 +95,16 @@ void fkv_accuracy_of(const fkv_scheme *sc, const fkv_sim_config *cfg, fkv_accura
         fkv_accuracy_none(out, "", "dynamic chunking (chunks of varying size) is not measured");
         return;
     }
-    int int4_direct = q4 || (quant && cfg->quant_dtype == FKV_INT4);
-    int int8 = q8 || (quant && cfg->quant_dtype == FKV_INT8);
-    int ladder = quant && cfg->quant_dtype == FKV_INT8 && cfg->quant_warm > 0;
+    fkv_dtype qd = fkv_sim_quant_dtype(cfg, sc);
+    int int4_direct = q4 || (quant && qd == FKV_INT4);
+    int int8 = q8 || (quant && qd == FKV_INT8);
+    int ladder = quant && qd == FKV_INT8 && cfg->quant_warm > 0;
     char kv[24];
     if (int4_direct) snprintf(kv, sizeof kv, "%s", int8 ? "int8:0,int4" : "int4");
     else if (ladder) snprintf(kv, sizeof kv, "int8:%u,int4", cfg->quant_warm);
     else snprintf(kv, sizeof kv, "int8");
     /* exact when every cold chunk is quantized as it turns cold and no
      * reclaim action goes deeper */
-    int exact = qm == FKV_QUANT_ALWAYS && !q4 && !(q8 && cfg->quant_dtype != FKV_INT8);
-    look_up(out, kv, sc->chunk_tokens, cfg->quant_hot, exact ? "always" : "worst case");
+    int exact = qm == FKV_QUANT_ALWAYS && !q4 && !(q8 && qd != FKV_INT8);
+    look_up(out, kv, sc->chunk_tokens, fkv_sim_quant_hot(cfg, sc), exact ? "always" : "worst case");
 }

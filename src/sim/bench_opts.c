@@ -197,7 +197,7 @@ typedef enum opt_kind {
     OPT_FLAG_CALL  /* no value: call() with NULL */
 } opt_kind;
 
-typedef enum opt_store { ST_F64 = 0, ST_U32, ST_U64, ST_SIZE, ST_NS, ST_STR } opt_store;
+typedef enum opt_store { ST_F64 = 0, ST_U32, ST_U64, ST_SIZE, ST_NS, ST_STR, ST_INT } opt_store;
 
 enum { LO_OPEN = 1, HI_OPEN = 2, WHOLE = 4 };
 
@@ -388,8 +388,9 @@ static const opt_row rows[] = {
     {.name = "--quant", .kind = OPT_CHOICE, .field = F(sim.quant), .choices = quant,
      .help = "  --quant off|always|under-pressure   cold-chunk quantization (off)\n"},
     {.name = "--quant-dtype", .kind = OPT_CHOICE, .field = F(sim.quant_dtype), .choices = quant_dtype,
-     .help = "  --quant-dtype int8|int4|fp8  --quant-hot N (tokens kept full precision, 128)\n"},
-    {.name = "--quant-hot", .kind = OPT_NUM, .field = F(sim.quant_hot), .store = ST_U32, .lo = 0, .hi = 1e9},
+     .help = "  --quant-dtype int8|int4|fp8  --quant-hot N (tokens kept full precision)   the scheme's\n"
+             "                           (fairkv: int4 behind 64; others: int8 behind 128)\n"},
+    {.name = "--quant-hot", .kind = OPT_NUM, .field = F(sim.quant_hot), .store = ST_INT, .lo = 0, .hi = 1e9},
     {.name = "--quant-warm", .kind = OPT_NUM, .field = F(sim.quant_warm), .store = ST_U32, .lo = 0, .hi = 1e9, .flags = WHOLE, .why = "a whole number of tokens",
      .help = "  --quant-warm N           precision ladder: int8 (or fp8) for N tokens past the hot ones, then int4 (0: off)\n"},
     {.name = "--price-kv-bytes", .kind = OPT_FLAG, .field = F(sim.price_kv_bytes), .value = 1,
@@ -436,6 +437,7 @@ static int take_num(const opt_row *row, const char *v, void *field)
     case ST_U64: *(uint64_t *)field = (uint64_t)x; break;
     case ST_SIZE: *(size_t *)field = (size_t)x; break;
     case ST_NS: *(int64_t *)field = (int64_t)llround(x); break;
+    case ST_INT: *(int *)field = (int)x; break;
     case ST_STR: return -1;
     }
     return 0;

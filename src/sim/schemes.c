@@ -54,9 +54,9 @@ static const fkv_scheme schemes[] = {
     {.name = "fairkv", .policy = "flru", .quotas = FKV_QUOTA_TENANT, .chunk_tokens = 64, .page_tokens = 16,
      .prefix_cache = 1, .victim = FKV_VICTIM_FAIR, .on_preempt = FKV_PREEMPT_KEEP,
      .reclaim = "quantize8,quantize4,evict", .share_guarantee = 1, .step_fraction = 1,
-     .quant = FKV_QUANT_UNDER_PRESSURE, .host_policy = FKV_HOST_S3FIFO,
+     .quant = FKV_QUANT_UNDER_PRESSURE, .quant_dtype = FKV_INT4, .quant_hot = 64, .host_policy = FKV_HOST_S3FIFO,
      .what = "tenant max-min shares as guarantees, each tenant's prefill at most 1/n of a step while two "
-             "have prefill, int8 cold chunks under pressure, fair victim, reclaim quantize8 > quantize4 > "
+             "have prefill, int4 cold chunks behind 64 hot tokens under pressure, fair victim, reclaim quantize8 > quantize4 > "
              "evict before preempting, S3-FIFO in the tiers below"},
     {.name = "oracle-memory", .policy = "lru", .chunk_tokens = 64, .page_tokens = 16, .prefix_cache = 1,
      .victim = FKV_VICTIM_LAST_STARTED, .on_preempt = FKV_PREEMPT_KEEP, .mode = FKV_SCHEME_UNLIMITED,

@@ -24,8 +24,8 @@ void fkv_sim_config_default(fkv_sim_config *c)
     c->min_retention_ns = -1;
     c->quant = -1;
     c->tenant_step_share = -1;
-    c->quant_dtype = FKV_INT8;
-    c->quant_hot = 128;
+    c->quant_dtype = -1;
+    c->quant_hot = -1;
     for (int t = 0; t < FKV_SIM_MAX_TENANTS; t++) c->tenant_weight[t] = 1;
     c->quotas = -1;
     c->share_guarantee = -1;
@@ -461,8 +461,8 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     if (cfg->temperature >= 0) cc.temperature = cfg->temperature;
     if (cfg->min_retention_ns >= 0) cc.min_chunk_retention_ns = cfg->min_retention_ns;
     cc.quant_mode = fkv_sim_quant_mode(cfg, sc);
-    cc.quant_dtype = cfg->quant_dtype;
-    cc.quant_hot_tokens = cfg->quant_hot;
+    cc.quant_dtype = fkv_sim_quant_dtype(cfg, sc);
+    cc.quant_hot_tokens = fkv_sim_quant_hot(cfg, sc);
     cc.quant_warm_tokens = cfg->quant_warm;
     cc.host_capacity_bytes = fkv_sim_host_bytes(cfg, cc.capacity_bytes);
     cc.host_demote = cfg->host_demote;
@@ -912,6 +912,18 @@ fkv_quant_mode fkv_sim_quant_mode(const fkv_sim_config *cfg, const fkv_scheme *s
 {
     if (cfg->quant >= 0) return (fkv_quant_mode)cfg->quant;
     return sc ? sc->quant : FKV_QUANT_OFF;
+}
+
+fkv_dtype fkv_sim_quant_dtype(const fkv_sim_config *cfg, const fkv_scheme *sc)
+{
+    if (cfg->quant_dtype >= 0) return (fkv_dtype)cfg->quant_dtype;
+    return sc && sc->quant_dtype ? sc->quant_dtype : FKV_INT8;
+}
+
+uint32_t fkv_sim_quant_hot(const fkv_sim_config *cfg, const fkv_scheme *sc)
+{
+    if (cfg->quant_hot >= 0) return (uint32_t)cfg->quant_hot;
+    return sc && sc->quant_hot ? sc->quant_hot : 128;
 }
 
 fkv_host_policy fkv_sim_host_policy(const fkv_sim_config *cfg, const fkv_scheme *sc)

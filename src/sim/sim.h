@@ -55,6 +55,8 @@ typedef struct fkv_scheme {
     int step_fraction;        /* 1: the per-tenant step fraction at 1/n for n tenants
                                * (fkv_sched_config.tenant_step_share), with two tenants or more */
     fkv_quant_mode quant;     /* cold-chunk quantization (fkv_config.quant_mode) */
+    fkv_dtype quant_dtype;    /* the cold chunks' precision; 0 = FKV_INT8 (fkv_sim_quant_dtype) */
+    uint32_t quant_hot;       /* tokens kept full precision at a sequence's end; 0 = 128 (fkv_sim_quant_hot) */
     fkv_scheme_mode mode;
     const char *what;         /* one line for --help and the docs */
 } fkv_scheme;
@@ -78,8 +80,10 @@ typedef struct fkv_sim_config {
     int64_t min_retention_ns; /* < 0 = library default */
     int quant;                /* -1: the scheme's cold-chunk quantization; else fkv_quant_mode
                                * for every scheme (fkv_sim_quant_mode) */
-    fkv_dtype quant_dtype;    /* FKV_INT8 */
-    uint32_t quant_hot;       /* tokens kept full precision at a sequence's end (128) */
+    int quant_dtype;          /* -1: the scheme's cold-chunk precision; else fkv_dtype for every scheme
+                               * (fkv_sim_quant_dtype) */
+    int quant_hot;            /* -1: the scheme's hot window; else the tokens kept full precision at a
+                               * sequence's end for every scheme (fkv_sim_quant_hot) */
     uint32_t quant_warm;      /* the ladder: int8 tokens after the hot ones before int4 (0: no ladder) */
     int price_kv_bytes;       /* 1: attention's memory time by the bytes each item's K/V take at their
                                * stored precisions (fp8 rows: half), codes and scales; 0: all fp16 */
@@ -203,6 +207,11 @@ fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg
 /* Pure.  The cold-chunk quantization a run of scheme sc (NULL: none)
  * uses: cfg->quant when named, else the scheme's. */
 fkv_quant_mode fkv_sim_quant_mode(const fkv_sim_config *cfg, const fkv_scheme *sc);
+/* Pure.  The precision and hot window of its cold chunks: cfg's when
+ * named, else the scheme's, else int8 behind 128 tokens (the library's
+ * defaults). */
+fkv_dtype fkv_sim_quant_dtype(const fkv_sim_config *cfg, const fkv_scheme *sc);
+uint32_t fkv_sim_quant_hot(const fkv_sim_config *cfg, const fkv_scheme *sc);
 /* Pure.  The same for the host tier's and remote store's eviction order. */
 fkv_host_policy fkv_sim_host_policy(const fkv_sim_config *cfg, const fkv_scheme *sc);
 
