@@ -154,7 +154,7 @@ for w in seed tenants chat; do
     top=1
     [ "$w" = chat ] && top=8
     echo
-    echo "**$w** (\`fairkv bench --frontier --frontier-max $top --workload $w --schemes lru,vllm,vllm-fp8,fairkv\`, load 0.8), then fairkv with cold-chunk int8 quantization (\`--quant under-pressure\`, \`--quant always\`; 128 hot tokens in fp16):"
+    echo "**$w** (\`fairkv bench --frontier --frontier-max $top --workload $w --schemes lru,vllm,vllm-fp8,fairkv\`, load 0.8), then fairkv with its cold-chunk quantization under pressure and always (\`--quant under-pressure\`, \`--quant always\`; the scheme's precision: int4 behind 64 hot tokens in fp16):"
     echo
     "$F" bench --quiet --frontier --frontier-max $top --workload "$w" --schemes lru,vllm,vllm-fp8,fairkv --format json >"$tmp/f.json"
     "$F" bench --quiet --frontier --frontier-max $top --workload "$w" --schemes fairkv --quant under-pressure --format json >"$tmp/fq.json"
