@@ -49,6 +49,17 @@ typedef struct fkv__simd_ops {
     void (*add_rows)(size_t M, const float *c, size_t n, float *acc, size_t lda);
     /* x[i] = exp(x[i] - mx) for i < n; returns the sum */
     float (*expsum)(float *x, size_t n, float mx);
+    /* qk and pv over fp8 E4M3 rows (one code byte per element) read where
+     * they lie: element j is widened in registers to e4m3_value(code) * s,
+     * the fp32 value fkv__fp8's dec gives (one product; s is the chunk
+     * head's scale), and then used exactly as qk[FMT_F32] / pv[FMT_F32] use
+     * an element of an fp32 row.  So the results are those of the fp32
+     * kernels of the same table on the decoded rows, bit for bit
+     * (tests/test_attn.c), without writing the rows out as fp32. */
+    void (*qk8)(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d, float s,
+                float scale, float *out, size_t ldo);
+    void (*pv8)(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off, size_t n,
+                float s, float *acc, size_t lda);
 } fkv__simd_ops;
 
 /* The ops in use (detected once; FAIRKV_SIMD=scalar forces the portable path). */
