@@ -3,10 +3,14 @@
  * or int4 codes), each K/V element once for all the query heads of its kv
  * head.  Quantized runs fold their scales into the queries (keys: per
  * channel) or into the probabilities (values: per token), so codes are
- * never written out as fp32.  fp8 runs are read in place too: the qk8 /
- * pv8 micro-kernels widen each E4M3 code in registers to its value times
- * the chunk head's scale (exactly what the fp8 decoder of src/quant gives)
- * and use it as the fp32 kernels use an fp32 element. */
+ * never written out as fp32.  fp8 runs read by a few query rows (decode)
+ * are read in place too: the qk8 / pv8 micro-kernels widen each E4M3 code in
+ * registers to its value times the chunk head's scale (exactly what the fp8
+ * decoder of src/quant gives) and use it as the fp32 kernels use an fp32
+ * element.  Read by many rows (prefill: more than FKV__FP8_TILE_M), one
+ * head's rows of the run are decoded once into a small fp32 tile read by
+ * the fp32 kernels, keys first, then values into the same tile: the same
+ * bits, fewer conversions. */
 #include <math.h>
 #include <string.h>
 
@@ -24,6 +28,8 @@ void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D)
     s->w = s->logits + M * FKV__TMAX;
     s->qp = s->w + M * FKV__TMAX;
     s->c = s->qp + M * D;
+    s->dec = s->c + M;
+    for (size_t t = 0; t < FKV__TMAX; t++) s->drows[t] = (const char *)(s->dec + t * D);
     s->M = M;
     s->rc = NULL;
 }
@@ -65,6 +71,14 @@ static int fmt_of(fkv_dtype t)
     return t == FKV_F32 ? FKV__FMT_F32 : t == FKV_F16 ? FKV__FMT_F16 : t == FKV_INT8 ? FKV__FMT_U8 : FKV__FMT_U4;
 }
 
+/* fp8: head h's rows [0, T) of a run (rows[t] + hoff) decoded into s->dec */
+static void fp8_tile(const fkv__tscratch *s, const char *const *rows, size_t hoff, uint32_t T, size_t D,
+                     float scale)
+{
+    const fkv__fp8_ops *f8 = fkv__fp8();
+    for (uint32_t t = 0; t < T; t++) f8->dec((const uint8_t *)rows[t] + hoff, scale, s->dec + t * D, D);
+}
+
 void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, uint32_t t0,
                      uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
                      float *m, float *l, float *acc, float *csum, fkv__tscratch *s)
@@ -90,8 +104,13 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
                                                     x->layer * fkv__layer_meta_elems(g, FKV_FP8, c->n_tokens)
                                               : NULL;
 
+    const int f8tile = f8m && M > FKV__FP8_TILE_M;
+    if (f8tile) fp8_tile(s, s->krows, hoff, T, D, fkv__fp8_scale(f8m, g, 0, h));
+
     /* scores */
-    if (f8m) {
+    if (f8tile) {
+        x->ops->qk[FKV__FMT_F32](M, q, T, s->drows, 0, D, scale, s->logits, FKV__TMAX);
+    } else if (f8m) {
         x->ops->qk8(M, q, T, s->krows, hoff, D, fkv__fp8_scale(f8m, g, 0, h), scale, s->logits, FKV__TMAX);
     } else if (!quant) {
         x->ops->qk[fmt](M, q, T, s->krows, hoff, D, scale, s->logits, FKV__TMAX);
@@ -132,6 +151,11 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
     if (!any) return;
 
     /* values */
+    if (f8tile) {
+        fp8_tile(s, s->vrows, hoff, T, D, fkv__fp8_scale(f8m, g, 1, h));
+        x->ops->pv[FKV__FMT_F32](M, s->logits, FKV__TMAX, T, s->drows, 0, D, acc, D);
+        return;
+    }
     if (f8m) {
         x->ops->pv8(M, s->logits, FKV__TMAX, T, s->vrows, hoff, D, fkv__fp8_scale(f8m, g, 1, h), acc, D);
         return;

@@ -81,17 +81,21 @@ const fkv__simd_ops *fkv__simd_vnni_ops(void);
 
 /* fp8 E4M3 conversions of n elements: q[i] = e4m3(x[i] * inv), x[i] =
  * e4m3_value(q[i]) * s (the value first, then one fp32 product).  Scalar
- * reference in kvcodec.c, AVX-512F path in simd_avx512.c, same bits. */
+ * reference in kvcodec.c, AVX-512F path in simd_avx512.c, AVX2 path in
+ * simd_avx2.c, same bits. */
 typedef struct fkv__fp8_ops {
     const char *name;
     void (*enc)(const float *x, float inv, uint8_t *q, size_t n);
     void (*dec)(const uint8_t *q, float s, float *x, size_t n);
 } fkv__fp8_ops;
 /* The fp8 ops in use: AVX-512 when the CPU has it and fkv__simd() is not
- * the scalar path, else scalar. */
+ * the scalar path, else AVX2 when fkv__simd() is not scalar, else scalar. */
 const fkv__fp8_ops *fkv__fp8(void);
 extern const fkv__fp8_ops fkv__fp8_scalar;
 /* NULL when not built (non-x86) or the CPU lacks AVX-512F */
 const fkv__fp8_ops *fkv__fp8_avx512_ops(void);
+/* AVX2 (+F16C) conversions, same bits (simd_avx2.c); NULL when not built
+ * (non-x86).  Callable only where fkv__simd() is not the scalar path. */
+const fkv__fp8_ops *fkv__fp8_avx2_ops(void);
 
 #endif

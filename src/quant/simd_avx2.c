@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "quant/fp16.h"
+#include "quant/fp8.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGT_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
@@ -371,6 +372,58 @@ static const fkv__simd_ops avx2_ops = {
 
 const fkv__simd_ops *fkv__simd_avx2_ops(void) { return &avx2_ops; }
 
+/* ---------------------------------------------------------------- fp8
+ *
+ * AVX2 path of the fp8 E4M3 conversions (simd.h), for CPUs without
+ * AVX-512: the steps of simd_avx512.c's, 8 lanes at a time, with blends in
+ * place of mask registers, so the same bits as the scalar reference of
+ * fp8.h (tests/test_quant_kvc.c).  Decoding widens the code through binary16
+ * (exact), times 256 (exact), times s. */
+TGT static void a_fp8_enc(const float *x, float inv, uint8_t *q, size_t n)
+{
+    const __m256 vinv = _mm256_set1_ps(inv), vmax = _mm256_set1_ps(448.0f), vmin_n = _mm256_set1_ps(0.015625f);
+    const __m256 v512 = _mm256_set1_ps(512.0f);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+    const __m256i rbias = _mm256_set1_epi32(0x7ffff), rebias = _mm256_set1_epi32(120 << 3);
+    const __m256i s80 = _mm256_set1_epi32(0x80), nan_code = _mm256_set1_epi32(0x7f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv);
+        __m256i b = _mm256_castps_si256(v);
+        __m256i sign = _mm256_and_si256(_mm256_srli_epi32(b, 24), s80);
+        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        __m256 a = _mm256_min_ps(_mm256_castsi256_ps(_mm256_and_si256(b, abs_mask)), vmax);
+        __m256i sub = _mm256_castps_si256(_mm256_cmp_ps(a, vmin_n, _CMP_LT_OQ));
+        __m256i subc = _mm256_cvtps_epi32(_mm256_mul_ps(a, v512)); /* nearest even, as nearbyintf */
+        __m256i ab = _mm256_castps_si256(a);
+        __m256i r = _mm256_add_epi32(ab, _mm256_add_epi32(rbias, _mm256_and_si256(_mm256_srli_epi32(ab, 20), one)));
+        __m256i code = _mm256_sub_epi32(_mm256_srli_epi32(r, 20), rebias);
+        code = _mm256_blendv_epi8(code, subc, sub);
+        code = _mm256_or_si256(code, sign);
+        code = _mm256_blendv_epi8(code, nan_code, nan);
+        __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
+        _mm_storel_epi64((__m128i *)(q + i), _mm_packus_epi16(w, w));
+    }
+    for (; i < n; i++) q[i] = fkv__e4m3_enc(x[i] * inv);
+}
+
+TGT static void a_fp8_dec(const uint8_t *q, float s, float *x, size_t n)
+{
+    const __m256 vs = _mm256_set1_ps(s), v256 = _mm256_set1_ps(256.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(q + i)));
+        __m128i h = _mm_and_si128(_mm_slli_epi16(c, 7), _mm_set1_epi16((short)0xbf80));
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(h), v256), vs));
+    }
+    for (; i < n; i++) x[i] = fkv__e4m3_dec(q[i]) * s;
+}
+
+static const fkv__fp8_ops avx2_fp8 = {"avx2", a_fp8_enc, a_fp8_dec};
+
+const fkv__fp8_ops *fkv__fp8_avx2_ops(void) { return &avx2_fp8; }
+
 #else
 const fkv__simd_ops *fkv__simd_avx2_ops(void) { return NULL; }
+const fkv__fp8_ops *fkv__fp8_avx2_ops(void) { return NULL; }
 #endif
