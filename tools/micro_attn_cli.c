@@ -546,21 +546,21 @@ int fkv_cli_micro_attn(int argc, char **argv)
     double max_vs[5] = {0}; /* by dtype value */
     for (size_t di = 0; di < n_dt; di++) max_vs[dts[di]] = tg[di].vs16;
     if (json) {
-        printf("{\"bench\":\"attn\",\"threads\":%ld,\"simd\":\"%s\",\"fp8_codec\":\"%s\",\"read_gbps\":%.3f,"
-               "\"memcpy_gbps\":%.3f",
+        printf("{\"bench\":\"attn\",\"threads\":%ld,\"simd\":\"%s\",\"fp8_codec\":\"%s\",\"read_gbps\":%.6g,"
+               "\"memcpy_gbps\":%.6g",
                threads, fkv_simd_path(), fkv_fp8_path(), read_gbps, memcpy_gbps);
         for (int prefill = 0; prefill < 2; prefill++) {
             printf(",\"%s\":[", prefill ? "prefill" : "decode");
             int first = 1;
             for (size_t i = 0; i < nres; i++) {
                 if (res[i].prefill != prefill) continue;
-                printf("%s{\"ctx\":%u,\"dtype\":\"%s\",\"layout\":\"%s\",\"%s\":%zu,\"ms\":%.4f,\"%s\":%.3f", first ? "" : ",",
+                printf("%s{\"ctx\":%u,\"dtype\":\"%s\",\"layout\":\"%s\",\"%s\":%zu,\"ms\":%.6g,\"%s\":%.6g", first ? "" : ",",
                        res[i].ctx, dname(res[i].dt), res[i].contiguous ? "contiguous" : "chunked",
                        prefill ? "seqs" : "batch", res[i].batch, res[i].ms, prefill ? "gflops" : "gbps", res[i].gbps);
-                if (!prefill) printf(",\"read_fraction\":%.4f", res[i].gbps / read_gbps);
+                if (!prefill) printf(",\"read_fraction\":%.6g", res[i].gbps / read_gbps);
                 if (prefill) printf(",\"n_q\":%d", PREFILL_Q);
-                if (res[i].vs_fp16 > 0) printf(",\"time_vs_fp16\":%.4f", res[i].vs_fp16);
-                printf(",\"chunked_over_contiguous\":%.4f", res[i].chk_cont);
+                if (res[i].vs_fp16 > 0) printf(",\"time_vs_fp16\":%.6g", res[i].vs_fp16);
+                printf(",\"chunked_over_contiguous\":%.6g", res[i].chk_cont);
                 if (res[i].nmse >= 0) printf(",\"nmse_vs_scalar\":%.3e", res[i].nmse);
                 printf("}");
                 first = 0;
