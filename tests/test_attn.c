@@ -4,7 +4,9 @@
  * sequence's lowest precision).  Random chunk sizes, mixed precisions in one
  * sequence, scattered pages, GQA ratios 1/4/8, Gaussian keys and keys with
  * outlier channels, scalar and vector paths, 1 and 3 threads, decode batches
- * and causal prefill. */
+ * and causal prefill.  The fp8 micro-kernels of each path are checked bit for
+ * bit against that path's fp32 kernels on decoded rows (fp8_kernels);
+ * attention over fp8 chunks is in test_quant_fp8. */
 #include <stdio.h>
 
 #include "attn_fixture.h"
@@ -171,11 +173,62 @@ static void vnni_bound(rng *r)
         }
 }
 
+/* The fp8 micro-kernels (qk8, pv8: E4M3 codes widened in registers to
+ * e4m3(code) * s) of the scalar, AVX2 and AVX-512 tables give the same bits
+ * as the fp32 kernels of the same table on rows decoded by the scalar fp8
+ * decoder (fkv__fp8_scalar, the reference of fp8.h): widths that are and are
+ * not multiples of 8 and 16, every one of the 256 codes (the NaN codes
+ * too), an offset into the rows, a zero probability, scales from subnormal
+ * to 1e36. */
+static void fp8_kernels(rng *r)
+{
+    enum { M = 6, T = 5, OFF = 3, DMAX = 256 };
+    static const size_t dims[] = {8, 12, 16, 40, 64, 128, 136, 256};
+    static const float scales[] = {1.0f, 0.37f, 3e-3f, 1e-40f, 2.5e4f, 1e36f};
+    static const int paths[] = {0, 2, 1}; /* scalar, AVX2, the best (AVX-512 where there) */
+    int checked = 0;
+    for (int pi = 0; pi < 3; pi++) {
+        fkv__simd_force(paths[pi]);
+        const fkv__simd_ops *o = fkv__simd();
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+                const size_t d = dims[di];
+                const float sc = scales[si];
+                float q[M * DMAX], p[M * T], dec[T][DMAX], o8[M * T], of[M * T], a8[M * DMAX], af[M * DMAX];
+                char buf[T][OFF + DMAX];
+                const char *rows[T], *drows[T];
+                for (size_t i = 0; i < M * d; i++) q[i] = (float)rng_gauss(r);
+                for (int i = 0; i < M * T; i++) p[i] = i == 7 ? 0.0f : (float)rng_unif(r);
+                for (int t = 0; t < T; t++) {
+                    for (size_t j = 0; j < OFF + d; j++)
+                        buf[t][j] = (char)(d == 256 && t == 0 && j >= OFF ? (int)(j - OFF) : (int)rng_below(r, 256));
+                    rows[t] = buf[t];
+                    fkv__fp8_scalar.dec((const uint8_t *)buf[t] + OFF, sc, dec[t], d);
+                    drows[t] = (const char *)dec[t];
+                }
+                o->qk8(M, q, T, rows, OFF, d, sc, 0.125f, o8, T);
+                o->qk[FKV__FMT_F32](M, q, T, drows, 0, d, 0.125f, of, T);
+                CHECKF(memcmp(o8, of, sizeof(float) * M * T) == 0, "%s qk8 d %zu scale %g: not the fp32 kernel's bits",
+                       o->name, d, sc);
+                for (size_t i = 0; i < M * d; i++) a8[i] = af[i] = (float)rng_gauss(r);
+                o->pv8(M, p, T, T, rows, OFF, d, sc, a8, d);
+                o->pv[FKV__FMT_F32](M, p, T, T, drows, 0, d, af, d);
+                CHECKF(memcmp(a8, af, sizeof(float) * M * d) == 0, "%s pv8 d %zu scale %g: not the fp32 kernel's bits",
+                       o->name, d, sc);
+                checked++;
+            }
+    }
+    fkv__simd_force(1);
+    printf("fp8 kernels: %d cases, each path's bits equal its fp32 kernels' on decoded rows\n", checked);
+}
+
 int main(void)
 {
     rng r = {12345};
     rng rv = {99}; /* its own stream: the cases below see the same numbers as without it */
     vnni_bound(&rv);
+    rng rf = {4242};
+    fp8_kernels(&rf);
     fkv_attn_pool *p3 = NULL;
     REQUIRE(fkv_attn_pool_create(3, &p3) == FKV_OK);
     static const fkv_dtype f32_only[] = {FKV_F32}, f32_mix[] = {FKV_F32, FKV_INT8},

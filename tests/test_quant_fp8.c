@@ -302,7 +302,9 @@ int main(void)
     };
     int areps = (int)(2 * check_scale() + 0.5);
     if (areps < 1) areps = 1;
-    for (int simd = 0; simd < 2; simd++) {
+    /* scalar, the best path, and AVX2's kernels when they are not the best */
+    int n_paths = fkv__simd_avx512_ops() ? 3 : 2;
+    for (int simd = 0; simd < n_paths; simd++) {
         fkv__simd_force(simd);
         for (int rep = 0; rep < areps; rep++)
             for (size_t m = 0; m < sizeof mixes / sizeof mixes[0]; m++)

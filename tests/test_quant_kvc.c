@@ -42,14 +42,9 @@ static void test_e4m3_codes(void)
     CHECK((fkv_f32_to_e4m3(NAN) & 0x7f) == 0x7f);
 }
 
-/* the AVX-512 conversions give the scalar reference's bits */
-static void test_fp8_paths(void)
+/* the AVX-512 and AVX2 conversions give the scalar reference's bits */
+static void test_fp8_path(const fkv__fp8_ops *v)
 {
-    const fkv__fp8_ops *v = fkv__fp8_avx512_ops();
-    if (!v) {
-        printf("fp8 AVX-512 path: skipped, this CPU has no AVX-512F\n");
-        return;
-    }
     enum { N = 1 << 16 };
     float *x = malloc(N * sizeof *x), *y0 = malloc(N * sizeof *y0), *y1 = malloc(N * sizeof *y1);
     uint8_t *q0 = malloc(N), *q1 = malloc(N);
@@ -78,15 +73,27 @@ static void test_fp8_paths(void)
         v->enc(x, inv, q1, n);
         for (size_t i = 0; i < n; i++)
             if (q0[i] != q1[i] && bad_enc++ < 5)
-                fprintf(stderr, "enc(%a * %a): scalar 0x%02x, avx512 0x%02x\n", x[i], inv, q0[i], q1[i]);
+                fprintf(stderr, "enc(%a * %a): scalar 0x%02x, %s 0x%02x\n", x[i], inv, q0[i], v->name, q1[i]);
         fkv__fp8_scalar.dec(q0, 1.0f / inv, y0, n);
         v->dec(q0, 1.0f / inv, y1, n);
         if (memcmp(y0, y1, n * sizeof *y0)) bad_dec++;
     }
     CHECK(bad_enc == 0);
     CHECK(bad_dec == 0);
-    printf("fp8 AVX-512 path: %d x %d values, same bits as scalar\n", rounds, N);
+    printf("fp8 %s path: %d x %d values, same bits as scalar\n", v->name, rounds, N);
     free(x), free(y0), free(y1), free(q0), free(q1);
+}
+
+static void test_fp8_paths(void)
+{
+    const fkv__fp8_ops *v = fkv__fp8_avx512_ops();
+    if (v) test_fp8_path(v);
+    else printf("fp8 AVX-512 path: skipped, this CPU has no AVX-512F\n");
+    /* the AVX2 conversions run only where the AVX2 kernels do */
+    int prev = fkv__simd_force(2);
+    if (fkv__simd() != &fkv__simd_scalar && fkv__fp8_avx2_ops()) test_fp8_path(fkv__fp8_avx2_ops());
+    else printf("fp8 AVX2 path: skipped, this CPU has no AVX2/FMA/F16C\n");
+    fkv__simd_force(prev);
 }
 
 static double dot(const float *a, const float *b, uint32_t n)

@@ -13,6 +13,12 @@
  * [M][FKV__TMAX] stay in L1. */
 #define FKV__TMAX 64u
 
+/* fp8 runs read by more query rows than this (prefill) are decoded once into
+ * an fp32 tile for the fp32 kernels: the in-register kernels (qk8, pv8)
+ * widen each code once per block of query rows, a cost that grows with the
+ * rows.  Either way the results are the same bits (simd.h). */
+#define FKV__FP8_TILE_M 8u
+
 typedef struct fkv__kvctx {
     const fkv_kv_geom *g;
     uint32_t layer;
@@ -29,7 +35,7 @@ typedef struct fkv__tscratch {
     float *w;      /* [M][FKV__TMAX] probabilities times a value scale */
     float *qp;     /* [M][head_dim] queries times key scales */
     float *c;      /* [M] q.zero of keys, or p.zero of values */
-    float *dec;    /* [FKV__TMAX][head_dim] one head's fp8 rows decoded (keys, then values) */
+    float *dec;    /* [FKV__TMAX][head_dim] one head's fp8 rows decoded (keys, then values), when M > FKV__FP8_TILE_M */
     size_t M;
     const char *krows[FKV__TMAX], *vrows[FKV__TMAX]; /* the run's rows, all heads */
     const char *drows[FKV__TMAX];                    /* rows of dec */

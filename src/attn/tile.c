@@ -3,10 +3,14 @@
  * or int4 codes), each K/V element once for all the query heads of its kv
  * head.  Quantized runs fold their scales into the queries (keys: per
  * channel) or into the probabilities (values: per token), so codes are
- * never written out as fp32.  fp8 runs are the exception: one head's E4M3
- * rows of the run are decoded (code value times the chunk's head scale, the
- * fp8 conversions of src/quant) into a small fp32 tile read by the fp32
- * micro-kernels, keys first, then values into the same tile. */
+ * never written out as fp32.  fp8 runs read by a few query rows (decode)
+ * are read in place too: the qk8 / pv8 micro-kernels widen each E4M3 code in
+ * registers to its value times the chunk head's scale (exactly what the fp8
+ * decoder of src/quant gives) and use it as the fp32 kernels use an fp32
+ * element.  Read by many rows (prefill: more than FKV__FP8_TILE_M), one
+ * head's rows of the run are decoded once into a small fp32 tile read by
+ * the fp32 kernels, keys first, then values into the same tile: the same
+ * bits, fewer conversions. */
 #include <math.h>
 #include <string.h>
 
@@ -99,11 +103,15 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
     const uint16_t *f8m = c->dtype == FKV_FP8 ? (const uint16_t *)c->qmeta +
                                                     x->layer * fkv__layer_meta_elems(g, FKV_FP8, c->n_tokens)
                                               : NULL;
-    if (f8m) fp8_tile(s, s->krows, hoff, T, D, fkv__fp8_scale(f8m, g, 0, h));
+
+    const int f8tile = f8m && M > FKV__FP8_TILE_M;
+    if (f8tile) fp8_tile(s, s->krows, hoff, T, D, fkv__fp8_scale(f8m, g, 0, h));
 
     /* scores */
-    if (f8m) {
+    if (f8tile) {
         x->ops->qk[FKV__FMT_F32](M, q, T, s->drows, 0, D, scale, s->logits, FKV__TMAX);
+    } else if (f8m) {
+        x->ops->qk8(M, q, T, s->krows, hoff, D, fkv__fp8_scale(f8m, g, 0, h), scale, s->logits, FKV__TMAX);
     } else if (!quant) {
         x->ops->qk[fmt](M, q, T, s->krows, hoff, D, scale, s->logits, FKV__TMAX);
     } else {
@@ -143,9 +151,13 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
     if (!any) return;
 
     /* values */
-    if (f8m) {
+    if (f8tile) {
         fp8_tile(s, s->vrows, hoff, T, D, fkv__fp8_scale(f8m, g, 1, h));
         x->ops->pv[FKV__FMT_F32](M, s->logits, FKV__TMAX, T, s->drows, 0, D, acc, D);
+        return;
+    }
+    if (f8m) {
+        x->ops->pv8(M, s->logits, FKV__TMAX, T, s->vrows, hoff, D, fkv__fp8_scale(f8m, g, 1, h), acc, D);
         return;
     }
     if (!quant) {

@@ -80,6 +80,7 @@ const fkv__fp8_ops *fkv__fp8(void)
     if (fkv__simd() == &fkv__simd_scalar) return &fkv__fp8_scalar;
     if (!atomic_load(&known)) {
         const fkv__fp8_ops *b = fkv__fp8_avx512_ops();
+        if (!b) b = fkv__fp8_avx2_ops(); /* fkv__simd() is AVX2's here */
         atomic_store(&best, b ? b : &fkv__fp8_scalar);
         atomic_store(&known, 1);
     }

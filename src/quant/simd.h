@@ -49,6 +49,17 @@ typedef struct fkv__simd_ops {
     void (*add_rows)(size_t M, const float *c, size_t n, float *acc, size_t lda);
     /* x[i] = exp(x[i] - mx) for i < n; returns the sum */
     float (*expsum)(float *x, size_t n, float mx);
+    /* qk and pv over fp8 E4M3 rows (one code byte per element) read where
+     * they lie: element j is widened in registers to e4m3_value(code) * s,
+     * the fp32 value fkv__fp8's dec gives (one product; s is the chunk
+     * head's scale), and then used exactly as qk[FMT_F32] / pv[FMT_F32] use
+     * an element of an fp32 row.  So the results are those of the fp32
+     * kernels of the same table on the decoded rows, bit for bit
+     * (tests/test_attn.c), without writing the rows out as fp32. */
+    void (*qk8)(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d, float s,
+                float scale, float *out, size_t ldo);
+    void (*pv8)(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off, size_t n,
+                float s, float *acc, size_t lda);
 } fkv__simd_ops;
 
 /* The ops in use (detected once; FAIRKV_SIMD=scalar forces the portable path). */
@@ -70,17 +81,21 @@ const fkv__simd_ops *fkv__simd_vnni_ops(void);
 
 /* fp8 E4M3 conversions of n elements: q[i] = e4m3(x[i] * inv), x[i] =
  * e4m3_value(q[i]) * s (the value first, then one fp32 product).  Scalar
- * reference in kvcodec.c, AVX-512F path in simd_avx512.c, same bits. */
+ * reference in kvcodec.c, AVX-512F path in simd_avx512.c, AVX2 path in
+ * simd_avx2.c, same bits. */
 typedef struct fkv__fp8_ops {
     const char *name;
     void (*enc)(const float *x, float inv, uint8_t *q, size_t n);
     void (*dec)(const uint8_t *q, float s, float *x, size_t n);
 } fkv__fp8_ops;
 /* The fp8 ops in use: AVX-512 when the CPU has it and fkv__simd() is not
- * the scalar path, else scalar. */
+ * the scalar path, else AVX2 when fkv__simd() is not scalar, else scalar. */
 const fkv__fp8_ops *fkv__fp8(void);
 extern const fkv__fp8_ops fkv__fp8_scalar;
 /* NULL when not built (non-x86) or the CPU lacks AVX-512F */
 const fkv__fp8_ops *fkv__fp8_avx512_ops(void);
+/* AVX2 (+F16C) conversions, same bits (simd_avx2.c); NULL when not built
+ * (non-x86).  Callable only where fkv__simd() is not the scalar path. */
+const fkv__fp8_ops *fkv__fp8_avx2_ops(void);
 
 #endif

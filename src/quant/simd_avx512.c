@@ -69,7 +69,8 @@ const fkv__fp8_ops *fkv__fp8_avx512_ops(void)
  * The AVX2 path's attention micro-kernels, 16 channels wide: K/V rows are
  * read where they lie in their stored format and widened in registers
  * (vcvtph2ps for fp16, vpmovzxbd for int8 codes, a variable shift of the
- * 16 nibbles for int4), then fused multiply-adds.  Rows whose width is not
+ * 16 nibbles for int4, the E4M3 codes shifted into binary16 and widened
+ * by vcvtph2ps, times 256 s, for fp8), then fused multiply-adds.  Rows whose width is not
  * a multiple of 16 go to the AVX2 kernels.  The codec primitives are the
  * AVX2 path's (bit-identical to scalar); the kernels' sums are in another
  * order than scalar's, within the same bounds (tests/test_attn.c). */
@@ -80,17 +81,20 @@ const fkv__fp8_ops *fkv__fp8_avx512_ops(void)
 #define TGTK __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define TGTK_INLINE __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), always_inline)) static inline
 
-TGTK_INLINE __m512 z_f(const char *r, size_t j) { return _mm512_loadu_ps((const float *)(r + 4 * j)); }
-TGTK_INLINE __m512 z_h(const char *r, size_t j)
+TGTK_INLINE __m512 z_f(const char *r, size_t j, __m512 sx) { (void)sx; return _mm512_loadu_ps((const float *)(r + 4 * j)); }
+TGTK_INLINE __m512 z_h(const char *r, size_t j, __m512 sx)
 {
+    (void)sx;
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * j)));
 }
-TGTK_INLINE __m512 z_b(const char *r, size_t j)
+TGTK_INLINE __m512 z_b(const char *r, size_t j, __m512 sx)
 {
+    (void)sx;
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(r + j))));
 }
-TGTK_INLINE __m512 z_n(const char *r, size_t j)
+TGTK_INLINE __m512 z_n(const char *r, size_t j, __m512 sx)
 {
+    (void)sx;
     uint32_t w[2];
     memcpy(w, r + j / 2, 8); /* elements 0..7: nibbles of w[0], 8..15: of w[1] */
     __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)w[0])),
@@ -99,18 +103,26 @@ TGTK_INLINE __m512 z_n(const char *r, size_t j)
     return _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(15)));
 }
 
+/* E4M3 codes: as ld_e of simd_avx2.c, 16 at a time (sx = 256 s) */
+TGTK_INLINE __m512 z_e(const char *r, size_t j, __m512 sx)
+{
+    __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(r + j)));
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16((short)0xbf80));
+    return _mm512_mul_ps(_mm512_cvtph_ps(h), sx);
+}
+
 static const fkv__simd_ops *avx2_base;
 
 #define Z_KERNELS(SUF, LD, FMT)                                                                       \
     TGTK_INLINE void zqk_blk_##SUF(int NM, int NT, const float *q, size_t d, const char *const *rows, \
-                                   size_t off, float scale, float *out, size_t ldo)                   \
+                                   size_t off, __m512 sx, float scale, float *out, size_t ldo)        \
     {                                                                                                 \
         __m512 acc[4][4];                                                                             \
         _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                          \
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[m][t] = _mm512_setzero_ps();     \
         for (size_t j = 0; j < d; j += 16) {                                                          \
             __m512 kv[4];                                                                             \
-            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) kv[t] = LD(rows[t] + off, j);       \
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) kv[t] = LD(rows[t] + off, j, sx);       \
             _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                      \
             {                                                                                         \
                 __m512 qv = _mm512_loadu_ps(q + (size_t)m * d + j);                                   \
@@ -122,27 +134,23 @@ static const fkv__simd_ops *avx2_base;
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) out[(size_t)m * ldo + (size_t)t] =   \
                 _mm512_reduce_add_ps(acc[m][t]) * scale;                                              \
     }                                                                                                 \
-    TGTK static void z_qk_##SUF(size_t M, const float *q, size_t T, const char *const *rows,          \
-                                size_t off, size_t d, float scale, float *out, size_t ldo)            \
+    TGTK_INLINE void z_qkx_##SUF(size_t M, const float *q, size_t T, const char *const *rows,         \
+                                 size_t off, size_t d, __m512 sx, float scale, float *out, size_t ldo) \
     {                                                                                                 \
-        if (d % 16) {                                                                                 \
-            avx2_base->qk[FMT](M, q, T, rows, off, d, scale, out, ldo);                               \
-            return;                                                                                   \
-        }                                                                                             \
         size_t t = 0;                                                                                 \
         for (; t + 4 <= T; t += 4) {                                                                  \
             size_t m = 0;                                                                             \
-            for (; m + 2 <= M; m += 2) zqk_blk_##SUF(2, 4, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
-            for (; m < M; m++) zqk_blk_##SUF(1, 4, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+            for (; m + 2 <= M; m += 2) zqk_blk_##SUF(2, 4, q + m * d, d, rows + t, off, sx, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) zqk_blk_##SUF(1, 4, q + m * d, d, rows + t, off, sx, scale, out + m * ldo + t, ldo); \
         }                                                                                             \
         for (; t < T; t++) {                                                                          \
             size_t m = 0;                                                                             \
-            for (; m + 4 <= M; m += 4) zqk_blk_##SUF(4, 1, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
-            for (; m < M; m++) zqk_blk_##SUF(1, 1, q + m * d, d, rows + t, off, scale, out + m * ldo + t, ldo); \
+            for (; m + 4 <= M; m += 4) zqk_blk_##SUF(4, 1, q + m * d, d, rows + t, off, sx, scale, out + m * ldo + t, ldo); \
+            for (; m < M; m++) zqk_blk_##SUF(1, 1, q + m * d, d, rows + t, off, sx, scale, out + m * ldo + t, ldo); \
         }                                                                                             \
     }                                                                                                 \
     TGTK_INLINE void zpv_blk_##SUF(int NM, int NJ, const float *p, size_t ldp, size_t T,               \
-                                   const char *const *rows, size_t off, size_t j0, float *acc, size_t lda) \
+                                   const char *const *rows, size_t off, size_t j0, __m512 sx, float *acc, size_t lda) \
     {                                                                                                 \
         __m512 a[4][2];                                                                               \
         _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                          \
@@ -150,7 +158,7 @@ static const fkv__simd_ops *avx2_base;
                 _mm512_loadu_ps(acc + (size_t)m * lda + (size_t)j * 16);                              \
         for (size_t t = 0; t < T; t++) {                                                              \
             __m512 vv[2];                                                                             \
-            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) vv[j] = LD(rows[t] + off, j0 + (size_t)j * 16); \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++) vv[j] = LD(rows[t] + off, j0 + (size_t)j * 16, sx); \
             _Pragma("GCC unroll 8") for (int m = 0; m < NM; m++)                                      \
             {                                                                                         \
                 __m512 w = _mm512_set1_ps(p[(size_t)m * ldp + t]);                                    \
@@ -162,30 +170,61 @@ static const fkv__simd_ops *avx2_base;
             _Pragma("GCC unroll 8") for (int j = 0; j < NJ; j++)                                      \
                 _mm512_storeu_ps(acc + (size_t)m * lda + (size_t)j * 16, a[m][j]);                    \
     }                                                                                                 \
-    TGTK static void z_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T,                       \
-                                const char *const *rows, size_t off, size_t n, float *acc, size_t lda) \
+    TGTK_INLINE void z_pvx_##SUF(size_t M, const float *p, size_t ldp, size_t T,                      \
+                                 const char *const *rows, size_t off, size_t n, __m512 sx, float *acc, size_t lda) \
     {                                                                                                 \
-        if (n % 16) {                                                                                 \
-            avx2_base->pv[FMT](M, p, ldp, T, rows, off, n, acc, lda);                                 \
-            return;                                                                                   \
-        }                                                                                             \
         size_t m = 0;                                                                                 \
         for (; m + 4 <= M; m += 4) {                                                                  \
             size_t j = 0;                                                                             \
-            for (; j + 32 <= n; j += 32) zpv_blk_##SUF(4, 2, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
-            for (; j < n; j += 16) zpv_blk_##SUF(4, 1, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+            for (; j + 32 <= n; j += 32) zpv_blk_##SUF(4, 2, p + m * ldp, ldp, T, rows, off, j, sx, acc + m * lda + j, lda); \
+            for (; j < n; j += 16) zpv_blk_##SUF(4, 1, p + m * ldp, ldp, T, rows, off, j, sx, acc + m * lda + j, lda); \
         }                                                                                             \
         for (; m < M; m++) {                                                                          \
             size_t j = 0;                                                                             \
-            for (; j + 32 <= n; j += 32) zpv_blk_##SUF(1, 2, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
-            for (; j < n; j += 16) zpv_blk_##SUF(1, 1, p + m * ldp, ldp, T, rows, off, j, acc + m * lda + j, lda); \
+            for (; j + 32 <= n; j += 32) zpv_blk_##SUF(1, 2, p + m * ldp, ldp, T, rows, off, j, sx, acc + m * lda + j, lda); \
+            for (; j < n; j += 16) zpv_blk_##SUF(1, 1, p + m * ldp, ldp, T, rows, off, j, sx, acc + m * lda + j, lda); \
         }                                                                                             \
+    }
+
+/* the table's entries: rows whose width is not a multiple of 16 go to the
+ * AVX2 kernels */
+#define Z_ENTRIES(SUF, FMT)                                                                           \
+    TGTK static void z_qk_##SUF(size_t M, const float *q, size_t T, const char *const *rows,          \
+                                size_t off, size_t d, float scale, float *out, size_t ldo)            \
+    {                                                                                                 \
+        if (d % 16) avx2_base->qk[FMT](M, q, T, rows, off, d, scale, out, ldo);                       \
+        else z_qkx_##SUF(M, q, T, rows, off, d, _mm512_setzero_ps(), scale, out, ldo);                \
+    }                                                                                                 \
+    TGTK static void z_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T,                       \
+                                const char *const *rows, size_t off, size_t n, float *acc, size_t lda) \
+    {                                                                                                 \
+        if (n % 16) avx2_base->pv[FMT](M, p, ldp, T, rows, off, n, acc, lda);                         \
+        else z_pvx_##SUF(M, p, ldp, T, rows, off, n, _mm512_setzero_ps(), acc, lda);                  \
     }
 
 Z_KERNELS(f, z_f, FKV__FMT_F32)
 Z_KERNELS(h, z_h, FKV__FMT_F16)
 Z_KERNELS(b, z_b, FKV__FMT_U8)
 Z_KERNELS(n, z_n, FKV__FMT_U4)
+Z_KERNELS(e, z_e, 0)
+Z_ENTRIES(f, FKV__FMT_F32)
+Z_ENTRIES(h, FKV__FMT_F16)
+Z_ENTRIES(b, FKV__FMT_U8)
+Z_ENTRIES(n, FKV__FMT_U4)
+
+TGTK static void z_qk8(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d, float s,
+                       float scale, float *out, size_t ldo)
+{
+    if (d % 16) avx2_base->qk8(M, q, T, rows, off, d, s, scale, out, ldo);
+    else z_qkx_e(M, q, T, rows, off, d, _mm512_set1_ps(256.0f * s), scale, out, ldo);
+}
+
+TGTK static void z_pv8(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
+                       size_t n, float s, float *acc, size_t lda)
+{
+    if (n % 16) avx2_base->pv8(M, p, ldp, T, rows, off, n, s, acc, lda);
+    else z_pvx_e(M, p, ldp, T, rows, off, n, _mm512_set1_ps(256.0f * s), acc, lda);
+}
 
 /* ------------------------------------------------------------ VNNI keys
  *
@@ -321,6 +360,7 @@ static void avx512_build(void)
     avx512_simd.qk[FKV__FMT_U8] = z_qk_b, avx512_simd.qk[FKV__FMT_U4] = z_qk_n;
     avx512_simd.pv[FKV__FMT_F32] = z_pv_f, avx512_simd.pv[FKV__FMT_F16] = z_pv_h;
     avx512_simd.pv[FKV__FMT_U8] = z_pv_b, avx512_simd.pv[FKV__FMT_U4] = z_pv_n;
+    avx512_simd.qk8 = z_qk8, avx512_simd.pv8 = z_pv8;
     avx512_simd_ptr = &avx512_simd;
     if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq")) {
         vnni_simd = avx512_simd;
