@@ -10,9 +10,9 @@
 #
 #   scripts/serve_tiers.sh [BUILD_DIR] [SECONDS]
 #
-# SECONDS: arrivals per setting (default 100: with RATE 10, about 1,000
+# SECONDS: arrivals per setting (default 150: with RATE 12, about 1,800
 # of the trace's 3,993 rows).  Environment, each with a default: RATE
-# (requests per second, both instances together; 10), BLOCK (tokens a
+# (requests per second, both instances together; 12), BLOCK (tokens a
 # 512-token trace block stands for; 4: prompts of about 120 tokens, four
 # blocks to a 16-token page), MAXP (prompt cut, tokens; 512), KV (device
 # KV budget of each instance; 2MiB = 1,638 tokens of stories260K's f32
@@ -21,20 +21,24 @@
 # Mooncake trace), SETTINGS (';'-separated serve options, one run each;
 # default: admission off with host lru (the behaviour before the host
 # orders), off with s3fifo (serve's defaults with a host tier), tinylfu
-# with s3fifo (the filter on)).
+# with s3fifo (the filter on)), COMMON (serve options of every setting;
+# default --step-bound 0: with the step-time bound on, an instance of this
+# run stalled after about 700 requests, its step recomputing tenant shares
+# once per waiting request; see docs/EVALUATION.md).
 #
 # Each setting starts from an empty Redis (FLUSHALL) and fresh instances.
 # Not part of CI.  Needs redis-server and redis-cli (Debian's redis-server).
 set -eu
 BUILD=${1:-build}
 B=$BUILD/fairkv
-T=${2:-100}
-RATE=${RATE:-10}
+T=${2:-150}
+RATE=${RATE:-12}
 BLOCK=${BLOCK:-4}
 MAXP=${MAXP:-512}
 KV=${KV:-2MiB}
 HOST=${HOST:-8MiB}
 CLIENTS=${CLIENTS:-4}
+COMMON=${COMMON---step-bound 0}
 DATA=${DATA:-$(dirname "$0")/../../shared/data}
 MODEL=${MODEL:-$DATA/models/stories260K-llamacpp.gguf}
 TRACE=${TRACE:-$DATA/mooncake_synthetic.jsonl}
@@ -71,15 +75,15 @@ redis-cli -p "$RPORT" ping >/dev/null || { echo "serve_tiers: redis-server did n
 start_serve() {
     # shellcheck disable=SC2086
     "$B" serve --port 0 --model "$MODEL" --ctx $((MAXP + 64)) --threads 1 --kv-budget "$KV" --host-kv "$HOST" \
-        --remote "redis://127.0.0.1:$RPORT" --remote-timeout-ms 2000 --max-queue 8192 --drain-timeout 1 $2 > "$1" 2>&1 &
+        --remote "redis://127.0.0.1:$RPORT" --remote-timeout-ms 2000 --max-queue 8192 --drain-timeout 1 $COMMON $2 > "$1" 2>&1 &
     SP=$!
-    for _ in $(seq 300); do grep -q 'http://127.0.0.1:' "$1" && break; sleep 0.1; done
+    for _ in $(seq 300); do grep -q "http://127.0.0.1:" "$1" 2>/dev/null && break; sleep 0.1; done
     SURL=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" | head -1)
     [ -n "$SURL" ] || { echo "serve_tiers: fairkv serve did not start:" >&2; cat "$1" >&2; exit 1; }
 }
 
 HALF=$(python3 -c "print($RATE / 2)")
-echo "serve_tiers: $(basename "$TRACE") by its blocks ($BLOCK tokens a block, prompts cut at $MAXP), $RATE requests/s for ${T} s split between two instances; device $KV, host $HOST each, one Redis"
+echo "serve_tiers: $(basename "$TRACE") by its blocks ($BLOCK tokens a block, prompts cut at $MAXP), $RATE requests/s for ${T} s split between two instances; device $KV, host $HOST each, one Redis; every setting with: ${COMMON:-(nothing)}"
 k=0
 echo "$SETTINGS" | tr ';' '\n' > "$W/settings"
 while IFS= read -r s; do
