@@ -50,14 +50,15 @@ for c in redis-server redis-cli python3; do
     command -v $c >/dev/null || { echo "serve_tiers: $c is not installed" >&2; exit 2; }
 done
 W=$(mktemp -d)
-RP= S1= S2= L0= L1=
-# stop the instances (and with $1 = all, the load generators and Redis)
+RP='' S1='' S2='' L0='' L1=''
+# stop the instances ($1 = serves), or everything left ($1 = all: the load
+# generators and Redis too)
 stop() {
     ps=" $S1 $S2"
     [ "${1:-}" = all ] && ps="$L0 $L1 $ps $RP"
     for p in $ps; do kill "$p" 2>/dev/null || true; done
     for p in $ps; do wait "$p" 2>/dev/null || true; done
-    S1= S2=
+    S1='' S2=''
 }
 trap 'stop all; rm -rf "$W"' EXIT
 trap 'exit 130' INT TERM
@@ -99,12 +100,17 @@ while IFS= read -r s; do
         eval "L$i=\$!"
     done
     # shellcheck disable=SC2154
-    wait "$L0" && wait "$L1" || { echo "serve_tiers: fairkv load failed:" >&2; cat "$W"/load*."$k".err >&2; exit 1; }
+    if ! wait "$L0" || ! wait "$L1"; then
+        echo "serve_tiers: fairkv load failed:" >&2
+        cat "$W"/load*."$k".err >&2
+        exit 1
+    fi
+    L0='' L1=
     sleep 1 # the last write-backs
     scrape "$U1" > "$W/m1.$k"
     scrape "$U2" > "$W/m2.$k"
     echo "$s" > "$W/name.$k"
-    stop
+    stop serves
 done < "$W/settings"
 echo "Redis: $(redis-cli -p "$RPORT" info memory | grep '^used_memory_human' | tr -d '\r')"
 
