@@ -91,6 +91,8 @@ static void test_metrics(void)
     s.fairkv_remote_bytes_total[0] = 18446744073709551615ull; /* printed exactly, not as a double */
     s.fairkv_remote_bytes_total[1] = 5;
     s.fairkv_remote_refused_total[0] = 3;
+    s.fairkv_remote_foreign_hits_total[0] = 6;
+    s.fairkv_remote_hit_tokens_total[0] = 96;
     fkv_textbuf t;
     fkv_textbuf_init(&t);
     fkv_prom_remote(&t, &s);
@@ -113,9 +115,13 @@ static void test_metrics(void)
         "fairkv_remote_bytes_total{direction=\"written\"} 5",
         "# HELP fairkv_remote_refused_total Pages the admission filter kept from the remote tier",
         "fairkv_remote_refused_total 3",
+        "# TYPE fairkv_remote_foreign_hits_total counter",
+        "fairkv_remote_foreign_hits_total 6",
+        "# TYPE fairkv_remote_hit_tokens_total counter",
+        "fairkv_remote_hit_tokens_total 96",
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) CHECKF(has_line(&t, lines[i]), "no line '%s'", lines[i]);
-    /* 9 families, each with HELP and TYPE; 13 samples */
+    /* 11 families, each with HELP and TYPE; 15 samples */
     int helps = 0, types = 0, samples = 0;
     for (size_t i = 0; i < t.len; i++)
         if (i == 0 || t.data[i - 1] == '\n') {
@@ -123,7 +129,7 @@ static void test_metrics(void)
             types += !strncmp(t.data + i, "# TYPE ", 7);
             samples += t.data[i] != '#';
         }
-    CHECKF(helps == 9 && types == 9 && samples == 13, "%d HELP, %d TYPE, %d samples", helps, types, samples);
+    CHECKF(helps == 11 && types == 11 && samples == 15, "%d HELP, %d TYPE, %d samples", helps, types, samples);
     /* the server's filter keeps every line: no family twice */
     fkv_textbuf f;
     fkv_textbuf_init(&f);

@@ -6,7 +6,9 @@
  *    the text is the same;
  *  - --remote over a real redis-server: a second instance answers a
  *    prompt the first one served from the chunks it wrote (cached tokens,
- *    remote hits) with the text of an instance without the tier; another
+ *    remote hits, counted as another instance's, the imported tokens as
+ *    remote hit tokens) with the text of an instance without the tier;
+ *    the first, finding its own pages, counts no other instance's; another
  *    user, or another cache_salt, gets none of them;
  *  - a value corrupted in Redis (SETRANGE) is refused (corrupt counter)
  *    and the prompt computed: the text is still right;
@@ -142,6 +144,23 @@ int main(void)
     CHECKF(metric_above(s2.port, "fairkv_remote_hits_total", 3) >= 4, "remote hits %g",
            sp_metric(s2.port, "fairkv_remote_hits_total"));
     CHECKF(!strcmp(a.text, refA.text), "remote: '%s' vs '%s'", a.text, refA.text);
+    /* those pages were the first instance's: every leading page found is
+     * another instance's, and the tokens imported are the cached ones */
+    double foreign2 = sp_metric(s2.port, "fairkv_remote_foreign_hits_total");
+    CHECKF(foreign2 == sp_metric(s2.port, "fairkv_remote_hits_total") && foreign2 >= 4, "foreign hits %g of %g",
+           foreign2, sp_metric(s2.port, "fairkv_remote_hits_total"));
+    CHECKF(metric_above(s2.port, "fairkv_remote_hit_tokens_total", 0) == (double)a.cached, "remote hit tokens %g, cached %ld",
+           sp_metric(s2.port, "fairkv_remote_hit_tokens_total"), a.cached);
+    CHECK(sp_metric(s2.port, "fairkv_tier_hit_tokens_total{tier=\"device\"}") == 0);
+    /* the first instance asked again finds A on its device, and in Redis
+     * pages it wrote itself: none of them another instance's */
+    sp_complete(s1.port, A, NULL, NULL, MAXTOK, &a);
+    CHECK(a.status == 200 && a.cached > 0);
+    CHECKF(metric_above(s1.port, "fairkv_remote_hits_total", 0) > 0, "first instance: remote hits %g",
+           sp_metric(s1.port, "fairkv_remote_hits_total"));
+    CHECKF(sp_metric(s1.port, "fairkv_remote_foreign_hits_total") == 0, "first instance: foreign hits %g",
+           sp_metric(s1.port, "fairkv_remote_foreign_hits_total"));
+    CHECK(sp_metric(s1.port, "fairkv_remote_hit_tokens_total") == 0);
     /* namespaces: another user, or the same one with a cache_salt, sees none */
     sp_complete(s2.port, A, "mallory", NULL, MAXTOK, &a);
     CHECKF(a.status == 200 && a.cached == 0, "another user cached %ld", a.cached);

@@ -210,6 +210,11 @@ static void usage(FILE *f)
                "  --model NAME       model name (default: the first of GET /v1/models)\n"
                "  --vocab N          prompt token ids are below N (default 256)\n"
                "  --max-prompt N     cut trace prompts to N tokens (default: no cut)\n"
+               "  --trace-blocks N   Mooncake trace: build each prompt from its hash_ids, a 512-token\n"
+               "                     block standing for N tokens (same id, same tokens; lengths scaled\n"
+               "                     by N/512; 'user' from the first block) (default 0: random prompts)\n"
+               "  --shard I/N        trace: replay rows I, I+N, I+2N, ... only (N generators at 1/N of\n"
+               "                     the rate split one replay among N servers; default 0/1)\n"
                "  --timeout S        per-request timeout (default 120)\n"
                "  --max-inflight N   open requests at most; more arrivals count as errors (default 1024)\n"
                "  --format text|json output (default text)\n"
@@ -243,6 +248,8 @@ int fkv_cli_load(int argc, char **argv)
     fkv_load_tenants ten;
     fkv_load_tenants_default(&ten);
     int duration_set = 0;
+    fkv_load_trace_opts topt = {0, 0, 1};
+    const char *trace_opt = NULL; /* a trace-only option given */
     const char *tenants_opt = NULL; /* a tenants-only option given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -304,6 +311,20 @@ int fkv_cli_load(int argc, char **argv)
             cfg.vocab = (uint32_t)v;
         } else if (!strcmp(a, "--max-prompt")) {
             if (num(a, val, 0, 1e9, &max_prompt)) return 2;
+        } else if (!strcmp(a, "--trace-blocks")) {
+            trace_opt = a;
+            if (num(a, val, 0, 512, &v)) return 2;
+            topt.block_tokens = (uint32_t)v;
+        } else if (!strcmp(a, "--shard")) {
+            trace_opt = a;
+            unsigned si, sn;
+            int used = 0;
+            if (sscanf(val, "%u/%u%n", &si, &sn, &used) != 2 || val[used] || !sn || si >= sn || sn > 1000000) {
+                fprintf(stderr, "fairkv load: --shard is I/N with 0 <= I < N (e.g. 0/2), got '%s'\n", val);
+                return 2;
+            }
+            topt.shard = si;
+            topt.n_shards = sn;
         } else if (!strcmp(a, "--timeout")) {
             if (num(a, val, 0.001, 86400, &cfg.timeout_s)) return 2;
         } else if (!strcmp(a, "--max-inflight")) {
@@ -334,6 +355,10 @@ int fkv_cli_load(int argc, char **argv)
         fprintf(stderr, "fairkv load: %s applies to --workload tenants only\n", tenants_opt);
         return 2;
     }
+    if (trace_opt && (!strcmp(workload, "seed") || !strcmp(workload, "tenants"))) {
+        fprintf(stderr, "fairkv load: %s applies to a trace file (--workload FILE.jsonl) only\n", trace_opt);
+        return 2;
+    }
     char err[512] = "";
     fkv_load_workload w;
     fkv_status st;
@@ -351,10 +376,15 @@ int fkv_cli_load(int argc, char **argv)
             if (!fgets(first, sizeof first, f)) first[0] = 0;
             fclose(f);
         }
-        st = !strncmp(first, "arrival_ms", 10)
-                 ? fkv_load_workload_plain(workload, (uint32_t)clients, &w, err, sizeof err)
-                 : fkv_load_workload_trace(workload, cfg.seed, rate, duration, (uint32_t)clients,
-                                           (uint32_t)max_prompt, &w, err, sizeof err);
+        int plain = !strncmp(first, "arrival_ms", 10);
+        if (plain && trace_opt) {
+            snprintf(err, sizeof err, "%s applies to a Mooncake or Azure trace, not the plain CSV", trace_opt);
+            st = FKV_EINVAL;
+        } else {
+            st = plain ? fkv_load_workload_plain(workload, (uint32_t)clients, &w, err, sizeof err)
+                       : fkv_load_workload_trace_opts(workload, cfg.seed, rate, duration, (uint32_t)clients,
+                                                      (uint32_t)max_prompt, &topt, &w, err, sizeof err);
+        }
     }
     if (st == FKV_OK && write_trace) {
         st = fkv_load_workload_write_plain(&w, write_trace, err, sizeof err);

@@ -22,7 +22,11 @@
     X(fairkv_remote_put_drops_total, COUNTER, NONE, "Chunks not queued (queue full)")                              \
     X(fairkv_remote_errors_total, COUNTER, RERR, "Remote tier failures, by kind")                                 \
     X(fairkv_remote_bytes_total, COUNTER, RDIR, "Value bytes (header and payload) moved, by direction")           \
-    X(fairkv_remote_refused_total, COUNTER, NONE, "Pages the admission filter kept from the remote tier")
+    X(fairkv_remote_refused_total, COUNTER, NONE, "Pages the admission filter kept from the remote tier")          \
+    X(fairkv_remote_foreign_hits_total, COUNTER, NONE,                                                            \
+      "Chunk keys served by the remote tier that this instance has not written (another instance's)")            \
+    X(fairkv_remote_hit_tokens_total, COUNTER, NONE,                                                              \
+      "Prompt tokens whose K/V came from the remote tier (past what the device and host tiers held)")
 
 /* entries per label kind */
 enum { FKV__RL_NONE = 1, FKV__RL_RERR = 4, FKV__RL_RDIR = 2 };

@@ -454,7 +454,7 @@ static void eng_metrics(void *be, fkv_textbuf *out)
     if (b->metrics_text) fkv_textbuf_append(out, b->metrics_text, b->metrics_len);
     fkv_engine_stats s = b->snap;
     pthread_mutex_unlock(&b->mu);
-    if (b->remote) fkv_eng_remote_metrics(b->remote, out);
+    if (b->remote) fkv_eng_remote_metrics(b->remote, s.imported_tokens, out);
     fkv_textbuf_printf(out,
                        "# HELP fairkv_engine_steps_total Engine steps run\n# TYPE fairkv_engine_steps_total counter\n"
                        "fairkv_engine_steps_total %llu\n"

@@ -12,6 +12,7 @@
 #include "metrics/remote_metrics.h"
 #include "server/client_names.h"
 #include "server/metrics_http.h"
+#include "util/rng.h"
 
 struct fkv_eng_remote {
     fkv_remote *remote;
@@ -26,7 +27,17 @@ struct fkv_eng_remote {
     uint32_t admit_threshold;
     pthread_mutex_t admit_mu;
     uint64_t refused; /* pages the filter kept from Redis (under admit_mu) */
+    /* The keys this instance wrote, as a Bloom filter (OWN_BITS bits, OWN_K
+     * probes), so a hit on a key it did not write counts as another
+     * instance's: a false positive can only undercount those.  Under
+     * own_mu (the step thread writes, connection threads look up). */
+    uint64_t *own;
+    uint64_t foreign_hits;
+    pthread_mutex_t own_mu;
 };
+
+#define OWN_BITS (1u << 23) /* 1 MiB: about 1% false positives at a million keys written */
+#define OWN_K 4
 
 typedef struct eprefetch {
     uint32_t tokens; /* prompt tokens found: whole pages from position 0 */
@@ -62,6 +73,26 @@ static uint64_t key64(const fkv_remote_key *k)
     return v;
 }
 
+/* probe i of key k in the own-keys filter */
+static uint32_t own_bit(uint64_t k, int i) { return (uint32_t)(fkv_mix64(k + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) % OWN_BITS); }
+
+static int own_has(const fkv_eng_remote *r, uint64_t k)
+{
+    for (int i = 0; i < OWN_K; i++) {
+        uint32_t b = own_bit(k, i);
+        if (!((r->own[b / 64] >> (b % 64)) & 1)) return 0;
+    }
+    return 1;
+}
+
+static void own_add(fkv_eng_remote *r, uint64_t k)
+{
+    for (int i = 0; i < OWN_K; i++) {
+        uint32_t b = own_bit(k, i);
+        r->own[b / 64] |= 1ull << (b % 64);
+    }
+}
+
 void *fkv_eng_remote_prefetch(fkv_eng_remote *r, const fkv_gen_request *req)
 {
     if (!r || req->n_prompt < 2) return NULL;
@@ -82,6 +113,9 @@ void *fkv_eng_remote_prefetch(fkv_eng_remote *r, const fkv_gen_request *req)
         fkv_remote_get(r->remote, keys, n_pages, vals);
         uint32_t h = 0;
         while (h < n_pages && vals[h].data && vals[h].len == r->page_bytes) h++;
+        pthread_mutex_lock(&r->own_mu);
+        for (uint32_t p = 0; p < h; p++) r->foreign_hits += !own_has(r, key64(&keys[p]));
+        pthread_mutex_unlock(&r->own_mu);
         if (h && (pf = calloc(1, sizeof *pf)) && (pf->kv = malloc((size_t)h * r->page_bytes))) {
             for (uint32_t p = 0; p < h; p++) memcpy(pf->kv + (size_t)p * r->page_bytes, vals[p].data, r->page_bytes);
             pf->tokens = h * r->page_tokens;
@@ -133,6 +167,10 @@ void fkv_eng_remote_export(fkv_eng_remote *r, const fkv_eng_remote_req *rr, cons
         pthread_mutex_unlock(&r->admit_mu);
         n = keep;
     }
+    pthread_mutex_lock(&r->own_mu);
+    for (uint32_t p = 0; p < n; p++)
+        if (x->ok[p] && p * r->page_tokens >= rr->hit) own_add(r, key64(&keys[p]));
+    pthread_mutex_unlock(&r->own_mu);
     for (uint32_t p = 0; p < n; p++)
         if (x->ok[p] && p * r->page_tokens >= rr->hit)
             fkv_remote_put(r->remote, &keys[p], x->kv + (size_t)p * r->page_bytes, r->page_bytes);
@@ -196,10 +234,15 @@ fkv_status fkv_eng_remote_open(const fkv_engine_backend_opts *bo, const fkv_engi
 {
     *out = NULL;
     fkv_eng_remote *r = calloc(1, sizeof *r);
-    if (!r) {
+    uint64_t *own = calloc(OWN_BITS / 64, sizeof *own);
+    if (!r || !own) {
+        free(r);
+        free(own);
         snprintf(err, errlen, "engine backend: out of memory");
         return FKV_ENOMEM;
     }
+    r->own = own;
+    pthread_mutex_init(&r->own_mu, NULL);
     char nodes[1100], e2[400] = "";
     fkv_remote_config rc;
     fkv_remote_config_default(&rc);
@@ -252,10 +295,12 @@ void fkv_eng_remote_close(fkv_eng_remote *r)
     fkv_remote_close(r->remote);
     if (r->admit) pthread_mutex_destroy(&r->admit_mu);
     fkv__admit_free(r->admit);
+    pthread_mutex_destroy(&r->own_mu);
+    free(r->own);
     free(r);
 }
 
-void fkv_eng_remote_metrics(fkv_eng_remote *r, fkv_textbuf *out)
+void fkv_eng_remote_metrics(fkv_eng_remote *r, uint64_t hit_tokens, fkv_textbuf *out)
 {
     fkv_remote_counters c;
     fkv_remote_get_counters(r->remote, &c);
@@ -278,5 +323,9 @@ void fkv_eng_remote_metrics(fkv_eng_remote *r, fkv_textbuf *out)
     } else {
         s.absent |= 1ull << FKV__RM_fairkv_remote_refused_total;
     }
+    pthread_mutex_lock(&r->own_mu);
+    s.fairkv_remote_foreign_hits_total[0] = r->foreign_hits;
+    pthread_mutex_unlock(&r->own_mu);
+    s.fairkv_remote_hit_tokens_total[0] = hit_tokens;
     fkv_prom_remote(out, &s);
 }

@@ -49,8 +49,16 @@ const uint8_t *fkv_eng_remote_begin(fkv_eng_remote *r, const fkv_gen_request *re
  * the full-precision pages past its hits that pass the admission filter. */
 void fkv_eng_remote_export(fkv_eng_remote *r, const fkv_eng_remote_req *rr, const fkv_engine_export *x);
 
-/* The tier's families of /metrics (src/metrics/remote_metrics.h). */
-void fkv_eng_remote_metrics(fkv_eng_remote *r, fkv_textbuf *out);
+/* The tier's families of /metrics (src/metrics/remote_metrics.h);
+ * hit_tokens: the engine's prompt tokens imported from the tier
+ * (fkv_engine_stats.imported_tokens), the remote column of the hits per
+ * tier beside the cache's device and host ones.
+ * fairkv_remote_foreign_hits_total counts, among the leading pages a
+ * lookup found, those this instance never wrote: another instance's (or a
+ * previous process's) write-backs, read through a Bloom filter of the
+ * keys it wrote (1 MiB; a false positive, about 1% at a million keys
+ * written, only undercounts). */
+void fkv_eng_remote_metrics(fkv_eng_remote *r, uint64_t hit_tokens, fkv_textbuf *out);
 
 /* "redis://a:1,b:2" or "a:1,redis://b:2" -> "a:1,b:2" into out[cap];
  * -1 when empty or longer than cap - 1.  Exposed for tests. */

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 /* splitmix64 as the stream: explicit state, no rand() */
 static uint64_t next_u64(uint64_t *s) { return fkv_rng_splitmix(s); }
 
@@ -114,13 +116,82 @@ static int parse_line(const char *line, int csv, unsigned long *in, unsigned lon
     return !errno && e1 != c1 + 1 && e2 != c2 + 1;
 }
 
+/* The hash_ids of a Mooncake line, appended to *ids (n, cap): FKV_OK, or
+ * FKV_EPARSE with err saying what, or FKV_ENOMEM. */
+static fkv_status parse_hash_ids(const char *line, uint64_t **ids, size_t *n, size_t *cap, uint32_t *count,
+                                 const char *path, size_t lineno, char *err, size_t errlen)
+{
+    cJSON *j = cJSON_Parse(line);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hash_ids");
+    fkv_status st = FKV_OK;
+    if (!j) {
+        snprintf(err, errlen, "%s:%zu: not a JSON object (hash_ids are read with --trace-blocks)", path, lineno);
+        st = FKV_EPARSE;
+    } else if (!cJSON_IsArray(h) || !cJSON_GetArraySize(h)) {
+        snprintf(err, errlen, "%s:%zu: %s (replaying by blocks needs each request's hash_ids)", path, lineno,
+                 !h ? "no hash_ids" : !cJSON_IsArray(h) ? "hash_ids is not an array" : "hash_ids is empty");
+        st = FKV_EPARSE;
+    }
+    *count = 0;
+    const cJSON *e;
+    int k = 0;
+    const cJSON *arr = st == FKV_OK ? h : (const cJSON *)0;
+    cJSON_ArrayForEach(e, arr)
+    {
+        /* ids are at most 2^53 (JSON numbers as doubles): exact below that */
+        if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || e->valuedouble > 9007199254740992.0 ||
+            e->valuedouble != floor(e->valuedouble)) {
+            snprintf(err, errlen, "%s:%zu: hash_ids element %d is not a non-negative integer", path, lineno, k);
+            st = FKV_EPARSE;
+            break;
+        }
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            uint64_t *p = realloc(*ids, nc * sizeof *p);
+            if (!p) {
+                st = FKV_ENOMEM;
+                break;
+            }
+            *ids = p;
+            *cap = nc;
+        }
+        (*ids)[(*n)++] = (uint64_t)e->valuedouble;
+        (*count)++;
+        k++;
+    }
+    cJSON_Delete(j);
+    return st;
+}
+
+/* ceil(x * num / 512), at least 1 */
+static uint32_t scale_len(uint32_t x, uint32_t num)
+{
+    uint64_t v = ((uint64_t)x * num + 511) / 512;
+    return v > UINT32_MAX ? UINT32_MAX : v ? (uint32_t)v : 1;
+}
+
 fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate, double duration,
                                    uint32_t clients, uint32_t max_prompt, fkv_load_workload *out, char *err,
                                    size_t errlen)
 {
+    return fkv_load_workload_trace_opts(path, seed, rate, duration, clients, max_prompt, NULL, out, err, errlen);
+}
+
+fkv_status fkv_load_workload_trace_opts(const char *path, uint64_t seed, double rate, double duration,
+                                        uint32_t clients, uint32_t max_prompt, const fkv_load_trace_opts *o,
+                                        fkv_load_workload *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
+    fkv_load_trace_opts none = {0, 0, 1};
+    if (!o) o = &none;
+    uint32_t n_shards = o->n_shards ? o->n_shards : 1;
     if (!(rate > 0) || !(duration >= 0) || !clients) {
         snprintf(err, errlen, "trace workload: rate must be > 0, duration >= 0, clients >= 1");
+        return FKV_EINVAL;
+    }
+    if (o->shard >= n_shards || o->block_tokens > 512) {
+        snprintf(err, errlen, "trace workload: shard %u of %u (shards are 0..N-1), block tokens %u (at most 512)",
+                 o->shard, n_shards, o->block_tokens);
         return FKV_EINVAL;
     }
     FILE *f = fopen(path, "r");
@@ -130,19 +201,30 @@ fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate,
     }
     size_t plen = strlen(path);
     int csv = plen > 4 && !strcmp(path + plen - 4, ".csv");
-    /* lengths of the trace rows: [n_rows][2] */
-    uint32_t *rows = NULL;
+    if (csv && o->block_tokens) {
+        fclose(f);
+        snprintf(err, errlen, "%s: an Azure CSV has no hash_ids to build prompts from (--trace-blocks needs a "
+                              "Mooncake .jsonl trace)", path);
+        return FKV_EINVAL;
+    }
+    /* lengths of the trace rows: [n_rows][2]; with blocks, each row's ids
+     * at ids[id_off[row]], id_n[row] of them */
+    uint32_t *rows = NULL, *id_n = NULL;
+    size_t *id_off = NULL;
+    uint64_t *ids = NULL;
+    size_t n_ids = 0, cap_ids = 0;
     size_t n_rows = 0, cap_rows = 0, lineno = 0;
     char line[1 << 16];
     fkv_status st = FKV_OK;
     while (fgets(line, sizeof line, f)) {
         lineno++;
-        unsigned long in, o;
-        if (!parse_line(line, csv, &in, &o)) {
+        unsigned long in, o_len;
+        int whole = strchr(line, '\n') || feof(f);
+        if (!parse_line(line, csv, &in, &o_len)) {
             if (csv && lineno == 1) continue; /* header */
             if (line[0] == '\n' || line[0] == 0) continue;
             /* a JSON line longer than the buffer continues: skip its rest */
-            if (!strchr(line, '\n') && !feof(f)) {
+            if (!whole) {
                 snprintf(err, errlen, "%s:%zu: line longer than %zu bytes before its lengths", path, lineno,
                          sizeof line);
                 st = FKV_EPARSE;
@@ -153,20 +235,38 @@ fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate,
             st = FKV_EPARSE;
             break;
         }
+        if (o->block_tokens && !whole) {
+            snprintf(err, errlen, "%s:%zu: line longer than %zu bytes (its hash_ids cannot be read)", path, lineno,
+                     sizeof line);
+            st = FKV_EPARSE;
+            break;
+        }
         while (!strchr(line, '\n') && fgets(line, sizeof line, f)) {
         }
         if (n_rows == cap_rows) {
             size_t nc = cap_rows ? cap_rows * 2 : 1024;
             uint32_t *p = realloc(rows, nc * 2 * sizeof *p);
+            if (p) rows = p;
+            if (p && o->block_tokens) {
+                uint32_t *pn = realloc(id_n, nc * sizeof *pn);
+                if (pn) id_n = pn;
+                size_t *po = pn ? realloc(id_off, nc * sizeof *po) : NULL;
+                if (po) id_off = po;
+                if (!po) p = NULL;
+            }
             if (!p) {
                 st = FKV_ENOMEM;
                 break;
             }
-            rows = p;
             cap_rows = nc;
         }
+        if (o->block_tokens) {
+            id_off[n_rows] = n_ids;
+            st = parse_hash_ids(line, &ids, &n_ids, &cap_ids, &id_n[n_rows], path, lineno, err, errlen);
+            if (st != FKV_OK) break;
+        }
         rows[2 * n_rows] = in > UINT32_MAX ? UINT32_MAX : (uint32_t)in;
-        rows[2 * n_rows + 1] = o > UINT32_MAX ? UINT32_MAX : (uint32_t)o;
+        rows[2 * n_rows + 1] = o_len > UINT32_MAX ? UINT32_MAX : (uint32_t)o_len;
         n_rows++;
     }
     fclose(f);
@@ -179,15 +279,38 @@ fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate,
     for (double t = gap(&s, rate); st == FKV_OK && t < duration; t += gap(&s, rate)) {
         if ((st = grow(out, &cap)) != FKV_OK) break;
         fkv_load_item *it = &out->items[out->n];
-        const uint32_t *r = &rows[2 * (out->n % n_rows)];
-        uint32_t prompt = max_prompt && r[0] > max_prompt ? max_prompt : r[0];
-        set_lengths(it, prompt, r[1]);
+        size_t row = (o->shard + (size_t)n_shards * out->n) % n_rows;
+        const uint32_t *r = &rows[2 * row];
+        uint32_t in = r[0], o_len = r[1];
+        if (o->block_tokens) {
+            in = scale_len(in, o->block_tokens);
+            o_len = scale_len(o_len, o->block_tokens);
+        }
+        uint32_t prompt = max_prompt && in > max_prompt ? max_prompt : in;
+        set_lengths(it, prompt, o_len);
         it->arrival_s = t;
         it->client = (uint32_t)(next_u64(&s) % clients);
+        if (o->block_tokens) {
+            uint32_t nb = (it->prompt_tokens + o->block_tokens - 1) / o->block_tokens;
+            it->n_blocks = id_n[row] < nb ? id_n[row] : nb;
+            it->block_tokens = o->block_tokens;
+            it->client = (uint32_t)(fkv_mix64(ids[id_off[row]]) % clients);
+        }
         out->n++;
     }
+    if (st == FKV_OK && o->block_tokens) {
+        out->block_store = ids;
+        /* pointers only now: the ids did not move since */
+        for (size_t i = 0; i < out->n; i++)
+            out->items[i].blocks = ids + id_off[(o->shard + (size_t)n_shards * i) % n_rows];
+    }
     free(rows);
-    if (st != FKV_OK) fkv_load_workload_free(out);
+    free(id_n);
+    free(id_off);
+    if (st != FKV_OK) {
+        free(ids);
+        fkv_load_workload_free(out);
+    }
     return st;
 }
 
@@ -240,6 +363,12 @@ fkv_status fkv_load_workload_write_plain(const fkv_load_workload *w, const char 
         snprintf(err, errlen, "%s: the plain CSV holds arrival times only; back-to-back users have none", path);
         return FKV_EINVAL;
     }
+    for (size_t i = 0; i < w->n; i++)
+        if (w->items[i].blocks) {
+            snprintf(err, errlen, "%s: the plain CSV cannot hold the trace's blocks that request %zu's prompt is "
+                                  "built from (write it without --trace-blocks)", path, i);
+            return FKV_EINVAL;
+        }
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -320,6 +449,7 @@ void fkv_load_workload_free(fkv_load_workload *w)
 {
     free(w->items);
     free(w->closed);
+    free(w->block_store);
     memset(w, 0, sizeof *w);
 }
 
@@ -330,6 +460,15 @@ uint32_t fkv_load_shared_tokens(uint32_t prompt_tokens)
 
 void fkv_load_prompt(const fkv_load_item *it, size_t i, uint64_t seed, uint32_t vocab, int32_t *out)
 {
+    if (it->blocks && it->block_tokens) {
+        uint32_t k = 0;
+        for (; k < it->prompt_tokens && k / it->block_tokens < it->n_blocks; k++)
+            out[k] = (int32_t)(fkv_mix64(fkv_mix64(it->blocks[k / it->block_tokens] ^ 0x5bd1e995ULL) +
+                                         k % it->block_tokens) % vocab);
+        uint64_t rs = seed ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);
+        for (; k < it->prompt_tokens; k++) out[k] = (int32_t)(next_u64(&rs) % vocab);
+        return;
+    }
     uint32_t shared = fkv_load_shared_tokens(it->prompt_tokens);
     uint64_t cs = seed ^ (0xC0FFEEull + it->client * 0x9E3779B97F4A7C15ull);
     for (uint32_t k = 0; k < shared; k++) out[k] = (int32_t)(next_u64(&cs) % vocab);

@@ -20,6 +20,13 @@ typedef struct fkv_load_item {
     uint32_t client;        /* client index: the request's "user" is "client-<k>" */
     int cls;                /* fkv_class of prompt + max_tokens (thresholds 128 / 512) */
     int role;               /* fkv_load_role: names the "user" */
+    /* A trace replayed by its blocks (fkv_load_trace_opts.block_tokens):
+     * the prompt's first n_blocks * block_tokens positions (those below
+     * prompt_tokens) are named by these block ids, so requests that share
+     * an id at a position share those tokens; NULL: no blocks. */
+    const uint64_t *blocks; /* [n_blocks], owned by the workload */
+    uint32_t n_blocks;
+    uint32_t block_tokens;
 } fkv_load_item;
 
 /* Who sends a request, which names its "user" field (the server's tenant):
@@ -35,6 +42,7 @@ typedef struct fkv_load_workload {
     fkv_load_item *closed; /* [n_closed] */
     uint32_t n_closed;
     double closed_until_s;
+    uint64_t *block_store; /* the items' block ids (a trace replayed by its blocks) */
 } fkv_load_workload;
 
 /* The "user" field of a request: "client-<k>", "light-<k>" or "heavy-<k>". */
@@ -96,11 +104,50 @@ fkv_status fkv_load_workload_trace(const char *path, uint64_t seed, double rate,
                                    uint32_t clients, uint32_t max_prompt, fkv_load_workload *out, char *err,
                                    size_t errlen);
 
+/* How a Mooncake trace is replayed (fkv_load_workload_trace_opts).
+ *
+ * block_tokens > 0: each prompt is built from the request's hash_ids, the
+ * trace's 512-token prefix blocks, each standing for block_tokens tokens
+ * here: the same id gives the same tokens (a pure function of the id and
+ * the offset), so two requests share exactly the prompt prefix the trace
+ * says they share, and a prefix cache, a host tier or a remote tier can
+ * find it.  Lengths are scaled alike: prompt ceil(input_length *
+ * block_tokens / 512), max_tokens ceil(output_length * block_tokens / 512)
+ * (then max_prompt cuts the prompt, and the blocks past it).  A request's
+ * "user" follows from its first block (client = mix64(first id) mod
+ * clients), so the turns of one conversation, and two instances replaying
+ * parts of the trace, agree on it (a tenant's remote chunks are its own).
+ * 0: prompts as fkv_load_prompt makes them for any workload (a per-client
+ * prefix of up to 32 tokens, the rest unique to the request), today's
+ * replay; an Azure CSV has no blocks and needs 0.
+ *
+ * n_shards > 1: this run replays the trace rows shard, shard + n_shards,
+ * shard + 2 n_shards, ... (in the trace's order, cycled), so n_shards
+ * load generators with the same seed and shard 0..n_shards-1, each at
+ * 1/n_shards of the rate, split one replay between n_shards servers as a
+ * round-robin balancer would (a conversation's turns land on different
+ * instances).  0 or 1: every row. */
+typedef struct fkv_load_trace_opts {
+    uint32_t block_tokens; /* 0: no blocks; else 1..512 */
+    uint32_t shard, n_shards;
+} fkv_load_trace_opts;
+
+/* fkv_load_workload_trace with those options; FKV_EINVAL when shard >=
+ * n_shards or block_tokens > 512, FKV_EPARSE (err: file:line) when a
+ * request has no hash_ids, or they are not an array of non-negative
+ * integers, while block_tokens > 0. */
+fkv_status fkv_load_workload_trace_opts(const char *path, uint64_t seed, double rate, double duration,
+                                        uint32_t clients, uint32_t max_prompt, const fkv_load_trace_opts *o,
+                                        fkv_load_workload *out, char *err, size_t errlen);
+
 void fkv_load_workload_free(fkv_load_workload *w);
 
 /* The prompt token ids of item i: a per-client shared prefix (a system
  * prompt of up to 32 tokens, so the prefix cache has something to find)
- * then tokens unique to the request, all below vocab.  Deterministic. */
+ * then tokens unique to the request, all below vocab.  Deterministic.
+ * An item with blocks has no per-client prefix: its first positions come
+ * from its block ids (the same id and offset, the same token), the rest
+ * are unique to the request. */
 /* Leading prompt tokens common to every request of one client in
  * fkv_load_prompt: min(prompt_tokens / 2, 32). */
 uint32_t fkv_load_shared_tokens(uint32_t prompt_tokens);
