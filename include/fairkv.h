@@ -335,6 +335,12 @@ typedef struct fkv_tenant_info {
 } fkv_tenant_info;
 /* Shares are refreshed first.  FKV_ENOENT for a tenant never seen. */
 FKV_API fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out);
+/* The same without the refresh, in O(1): pages, weight and counters as
+ * they are now; demand_pages, share_pages and host_share_bytes as of the
+ * last refresh (by fkv_cache_tenant_info or the cache's own eviction).
+ * For a caller asking about many tenants at once: one fkv_cache_tenant_info
+ * refreshes every tenant's shares (O(tenants + open requests)). */
+FKV_API fkv_status fkv_cache_tenant_peek(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out);
 
 /* ---------------------------------------------------------------- chunks */
 

@@ -83,6 +83,25 @@ static void shares(void)
     CHECKF(fabs(share_of(c, 3) - (20 + 140.0 / 3)) < 1e-9, "share 3 = %g", share_of(c, 3));
     CHECK(share_of(c, 2) == 0);
     CHECK(fx_invariants(c));
+    /* peek: pages as they are now, shares as of the last refresh */
+    fkv_tenant_info pk, in;
+    fill(d, 1000, 64); /* tenant 3 takes 16 pages (4 tokens a page) */
+    REQUIRE(fkv_cache_tenant_peek(c, 3, &pk) == FKV_OK);
+    CHECKF(pk.pages == 16 && pk.weight == 2.0 && pk.seqs == 1, "pages %llu seqs %u demand %g", (unsigned long long)pk.pages, pk.seqs, pk.demand_pages);
+    CHECKF(fabs(pk.share_pages - (20 + 140.0 / 3)) < 1e-9, "peeked share %g", pk.share_pages);
+    fkv_seq *e = tseq(c, 5, 2, 800, 0, 0); /* tenant 2 claims 200 pages: no refresh yet */
+    REQUIRE(fkv_cache_tenant_peek(c, 3, &pk) == FKV_OK);
+    CHECKF(fabs(pk.share_pages - (20 + 140.0 / 3)) < 1e-9, "peeked share %g", pk.share_pages);
+    /* refreshed: demands 10, 200 and 20 over 100 pages: tenants 1 and 3
+     * are met, tenant 2 takes the other 70 */
+    REQUIRE(fkv_cache_tenant_info(c, 3, &in) == FKV_OK);
+    REQUIRE(fkv_cache_tenant_peek(c, 3, &pk) == FKV_OK);
+    CHECKF(fabs(in.share_pages - 20) < 1e-9 && pk.share_pages == in.share_pages && pk.pages == in.pages &&
+               pk.demand_pages == in.demand_pages,
+           "share %g, peeked %g", in.share_pages, pk.share_pages);
+    CHECK(fkv_cache_tenant_peek(c, 99, &pk) == FKV_ENOENT && strstr(fkv_last_error(), "tenant 99"));
+    CHECK(fkv_cache_tenant_peek(NULL, 3, &pk) == FKV_EINVAL && strstr(fkv_last_error(), "fkv_cache_tenant_peek"));
+    fkv_seq_free(e);
     fkv_seq_free(a);
     fkv_seq_free(d);
     fkv_cache_destroy(c);

@@ -220,16 +220,18 @@ fkv_status fkv_cache_set_tenant_weight(fkv_cache *c, uint64_t tenant, double wei
     return st;
 }
 
-fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out)
+/* fkv_cache_tenant_info (fresh = 1: shares refreshed first) and
+ * fkv_cache_tenant_peek (0: the shares of the last refresh). */
+static fkv_status tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out, int fresh, const char *fn)
 {
-    if (!c || !out) return fkv__fail(FKV_EINVAL, "fkv_cache_tenant_info: cache and out must not be NULL");
+    if (!c || !out) return fkv__fail(FKV_EINVAL, "%s: cache and out must not be NULL", fn);
     FKV__LOCK(c);
     fkv_status st = FKV_OK;
     fkv__tenant *t = fkv__tenant_get(c, tenant, 0);
     if (!t) {
         st = fkv__fail(FKV_ENOENT, "tenant %llu: never seen by this cache", (unsigned long long)tenant);
     } else {
-        fkv__tenant_shares(c);
+        if (fresh) fkv__tenant_shares(c);
         memset(out, 0, sizeof *out);
         out->tenant = t->id;
         out->weight = t->weight;
@@ -241,8 +243,18 @@ fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info 
         out->prefix_query_tokens = t->prefix_queries;
         out->prefix_hit_tokens = t->prefix_hits;
         out->host_bytes = t->host_bytes;
-        out->host_share_bytes = fkv__host_share(c, t);
+        out->host_share_bytes = fresh ? fkv__host_share(c, t) : c->cfg.host_capacity_bytes ? t->host_share : 0;
     }
     FKV__UNLOCK(c);
     return st;
+}
+
+fkv_status fkv_cache_tenant_info(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out)
+{
+    return tenant_info(c, tenant, out, 1, "fkv_cache_tenant_info");
+}
+
+fkv_status fkv_cache_tenant_peek(fkv_cache *c, uint64_t tenant, fkv_tenant_info *out)
+{
+    return tenant_info(c, tenant, out, 0, "fkv_cache_tenant_peek");
 }

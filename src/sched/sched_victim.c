@@ -139,6 +139,7 @@ void fkv__sched_shares_start(sched_step *t)
     if ((!s->cfg.admit_reclaim && !(s->cfg.step_bound > 0)) || !s->cache) return;
     fkv_cache_info ci;
     if (fkv_cache_get_info(s->cache, &ci) != FKV_OK || !ci.page_tokens) return;
+    int refreshed = 0;
     for (size_t i = 0; i < s->n_run + s->n_wait; i++) {
         const fkv_req *r = i < s->n_run ? s->run[i] : s->wait[i - s->n_run];
         size_t k = 0;
@@ -148,8 +149,12 @@ void fkv__sched_shares_start(sched_step *t)
                 fkv__step_failed(t, FKV_ENOMEM);
                 return;
             }
+            /* one refresh of the cache's shares per step, then O(1) reads:
+             * a server's step must not cost tenants x open requests */
             fkv_tenant_info ti;
-            int seen = fkv_cache_tenant_info(s->cache, r->tenant, &ti) == FKV_OK;
+            int seen = (refreshed ? fkv_cache_tenant_peek(s->cache, r->tenant, &ti)
+                                  : fkv_cache_tenant_info(s->cache, r->tenant, &ti)) == FKV_OK;
+            refreshed |= seen;
             t->shares[t->n_shares++] =
                 (struct tenant_share){r->tenant, seen ? ti.demand_pages : 0, seen && ti.weight > 0 ? ti.weight : 1, 0};
         }
@@ -171,8 +176,8 @@ static double share_over(sched_step *t, uint64_t tenant)
     size_t k = 0;
     while (k < t->n_shares && t->shares[k].tenant != tenant) k++;
     if (k == t->n_shares) return 0;
-    fkv_tenant_info ti;
-    if (fkv_cache_tenant_info(t->s->cache, tenant, &ti) != FKV_OK) return -t->shares[k].share;
+    fkv_tenant_info ti; /* its pages now; nothing else is read */
+    if (fkv_cache_tenant_peek(t->s->cache, tenant, &ti) != FKV_OK) return -t->shares[k].share;
     return (double)ti.pages - t->shares[k].share;
 }
 
