@@ -93,16 +93,37 @@ static bool rfx_port_free(int port)
     return ok;
 }
 
+/* The lowest port the kernel hands out to outgoing connections (its
+ * ephemeral range); a server port picked inside that range can be taken by
+ * any client's connect() between the check and redis-server's bind. */
+static int rfx_ephemeral_low(void)
+{
+    int low = 32768, high = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &low, &high) != 2)
+            low = 32768;
+        fclose(f);
+    }
+    return low;
+}
+
 /* A port free now, and whose cluster bus port (port + 10000) is free too:
- * picked in [20000, 50000), below where the kernel hands out its own. */
+ * both below the kernel's ephemeral range when it leaves room (ports from
+ * 10000), else in [20000, 50000). */
 static int rfx_free_port(void)
 {
     static unsigned seed;
     if (!seed)
         seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    int base = 10000, span = rfx_ephemeral_low() - 10000 - base;
+    if (span < 1000) {
+        base = 20000;
+        span = 30000;
+    }
     for (int tries = 0; tries < 1000; tries++) {
         seed = seed * 1103515245u + 12345u;
-        int port = 20000 + (int)((seed >> 8) % 30000);
+        int port = base + (int)((seed >> 8) % (unsigned)span);
         if (rfx_port_free(port) && rfx_port_free(port + 10000))
             return port;
     }
@@ -136,10 +157,53 @@ static redisReply *rfx_cmd(int port, const char *fmt, ...)
     return rep;
 }
 
-/* (Re)starts s: a new port and folder the first time, the same after. */
+/* Forks redis-server on s->port and waits until it answers PING: true when
+ * it does; false when it exits first (*exited set: its port was taken) or
+ * stays silent for 20 s on a loaded machine. */
+static bool rfx_spawn(rfx_server *s, bool *exited)
+{
+    char port[16], conf[128];
+    snprintf(port, sizeof port, "%d", s->port);
+    snprintf(conf, sizeof conf, "%s/nodes-%d.conf", s->dir, s->port);
+    const char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", s->dir, "--save", "",
+                          "--appendonly", "no", "--daemonize", "no",
+                          s->cluster ? "--cluster-enabled" : NULL, "yes", "--cluster-config-file", conf, NULL};
+    *exited = false;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execvp("redis-server", (char *const *)argv);
+        _exit(127);
+    }
+    if (pid < 0)
+        return false;
+    s->pid = pid;
+    double deadline = rfx_now_ms() + 20000.0;
+    while (rfx_now_ms() < deadline) {
+        redisReply *rep = rfx_cmd(s->port, "PING");
+        bool up = rep && rep->type == REDIS_REPLY_STATUS;
+        freeReplyObject(rep);
+        if (up)
+            return true;
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            s->pid = 0;
+            *exited = true;
+            return false;
+        }
+        rfx_sleep_ms(20);
+    }
+    return false;
+}
+
+/* (Re)starts s: a new port and folder the first time (another port when
+ * the first one was taken meanwhile), the same port after. */
 static bool rfx_start(rfx_server *s, bool cluster)
 {
-    if (!s->port) {
+    bool fresh = !s->port;
+    if (fresh) {
         bool known = false;
         for (int i = 0; i < rfx_n; i++)
             known = known || rfx_all[i] == s;
@@ -155,31 +219,13 @@ static bool rfx_start(rfx_server *s, bool cluster)
         s->port = rfx_free_port();
         s->cluster = cluster;
     }
-    char port[16], conf[128];
-    snprintf(port, sizeof port, "%d", s->port);
-    snprintf(conf, sizeof conf, "%s/nodes-%d.conf", s->dir, s->port);
-    const char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", s->dir, "--save", "",
-                          "--appendonly", "no", "--daemonize", "no",
-                          s->cluster ? "--cluster-enabled" : NULL, "yes", "--cluster-config-file", conf, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
-    if (pid < 0)
-        return false;
-    s->pid = pid;
-    for (int i = 0; i < 250; i++) {
-        redisReply *rep = rfx_cmd(s->port, "PING");
-        bool up = rep && rep->type == REDIS_REPLY_STATUS;
-        freeReplyObject(rep);
-        if (up)
+    for (int attempt = 0; attempt < 5; attempt++) {
+        bool exited;
+        if (rfx_spawn(s, &exited))
             return true;
-        rfx_sleep_ms(20);
+        if (!fresh || !exited)
+            return false;
+        s->port = rfx_free_port();
     }
     return false;
 }
