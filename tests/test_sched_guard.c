@@ -38,13 +38,15 @@ static fkv_cache *cache_of(int64_t *now, uint32_t pages)
 }
 
 /* Runs q[0..n) (added at their arrivals; steps of 1 ms + 20 us a token)
- * to the end.  light: q[light]'s preemptions that happened while tenant
- * `heavy` held more pages than its share go to *bad. */
+ * to the end.  The preemptions of q[light]'s tenant's requests that
+ * happened while tenant `heavy` held more pages than its share go to
+ * *bad. */
 static void drive(fkv_sched *s, fkv_cache *c, fkv_req *q, size_t n, int64_t *now, size_t light, uint64_t heavy,
                   uint32_t *bad)
 {
     fkv_batch b = {0};
     size_t next = 0, steps = 0;
+    uint64_t lt = q[light].tenant;
     *bad = 0;
     while (fkv_sched_finished(s) < n && steps < 200000) {
         while (next < n && q[next].arrival_ns <= *now) REQUIRE(fkv_sched_add(s, &q[next++]) == FKV_OK);
@@ -52,14 +54,16 @@ static void drive(fkv_sched *s, fkv_cache *c, fkv_req *q, size_t n, int64_t *now
             *now = q[next].arrival_ns;
             continue;
         }
-        uint32_t before = q[light].preemptions;
+        uint32_t before = 0, after = 0;
+        for (size_t i = 0; i < next; i++) before += q[i].tenant == lt ? q[i].preemptions : 0;
         STEP(s, *now, &b);
-        if (q[light].preemptions > before) {
+        for (size_t i = 0; i < next; i++) after += q[i].tenant == lt ? q[i].preemptions : 0;
+        if (after > before) {
             fkv_tenant_info ti;
             REQUIRE(fkv_cache_tenant_info(c, heavy, &ti) == FKV_OK);
             /* the heavy tenant's running requests were served in this
              * step: they still hold their pages */
-            if ((double)ti.pages > ti.share_pages) *bad += q[light].preemptions - before;
+            if ((double)ti.pages > ti.share_pages) *bad += after - before;
         }
         *now += MS(1) + (int64_t)b.tokens * 20000;
         REQUIRE(fkv_sched_finish(s, &b, *now) == FKV_OK);
@@ -210,6 +214,7 @@ static void all_finish(fkv_step_share share)
 {
     size_t light_pre[2];
     uint64_t pre[2];
+    uint32_t bad[2];
     for (int on = 0; on < 2; on++) {
         int64_t now = 0;
         fkv_cache *c = cache_of(&now, 160);
@@ -234,8 +239,7 @@ static void all_finish(fkv_step_share share)
             q[i] = i % 5 == 4 ? sched_req(i + 1, 2, 1 + x % 12, 1 + x % 4) : sched_req(i + 1, 1, 300 + x % 700, 50 + x % 300);
             q[i].arrival_ns = (int64_t)i * MS(2);
         }
-        uint32_t bad;
-        drive(s, c, q, n, &now, 4, 1, &bad);
+        drive(s, c, q, n, &now, 4, 1, &bad[on]);
         pre[on] = fkv_sched_preemptions(s);
         CHECK(fkv_sched_rejections(s) == 0);
         light_pre[on] = 0;
@@ -247,11 +251,134 @@ static void all_finish(fkv_step_share share)
         fkv_sched_destroy(s);
         fkv_cache_destroy(c);
     }
-    printf("all_finish (step share %s): %llu preemptions, %zu of tenant 2 without admit_reclaim; %llu, %zu with it\n",
-           fkv_step_share_name(share), (unsigned long long)pre[0], light_pre[0], (unsigned long long)pre[1], light_pre[1]);
+    printf("all_finish (step share %s): %llu preemptions, %zu of tenant 2 (%u while tenant 1 was over its share) "
+           "without admit_reclaim; %llu, %zu (%u) with it\n",
+           fkv_step_share_name(share), (unsigned long long)pre[0], light_pre[0], bad[0], (unsigned long long)pre[1],
+           light_pre[1], bad[1]);
     CHECK(pre[1] > 0); /* the pressure path ran */
     CHECKF(light_pre[1] <= light_pre[0], "tenant 2 preempted %zu times with admit_reclaim, %zu without", light_pre[1],
            light_pre[0]);
+}
+
+/* A cache of `pages` 16-token pages in 32-token chunks, shares by tenant,
+ * prefixes shared, a host tier of host_bytes (idle chunks demoted to it). */
+static fkv_cache *chunk_cache(int64_t *now, uint32_t pages, uint64_t host_bytes)
+{
+    fkv_config cc;
+    fkv_config_default(&cc);
+    cc.storage = FKV_STORAGE_PHANTOM;
+    cc.capacity_pages = pages;
+    cc.page_tokens = 16;
+    cc.chunk_tokens = 32;
+    cc.policy = "lru";
+    cc.quotas = FKV_QUOTA_TENANT;
+    cc.host_capacity_bytes = host_bytes;
+    cc.host_demote = host_bytes > 0;
+    cc.clock.now_ns = fkv_virtual_clock_now;
+    cc.clock.ctx = now;
+    cc.thread_safe = 0;
+    fkv_cache *c;
+    char err[256] = "";
+    fkv_status st = fkv_cache_create(&cc, &c, err, sizeof err);
+    CHECKF(st == FKV_OK, "fkv_cache_create: %s", err);
+    REQUIRE(st == FKV_OK);
+    return c;
+}
+
+/* Steps until q[0..n) are done or `steps` steps have run (a tiny request
+ * of tenant 3, prompt 1 and output 1, added before every step while
+ * `light` is set: a within-share request always waits for its first
+ * token, so the bound always caps); the steps run. */
+static size_t run_until(fkv_sched *s, fkv_req **q, size_t n, int64_t *now, size_t steps, fkv_req *light, size_t n_light)
+{
+    fkv_batch b = {0};
+    size_t k = 0, used = 0;
+    for (; k < steps; k++) {
+        size_t done = 0;
+        for (size_t i = 0; i < n; i++) done += q[i]->state == FKV_REQ_DONE;
+        if (done == n) break;
+        if (light && used < n_light) REQUIRE(fkv_sched_add(s, &light[used++]) == FKV_OK);
+        STEP(s, *now, &b);
+        *now += MS(1);
+        REQUIRE(fkv_sched_finish(s, &b, *now) == FKV_OK);
+    }
+    fkv_batch_free(&b);
+    return k;
+}
+
+/* The step-time bound (k = 2, cost = tokens) caps a step far below a
+ * chunk: a request's restores must still go through, while tiny requests
+ * of a third tenant (1-token prompts) keep the cap at a few tokens.  (a) A
+ * prompt whose first 96 tokens wait in the host tier (demoted when another
+ * tenant's prompt took the device): its 32-token host chunks cost no
+ * compute at all.  (b) A request preempted (its sequence kept, its chunks
+ * evicted meanwhile) recomputes 32-token chunks.  Each must end within a bounded number of steps; before the
+ * fix neither did (every step left them out). */
+static void bound_restores(void)
+{
+    {
+        int64_t now = 0;
+        fkv_cache *c = chunk_cache(&now, 8, 1ULL << 30);
+        fkv_sched_config sc;
+        fkv_sched_config_default(&sc);
+        sc.token_ids = fkv_sim_token_ids;
+        sc.max_batch_tokens = 256;
+        sc.step_bound = 2;
+        fkv_sched *s;
+        REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
+        fkv_req a = sched_req(1, 1, 97, 1), o = sched_req(2, 2, 97, 1), r = sched_req(3, 1, 97, 2);
+        r.tag = a.tag; /* a's tokens, in a's tenant (prefixes stay within it) */
+        fkv_req *q[1] = {&a};
+        REQUIRE(fkv_sched_add(s, &a) == FKV_OK);
+        run_until(s, q, 1, &now, 100, NULL, 0);
+        q[0] = &o; /* o's pages push a's prefix to the host */
+        REQUIRE(fkv_sched_add(s, &o) == FKV_OK);
+        run_until(s, q, 1, &now, 100, NULL, 0);
+        q[0] = &r;
+        REQUIRE(fkv_sched_add(s, &r) == FKV_OK);
+        enum { NL = 100 };
+        fkv_req light[NL];
+        for (size_t i = 0; i < NL; i++) light[i] = sched_req(100 + i, 3, 1, 1);
+        size_t steps = run_until(s, q, 1, &now, NL, light, NL);
+        printf("bound_restores (host): %zu steps, state %d, %u of the prompt from the host (%llu reloaded)\n", steps,
+               (int)r.state, (unsigned)r.matched_host, (unsigned long long)r.reloaded);
+        CHECKF(r.matched_host >= 64, "the prompt found %u tokens in the host tier, want its chunks there",
+               (unsigned)r.matched_host);
+        CHECKF(r.state == FKV_REQ_DONE, "a prompt reloading from the host under the bound did not end in 100 steps");
+        fkv_sched_destroy(s);
+        fkv_cache_destroy(c);
+    }
+    {
+        int64_t now = 0;
+        fkv_cache *c = chunk_cache(&now, 12, 0);
+        fkv_sched_config sc;
+        fkv_sched_config_default(&sc);
+        sc.token_ids = fkv_sim_token_ids;
+        sc.max_batch_tokens = 256;
+        sc.step_bound = 2;
+        sc.on_preempt = FKV_PREEMPT_KEEP;
+        sc.miss = FKV_MISS_RECOMPUTE;
+        fkv_sched *s;
+        REQUIRE(fkv_sched_create(&sc, c, &s) == FKV_OK);
+        fkv_req a = sched_req(1, 1, 64, 60), v = sched_req(2, 2, 64, 60);
+        enum { NL = 600 };
+        fkv_req *light = calloc(NL, sizeof *light);
+        REQUIRE(light);
+        for (size_t i = 0; i < NL; i++) light[i] = sched_req(100 + i, 3, 1, 1);
+        REQUIRE(fkv_sched_add(s, &a) == FKV_OK);
+        REQUIRE(fkv_sched_add(s, &v) == FKV_OK);
+        fkv_req *q[2] = {&a, &v};
+        size_t steps = run_until(s, q, 2, &now, NL, light, NL);
+        printf("bound_restores (recompute): %zu steps, states %d %d, generated %u %u; preempted %u and %u times, %llu and %llu tokens recomputed\n", steps,
+               (int)a.state, (int)v.state, a.generated, v.generated, a.preemptions, v.preemptions, (unsigned long long)a.recomputed, (unsigned long long)v.recomputed);
+        CHECKF(a.preemptions + v.preemptions > 0, "no preemption: the scene did not happen");
+        CHECKF(a.recomputed + v.recomputed > 0, "nothing recomputed: the scene did not happen");
+        CHECKF(a.state == FKV_REQ_DONE && v.state == FKV_REQ_DONE,
+               "a preempted request recomputing 32-token chunks under the bound did not end in %d steps", NL);
+        free(light);
+        fkv_sched_destroy(s);
+        fkv_cache_destroy(c);
+    }
 }
 
 static void config_checks(void)
@@ -277,6 +404,7 @@ int main(void)
     admission_reclaims(FKV_STEP_SHARE_OFF);
     admission_reclaims(FKV_STEP_DRR);
     bound();
+    bound_restores();
     all_finish(FKV_STEP_SHARE_OFF);
     all_finish(FKV_STEP_DRR);
     return check_done();

@@ -206,6 +206,7 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     t->s = s;
     t->b = b;
     t->budget = s->cfg.max_batch_tokens;
+    t->held = 0;
     t->admitting = 0;
     t->stop_admit = 0;
     t->status = FKV_OK;

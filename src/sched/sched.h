@@ -75,10 +75,11 @@
  *   first, then any), never the requester itself; only when no other
  *   over-share request is unserved do the rules above apply (so a request
  *   is never its own victim while an over-share tenant holds reclaimable
- *   running memory), and then, unless the requester is the oldest running
- *   request (which must progress), requests of other tenants within their
- *   share are spared: the requester pays itself.  Order: while some running request's tenant is over
- *   its share, the step serves (1) the oldest running request, (2) the
+ *   running memory), and then requests of other tenants within their
+ *   share are spared: the requester pays itself; only the oldest running
+ *   request (which must progress) takes from them, and only when no
+ *   other candidate is left.  Order: while some running request's tenant
+ *   is over its share, the step serves (1) the oldest running request, (2) the
  *   running requests of within-share tenants, oldest first, (3) waiting
  *   requests of within-share tenants in admission order, without the DRR
  *   share's fit test, then (4) the rest as configured.  Under the DRR
@@ -97,7 +98,12 @@
  *   of it).  The budget is the largest B <= max_batch_tokens, B >= D + p,
  *   with step_cost(the D decodes + B - D prompt tokens) <= k x ref
  *   (binary search: the cost grows with tokens).  No such request, or
- *   D + p >= the budget: the full budget.
+ *   D + p >= the budget: the full budget.  The cap holds back prompt
+ *   tokens only: a running request's evicted chunks are recomputed within
+ *   the full budget (a chunk is often larger than the cap, and the cap
+ *   can stand for as long as light requests arrive: a request whose
+ *   restore waited for it would never progress), and chunks reloaded from
+ *   the host tier take nothing from either.
  * VTC: a client's counter grows by fkv_sched_item_cost (vtc_in_weight per
  *   prompt token, vtc_out_weight per emitted token) and, with
  *   vtc_mem_weight > 0, by vtc_mem_weight x KV tokens held x step seconds

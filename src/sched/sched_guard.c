@@ -78,6 +78,7 @@ void fkv__sched_step_bound(sched_step *t)
         if ((double)probe_cost(s, &t->probe) <= limit) lo = mid;
         else hi = mid - 1;
     }
+    t->held = t->budget - lo; /* restores may still use them (sched.h) */
     t->budget = lo;
 }
 

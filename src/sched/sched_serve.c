@@ -98,14 +98,19 @@ static int restore_missing(sched_step *t, fkv_req *r, uint32_t *restored, uint32
         while (i < nch && (ch[i]->resident || ch[i]->dropped)) i++; /* dropped ones are not missing */
         if (i == nch) break;
         uint32_t a = ch[i]->start, e = ch[i]->start + ch[i]->n_tokens;
-        /* the rest next step; a chunk larger than a whole step's budget
-         * is recomputed alone, in a step that has nothing else */
-        int oversize = e - a > s->cfg.max_batch_tokens && b->n == 0 && t->budget == s->cfg.max_batch_tokens;
-        if (counts && e - a > t->budget && !oversize) break;
-        uint32_t got = 0;
         /* an offloaded chunk comes back from the host tier as it was:
-         * nothing to compute, so no range of the item names it */
+         * nothing to compute, so no range of the item names it, and it
+         * takes nothing from the budget */
         int host = ch[i]->offloaded;
+        /* a recomputed one: the rest next step when it does not fit; the
+         * tokens the step-time bound held back count as room (the cap can
+         * stand below a chunk for as long as light requests arrive); a
+         * chunk larger than a whole step's budget is recomputed alone, in
+         * a step that has nothing else */
+        uint32_t room = t->budget + t->held;
+        int oversize = e - a > s->cfg.max_batch_tokens && b->n == 0 && room == s->cfg.max_batch_tokens;
+        if (counts && !host && e - a > room && !oversize) break;
+        uint32_t got = 0;
         fkv_fetch_info fi;
         fkv_status rs = fkv_seq_fetch(r->seq, a, e, host ? FKV_FETCH_HOST : FKV_FETCH_RECOMPUTE, NULL, &fi);
         got = host ? fi.host_tokens : fi.recompute_tokens;
@@ -132,6 +137,10 @@ static int restore_missing(sched_step *t, fkv_req *r, uint32_t *restored, uint32
         *restored += got;
         missing = missing > got ? missing - got : 0;
         if (counts) {
+            if (got > t->budget) { /* the rest from what the bound held back */
+                uint32_t over = got - t->budget;
+                t->held = over < t->held ? t->held - over : 0;
+            }
             t->budget = got < t->budget ? t->budget - got : 0;
             r->recomputed += got;
         } else {

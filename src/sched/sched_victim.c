@@ -210,13 +210,17 @@ static fkv_req *guard_victim(sched_step *t, const fkv_req *r, int *fair)
     return NULL;
 }
 
-/* The requester whose victims spare within-share tenants (sched.h): r
- * under admit_reclaim, unless it is the oldest running request (which
- * must progress); NULL otherwise. */
-static const fkv_req *guarded(sched_step *t, const fkv_req *r)
+/* The victim by `rule` for r's memory (pick_victim's candidates, other
+ * than `except`).  Under admit_reclaim they spare other tenants within
+ * their share (sched.h); only the oldest running request, which must
+ * progress, takes from them, and only when no other candidate is left. */
+static fkv_req *victim_for(sched_step *t, fkv_victim_rule rule, const fkv_req *except, const fkv_req *r, int *fair)
 {
     fkv_sched *s = t->s;
-    return s->cfg.admit_reclaim && s->cache && s->n_run && s->run[0] != r ? r : NULL;
+    int guard = s->cfg.admit_reclaim && s->cache;
+    fkv_req *v = pick_victim(t, rule, except, guard ? r : NULL, fair);
+    if (!v && guard && s->n_run && s->run[0] == r) v = pick_victim(t, rule, except, NULL, fair);
+    return v;
 }
 
 /* Fair reclaim (sched.h): the configured actions in order on the fair
@@ -231,7 +235,7 @@ static int reclaim_some(sched_step *t, fkv_req *r, uint32_t need)
     for (uint32_t k = 0; k < s->cfg.n_reclaim; k++) {
         int fair;
         fkv_req *v = guard_victim(t, r, &fair);
-        if (!v) v = pick_victim(t, FKV_VICTIM_FAIR, r, guarded(t, r), &fair); /* whatever the preemption rule */
+        if (!v) v = victim_for(t, FKV_VICTIM_FAIR, r, r, &fair); /* whatever the preemption rule */
         size_t n_over = 0;
         if (r->seq && (!v || tenant_over(t, v->tenant, &n_over) < tenant_over(t, r->tenant, &n_over)))
             v = r, fair = 0; /* paying for itself is not being victimized: no exemption count */
@@ -269,7 +273,7 @@ int fkv__sched_make_room(sched_step *t, fkv_req *r, uint32_t need)
     int fair;
     fkv_req *v = guard_victim(t, r, &fair);
     if (v) fair = fair && s->cfg.victim == FKV_VICTIM_FAIR;
-    else v = pick_victim(t, s->cfg.victim, NULL, guarded(t, r), &fair);
+    else v = victim_for(t, s->cfg.victim, NULL, r, &fair);
     t->fair_choice = fair ? v : NULL;
     if (!v || v == r) return 1;
     fkv_status st = fkv__sched_preempt(s, v);
