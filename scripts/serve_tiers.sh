@@ -22,9 +22,9 @@
 # default: admission off with host lru (the behaviour before the host
 # orders), off with s3fifo (serve's defaults with a host tier), tinylfu
 # with s3fifo (the filter on)), COMMON (serve options of every setting;
-# default --step-bound 0: with the step-time bound on, an instance of this
-# run stalled after about 700 requests, its step recomputing tenant shares
-# once per waiting request; see docs/EVALUATION.md).
+# default --step-bound 0, as in the first table of docs/EVALUATION.md; at
+# serve's default bound the run stalled until commit 746bbcb, and since
+# then it finishes with fewer remote hits: see there).
 #
 # Each setting starts from an empty Redis (FLUSHALL) and fresh instances.
 # Not part of CI.  Needs redis-server and redis-cli (Debian's redis-server).
