@@ -23,6 +23,7 @@
 #include "model_fixture.h"
 #include "engine_cli.h"
 #include "engine/engine.h"
+#include "engine/engine_internal.h"
 #include "model/model_init.h"
 #include "model/sampler.h"
 
@@ -862,6 +863,82 @@ static void test_cli(void)
     unlink(model_path);
 }
 
+/* The step-time bound's prediction of a step (engine config step_cost).
+ * The model: 2 layers, dim 64, 4 heads of 16, 2 K/V heads of 16, hidden
+ * 256, 259 tokens.  A token multiplies 2 x (64 x (2 x 64 + 2 x 32) + 3 x
+ * 64 x 256) + 64 x 259 = 139,456 weights: 278,912 FLOPs; a unit of
+ * attention work costs 4 x 2 x 64 = 512.  (a) The hook on a decode at
+ * context 100 (work 101) and a 10-token prompt at 0 (work 55): 11 x 278,912
+ * + 156 x 512 = 3,147,904; with coefficients 0.5, 0.01, 0.0001, 0.2 ms:
+ * 0.5 + 0.11 + 0.0156 + 0.4 = 1.0256 ms.  (b) The bound in a step: a
+ * 600-token prompt of tenant 1 has its first 128 tokens; a 10-token prompt
+ * of tenant 2 arrives.  Its own step predicts 10 x 278,912 + 55 x 512 =
+ * 2,817,280 FLOPs; the largest B with B x 278,912 + 512 x B (B + 1) / 2 <=
+ * 2 x that is 19, so the next step holds 19 tokens; by tokens 20; with
+ * coefficients 0.5, 0.01, 0, 0 (0.6 ms alone) B = 70. */
+static uint32_t bound_tokens[8], n_bound;
+static void on_bound_step(void *ctx, const fkv_engine_step_info *si)
+{
+    (void)ctx;
+    if (n_bound < 8) bound_tokens[n_bound++] = si->tokens;
+}
+
+static void test_step_cost(void)
+{
+    fkv_engine_config c = base_cfg(0);
+    fkv_engine *e = NULL;
+    char err[200] = "";
+    REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
+    fkv_batch_item items[2] = {{.ctx = 100, .n_new = 1, .kind = FKV_ITEM_DECODE}, {.ctx = 0, .n_new = 10, .kind = FKV_ITEM_PROMPT}};
+    fkv_batch b = {.items = items, .n = 2, .tokens = 11};
+    int64_t flops = fkv__engine_step_cost(e, &b);
+    CHECKF(flops == 3147904, "FLOPs of a decode and a 10-token prompt: %lld, want 3,147,904", (long long)flops);
+    fkv_engine_destroy(e);
+    c.step_cost = FKV_STEP_COST_COEFFS;
+    double k4[4] = {0.5, 0.01, 0.0001, 0.2};
+    memcpy(c.step_coeffs, k4, sizeof k4);
+    REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
+    int64_t ns = fkv__engine_step_cost(e, &b);
+    CHECKF(llabs(ns - 1025600) <= 1, "coefficients: %lld ns, want 1,025,600", (long long)ns);
+    fkv_engine_destroy(e);
+
+    const fkv_step_cost modes[3] = {FKV_STEP_COST_FLOPS, FKV_STEP_COST_TOKENS, FKV_STEP_COST_COEFFS};
+    const uint32_t cap[3] = {19, 20, 70};
+    int32_t heavy[600], light[10];
+    for (int i = 0; i < 600; i++) heavy[i] = 3 + (i * 7) % 250;
+    for (int i = 0; i < 10; i++) light[i] = 3 + (i * 11) % 250;
+    for (int k = 0; k < 3; k++) {
+        c = base_cfg(0);
+        c.quotas = FKV_QUOTA_TENANT;
+        c.step_bound = 2;
+        c.step_cost = modes[k];
+        double k2[4] = {0.5, 0.01, 0, 0};
+        memcpy(c.step_coeffs, k2, sizeof k2);
+        c.on_step = on_bound_step;
+        n_bound = 0;
+        REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
+        fkv_engine_request rq = {.prompt = heavy, .n_prompt = 600, .max_tokens = 2, .top_p = 1, .n = 1, .tenant = 1};
+        uint64_t id;
+        REQUIRE(fkv_engine_submit(e, &rq, &id) == FKV_OK);
+        int busy;
+        REQUIRE(fkv_engine_step(e, &busy) == FKV_OK);
+        rq.prompt = light;
+        rq.n_prompt = 10;
+        rq.tenant = 2;
+        rq.client = 1;
+        REQUIRE(fkv_engine_submit(e, &rq, &id) == FKV_OK);
+        REQUIRE(fkv_engine_step(e, &busy) == FKV_OK);
+        CHECKF(n_bound == 2 && bound_tokens[0] == 128 && bound_tokens[1] == cap[k],
+               "step cost %d: steps of %u and %u tokens (%u steps), want 128 and %u", (int)modes[k], bound_tokens[0],
+               bound_tokens[1], n_bound, cap[k]);
+        REQUIRE(fkv_engine_run_until_idle(e) == FKV_OK);
+        fkv_engine_destroy(e);
+    }
+    printf("step cost: a decode and a 10-token prompt %lld FLOPs, %.4f ms by coefficients; capped steps of %u "
+           "(flops), %u (tokens), %u (coefficients) tokens\n",
+           (long long)flops, ns / 1e6, cap[0], cap[1], cap[2]);
+}
+
 static void test_bad_args(void)
 {
     fkv_engine_config c = base_cfg(1);
@@ -947,6 +1024,7 @@ int main(void)
     make_prompts();
     baseline();
     test_bad_args();
+    test_step_cost();
     test_stop_tokens();
     test_f16();
     sweep();

@@ -382,6 +382,27 @@ static void test_ctx_synthetic(void)
           strstr(err, "step_bound=2x"));
     CHECK(fkv__engine_opts_parse(o10, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
           strstr(err, "admit_reclaim=yes"));
+    /* how the bound predicts a step: the model's FLOPs by default */
+    CHECK(fkv__engine_opts_parse(NULL, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.step_cost == FKV_STEP_COST_FLOPS);
+    const char *c1[] = {"step_cost=tokens", NULL}, *c2[] = {"step_cost=0.5,0.01,0.0001", NULL},
+               *c3[] = {"step_cost=0.5,0.01,0.0001,0.2", NULL};
+    CHECK(fkv__engine_opts_parse(c1, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.step_cost == FKV_STEP_COST_TOKENS);
+    CHECK(fkv__engine_opts_parse(c2, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.step_cost == FKV_STEP_COST_COEFFS && cfg.step_coeffs[0] == 0.5 && cfg.step_coeffs[1] == 0.01 &&
+          cfg.step_coeffs[2] == 0.0001 && cfg.step_coeffs[3] == 0);
+    CHECK(fkv__engine_opts_parse(c3, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.step_coeffs[3] == 0.2);
+    const char *bad_costs[] = {"step_cost=0.5,0.01", "step_cost=0.5,-0.01,1", "step_cost=1,0,0",
+                               "step_cost=1,2,3,4,5", "step_cost=1,2,x", "step_cost=nan,1,1", "step_cost=flop",
+                               "step_cost=1,,2", "step_cost="};
+    for (size_t i = 0; i < sizeof bad_costs / sizeof *bad_costs; i++) {
+        const char *cb[] = {bad_costs[i], NULL};
+        CHECKF(fkv__engine_opts_parse(cb, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
+                   strstr(err, bad_costs[i]),
+               "'%s' accepted or not named: %s", bad_costs[i], err);
+    }
     char mopt[300], copt[32] = "ctx=64";
     snprintf(mopt, sizeof mopt, "model=%s", op);
     const char *o4[] = {mopt, copt, NULL};

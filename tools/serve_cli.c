@@ -86,7 +86,10 @@ static void usage(FILE *f)
             "  --admit-reclaim on|off  engine: within-share 'user' ids first, taking memory from\n"
             "                       over-share ones (default off)\n"
             "  --step-bound K       engine: while a within-share request waits for its first token, cap\n"
-            "                       the step's tokens at K x its own step's (default 2; 0 = off)\n"
+            "                       the step's predicted time at K x its own step's (default 2; 0 = off)\n"
+            "  --step-cost flops|tokens|C0,C1,C2[,C3]  engine: how the bound predicts a step's time: the\n"
+            "                       model's FLOPs (default), its tokens, or coefficients in ms from\n"
+            "                       `fairkv bench --calibrate MODEL --coeffs-out FILE`\n"
             "  --step-log FILE      engine: write one line per step (tokens, requests, attention work,\n"
             "                       wall ns) for `fairkv bench --calibrate-log FILE`\n"
             "  --backend NAME       token generator (default: engine with --model, else fake; known:");
@@ -129,7 +132,7 @@ static const struct {
               {"--remote-ttl", "remote_ttl_s"}, {"--remote-quota", "remote_quota"},
               {"--step-share", "step_share"}, {"--tier-admission", "tier_admission"},
               {"--host-policy", "host_policy"},
-              {"--admit-reclaim", "admit_reclaim"}, {"--step-bound", "step_bound"},
+              {"--admit-reclaim", "admit_reclaim"}, {"--step-bound", "step_bound"}, {"--step-cost", "step_cost"},
               {"--shares", "shares"},
               /* llama-server's names (docs/OPERATIONS.md has the table) */
               {"-np", "max_running"},         {"--parallel", "max_running"},

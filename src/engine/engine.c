@@ -33,6 +33,34 @@ void fkv_engine_config_default(fkv_engine_config *c)
     c->ref_attention = 0;
 }
 
+/* step_bound's cost hook (sched.h): the predicted time of a (probe) batch,
+ * in FLOPs or, with coefficients, in ns.  Attention work as the
+ * calibration measures it (calibrate.c): n_new x (ctx + (n_new + 1) / 2)
+ * + n_restored x ctx / 2 per item. */
+int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b)
+{
+    const fkv_engine *e = ctx;
+    const fkv_llama_hparams *hp = &e->m->hp;
+    double work = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const fkv_batch_item *it = &b->items[i];
+        work += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) + (double)it->n_restored * it->ctx / 2.0;
+    }
+    double v;
+    if (e->cfg.step_cost == FKV_STEP_COST_COEFFS) {
+        const double *c = e->cfg.step_coeffs;
+        v = (c[0] + c[1] * b->tokens + c[2] * work + c[3] * (double)b->n) * 1e6;
+    } else {
+        /* weights a token multiplies: q, k, v, o, the MLP's three, the output */
+        double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
+        double w = (double)hp->n_layers * (hp->dim * (2 * q + 2 * kv) + 3.0 * hp->dim * hp->hidden) +
+                   (double)hp->dim * hp->n_vocab;
+        v = 2 * w * b->tokens + 4.0 * hp->n_layers * q * work;
+    }
+    if (!(v >= 1)) return 1;
+    return v < 9e18 ? (int64_t)v : (int64_t)9e18;
+}
+
 static fkv_status bad(char *err, size_t errlen, fkv_status st, const char *msg)
 {
     if (err) snprintf(err, errlen, "%s", msg);
@@ -125,6 +153,10 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.step_share = cfg->step_share;
     sc.admit_reclaim = cfg->admit_reclaim;
     sc.step_bound = cfg->step_bound;
+    if (cfg->step_cost != FKV_STEP_COST_TOKENS) {
+        sc.step_cost = fkv__engine_step_cost;
+        sc.cost_ctx = e;
+    }
     memcpy(sc.reclaim, cfg->reclaim, sizeof sc.reclaim);
     sc.n_reclaim = cfg->n_reclaim;
     sc.reclaim_sink_tokens = cfg->chunk_tokens; /* streaming keeps chunk 0 ... */

@@ -53,6 +53,9 @@ typedef struct fkv_engine_step_info {
 } fkv_engine_step_info;
 typedef void (*fkv_engine_step_fn)(void *ctx, const fkv_engine_step_info *s);
 
+/* How the step-time bound predicts a step's time (fkv_engine_config.step_cost). */
+typedef enum fkv_step_cost { FKV_STEP_COST_FLOPS = 0, FKV_STEP_COST_TOKENS = 1, FKV_STEP_COST_COEFFS = 2 } fkv_step_cost;
+
 typedef struct fkv_engine_config {
     uint64_t kv_budget_bytes;  /* 64 MiB: K+V bytes of all layers (the cache's capacity) */
     fkv_dtype kv_dtype;        /* FKV_F32 (default) or FKV_F16 */
@@ -74,8 +77,11 @@ typedef struct fkv_engine_config {
     fkv_victim_rule victim;    /* preemption victim: the last started (vLLM) */
     fkv_step_share step_share; /* off; drr: tenants share each step's prefill budget (sched.h) */
     int admit_reclaim;         /* 0; 1: within-share tenants first, taking memory from over-share ones (sched.h) */
-    double step_bound;         /* 0 = off; k: sched.h's step-time bound, step time predicted as proportional
-                                * to the step's tokens (the engine has no calibrated cost at run time) */
+    double step_bound;         /* 0 = off; k: sched.h's step-time bound, a step's time predicted by step_cost */
+    fkv_step_cost step_cost;   /* FKV_STEP_COST_FLOPS: the model's FLOPs (matrix products 2 x weights a
+                                * token, attention 4 L H D a unit of work); _TOKENS: the step's tokens;
+                                * _COEFFS: step_coeffs, fitted by `fairkv bench --calibrate` */
+    double step_coeffs[4];     /* c0 + c1 x tokens + c2 x attention work + c3 x requests, ms (_COEFFS) */
     fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* fair reclaim before preemption (sched.h); none */
     uint32_t n_reclaim;
     uint64_t host_bytes;       /* 0: the cache's host tier for offloaded chunks (fkv_config.host_capacity_bytes) */

@@ -53,6 +53,8 @@ typedef struct eng_entry {
     int owns_keep;
 } eng_entry;
 
+int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b); /* step_bound's hook (engine.c) */
+
 struct fkv_engine {
     const fkv_llama *m;
     fkv_engine_config cfg;

@@ -26,6 +26,33 @@ static int onoff(const char *v, int *out)
     return 0;
 }
 
+/* flops | tokens | c0,c1,c2[,c3] (ms; `fairkv bench --calibrate --coeffs-out`):
+ * finite, c1..c3 >= 0 and c1 + c2 > 0 (a cost that grows with the step) */
+static int step_cost(const char *v, fkv_engine_config *cfg)
+{
+    if (!strcmp(v, "flops") || !strcmp(v, "tokens")) {
+        cfg->step_cost = v[0] == 'f' ? FKV_STEP_COST_FLOPS : FKV_STEP_COST_TOKENS;
+        return 0;
+    }
+    double c[4] = {0, 0, 0, 0};
+    int n = 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !(x > -1e9 && x < 1e9) || n == 4 || (n > 0 && x < 0)) return -1;
+        c[n++] = x;
+        if (*end == '\0') break;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+    if (n < 3 || !(c[1] + c[2] > 0)) return -1;
+    cfg->step_cost = FKV_STEP_COST_COEFFS;
+    memcpy(cfg->step_coeffs, c, sizeof c);
+    return 0;
+}
+
 fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cfg, char *model, size_t cap,
                                   fkv_engine_backend_opts *bo, char *err, size_t errlen)
 {
@@ -179,6 +206,8 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             double k = strtod(v, &end);
             if (!*v || *end || !(k >= 0 && k <= 1000)) bad = 1;
             else cfg->step_bound = k;
+        } else if (KEY("step_cost")) {
+            bad = step_cost(v, cfg);
         } else if (KEY("max_waiting")) {
             bad = u64_in(v, 0, 1u << 30, &bo->max_waiting);
         } else if (KEY("ignore_eos")) {

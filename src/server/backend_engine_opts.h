@@ -13,7 +13,7 @@
 #define FKV_ENGINE_OPT_KEYS                                                                                      \
     "model, kv_budget, kv_dtype, policy, quotas, shares, dynamic_chunking, quant, quant_dtype, quant_hot, "           \
     "quant_warm, threads, chunk_tokens, max_batch_tokens, chunked_prefill, max_running, admission, step_share, "      \
-    "admit_reclaim, step_bound, victim, reclaim, host_bytes, prefix_cache, max_waiting, ignore_eos, step_log, ctx, "  \
+    "admit_reclaim, step_bound, step_cost, victim, reclaim, host_bytes, prefix_cache, max_waiting, ignore_eos, step_log, ctx, "  \
     "host_kv, remote, remote_cluster, remote_timeout_ms, remote_ttl_s, remote_quota, tier_admission, host_policy"
 
 /* Settings of the backend itself (not the engine's). */
