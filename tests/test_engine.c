@@ -875,7 +875,7 @@ static void test_cli(void)
  * of tenant 2 arrives.  Its own step predicts 10 x 278,912 + 55 x 512 =
  * 2,817,280 FLOPs; the largest B with B x 278,912 + 512 x B (B + 1) / 2 <=
  * 2 x that is 19, so the next step holds 19 tokens; by tokens 20; with
- * coefficients 0.5, 0.01, 0, 0 (0.6 ms alone) B = 70. */
+ * coefficients 0.5, 0.01, 0, 0 (0.6 ms alone) B = 70.  (c) auto below. */
 static uint32_t bound_tokens[8], n_bound;
 static void on_bound_step(void *ctx, const fkv_engine_step_info *si)
 {
@@ -900,6 +900,22 @@ static void test_step_cost(void)
     REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
     int64_t ns = fkv__engine_step_cost(e, &b);
     CHECKF(llabs(ns - 1025600) <= 1, "coefficients: %lld ns, want 1,025,600", (long long)ns);
+    fkv_engine_destroy(e);
+
+    /* (c) auto: FLOPs until 64 timed steps, then the coefficients fitted
+     * on them; steps timed exactly at 2 + 0.1 x tokens + 0.001 x work ms
+     * give back those coefficients */
+    c.step_cost = FKV_STEP_COST_AUTO;
+    REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
+    for (int i = 0; i < 63; i++) {
+        double tok = 1 + (i * 37) % 200, work = tok * (10 + (i * 53) % 900);
+        fkv__engine_fit_step(e, tok, work, (int64_t)((2 + 0.1 * tok + 0.001 * work) * 1e6));
+    }
+    CHECKF(fkv__engine_step_cost(e, &b) == flops, "auto before 64 steps: %lld, want the FLOPs %lld",
+           (long long)fkv__engine_step_cost(e, &b), (long long)flops);
+    fkv__engine_fit_step(e, 150, 150 * 400, (int64_t)((2 + 0.1 * 150 + 0.001 * 150 * 400) * 1e6));
+    int64_t fitted = fkv__engine_step_cost(e, &b); /* 2 + 1.1 + 0.156 ms */
+    CHECKF(llabs(fitted - 3256000) <= 50, "auto after 64 steps: %lld ns, want 3,256,000", (long long)fitted);
     fkv_engine_destroy(e);
 
     const fkv_step_cost modes[3] = {FKV_STEP_COST_FLOPS, FKV_STEP_COST_TOKENS, FKV_STEP_COST_COEFFS};

@@ -385,6 +385,9 @@ static void test_ctx_synthetic(void)
     /* how the bound predicts a step: the model's FLOPs by default */
     CHECK(fkv__engine_opts_parse(NULL, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
           cfg.step_cost == FKV_STEP_COST_FLOPS);
+    const char *c0[] = {"step_cost=auto", NULL};
+    CHECK(fkv__engine_opts_parse(c0, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          cfg.step_cost == FKV_STEP_COST_AUTO);
     const char *c1[] = {"step_cost=tokens", NULL}, *c2[] = {"step_cost=0.5,0.01,0.0001", NULL},
                *c3[] = {"step_cost=0.5,0.01,0.0001,0.2", NULL};
     CHECK(fkv__engine_opts_parse(c1, &cfg, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&

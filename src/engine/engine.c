@@ -1,6 +1,7 @@
 /* The engine: configuration, creation, request submission (see engine.h;
  * the step itself is in engine_step.c). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,9 @@ int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b)
     if (e->cfg.step_cost == FKV_STEP_COST_COEFFS) {
         const double *c = e->cfg.step_coeffs;
         v = (c[0] + c[1] * b->tokens + c[2] * work + c[3] * (double)b->n) * 1e6;
+    } else if (e->cfg.step_cost == FKV_STEP_COST_AUTO && e->fit.ok) {
+        const double *c = e->fit.c;
+        v = (c[0] + c[1] * b->tokens + c[2] * work) * 1e6;
     } else {
         /* weights a token multiplies: q, k, v, o, the MLP's three, the output */
         double q = (double)hp->n_heads * hp->head_dim, kv = (double)hp->n_kv_heads * hp->head_dim;
@@ -59,6 +63,50 @@ int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b)
     }
     if (!(v >= 1)) return 1;
     return v < 9e18 ? (int64_t)v : (int64_t)9e18;
+}
+
+/* Solves the 3x3 system a x = y (Cramer); 0 when it is singular. */
+static int solve3(double a[3][3], const double y[3], double x[3])
+{
+    double d = a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+               a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
+    double scale = fabs(a[0][0] * a[1][1] * a[2][2]);
+    if (!(fabs(d) > 1e-12 * scale) || !(scale > 0)) return 0;
+    for (int k = 0; k < 3; k++) {
+        double m[3][3];
+        memcpy(m, a, sizeof m);
+        for (int i = 0; i < 3; i++) m[i][k] = y[i];
+        x[k] = (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+                m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])) / d;
+    }
+    return 1;
+}
+
+/* The running fit (FKV_STEP_COST_AUTO): each timed step adds its shape
+ * and wall time to normal equations weighted 1 / ms^2 (relative error, as
+ * the calibration weighs: src/calib/calibrate.c) that decay by 0.998 a
+ * step (the last ~500 steps count); from the 64th step on, every 16th
+ * solves them and the coefficients replace the FLOP prediction when the
+ * per-token time comes out positive (a negative overhead or attention
+ * price is read as 0). */
+void fkv__engine_fit_step(fkv_engine *e, double tokens, double attn, int64_t wall_ns)
+{
+    eng_fit *f = &e->fit;
+    double ms = (double)wall_ns / 1e6;
+    if (!(ms > 0) || !(tokens > 0)) return;
+    double x[3] = {1, tokens, attn}, w = 1 / (ms * ms);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) f->s[i][j] = 0.998 * f->s[i][j] + w * x[i] * x[j];
+        f->y[i] = 0.998 * f->y[i] + w * x[i] * ms;
+    }
+    f->n++;
+    if (f->n < 64 || f->n % 16) return;
+    double c[3];
+    if (!solve3(f->s, f->y, c) || !(c[1] > 0) || !isfinite(c[0]) || !isfinite(c[2])) return;
+    f->c[0] = c[0] > 0 ? c[0] : 0;
+    f->c[1] = c[1];
+    f->c[2] = c[2] > 0 ? c[2] : 0;
+    f->ok = 1;
 }
 
 static fkv_status bad(char *err, size_t errlen, fkv_status st, const char *msg)

@@ -54,7 +54,12 @@ typedef struct fkv_engine_step_info {
 typedef void (*fkv_engine_step_fn)(void *ctx, const fkv_engine_step_info *s);
 
 /* How the step-time bound predicts a step's time (fkv_engine_config.step_cost). */
-typedef enum fkv_step_cost { FKV_STEP_COST_FLOPS = 0, FKV_STEP_COST_TOKENS = 1, FKV_STEP_COST_COEFFS = 2 } fkv_step_cost;
+typedef enum fkv_step_cost {
+    FKV_STEP_COST_FLOPS = 0,
+    FKV_STEP_COST_TOKENS = 1,
+    FKV_STEP_COST_COEFFS = 2,
+    FKV_STEP_COST_AUTO = 3 /* coefficients fitted on the engine's own timed steps; FLOPs until the fit holds */
+} fkv_step_cost;
 
 typedef struct fkv_engine_config {
     uint64_t kv_budget_bytes;  /* 64 MiB: K+V bytes of all layers (the cache's capacity) */
@@ -80,7 +85,8 @@ typedef struct fkv_engine_config {
     double step_bound;         /* 0 = off; k: sched.h's step-time bound, a step's time predicted by step_cost */
     fkv_step_cost step_cost;   /* FKV_STEP_COST_FLOPS: the model's FLOPs (matrix products 2 x weights a
                                 * token, attention 4 L H D a unit of work); _TOKENS: the step's tokens;
-                                * _COEFFS: step_coeffs, fitted by `fairkv bench --calibrate` */
+                                * _COEFFS: step_coeffs, fitted by `fairkv bench --calibrate`; _AUTO: fitted
+                                * as the engine runs, over its own steps (engine.c) */
     double step_coeffs[4];     /* c0 + c1 x tokens + c2 x attention work + c3 x requests, ms (_COEFFS) */
     fkv_reclaim_action reclaim[FKV_N_RECLAIM]; /* fair reclaim before preemption (sched.h); none */
     uint32_t n_reclaim;

@@ -54,6 +54,17 @@ typedef struct eng_entry {
 } eng_entry;
 
 int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b); /* step_bound's hook (engine.c) */
+/* FKV_STEP_COST_AUTO: one timed step into the running fit (engine.c) */
+void fkv__engine_fit_step(fkv_engine *e, double tokens, double attn, int64_t wall_ns);
+
+/* The running fit of step ms = c0 + c1 x tokens + c2 x attention work
+ * over the engine's own timed steps (FKV_STEP_COST_AUTO). */
+typedef struct eng_fit {
+    double s[3][3], y[3]; /* weighted normal equations, decayed each step */
+    uint64_t n;           /* steps seen */
+    double c[3];          /* the last accepted coefficients */
+    int ok;               /* c is in use */
+} eng_fit;
 
 struct fkv_engine {
     const fkv_llama *m;
@@ -65,6 +76,7 @@ struct fkv_engine {
     fkv_kv_geom geom;  /* the cache's storage as the kernels read it */
     void **kbase, **vbase; /* [n_layers] */
     int64_t now;       /* virtual clock (ns): 1 ms per step, deterministic eviction */
+    eng_fit fit;       /* step_cost auto */
     uint64_t next_id, next_rid;
 
     pthread_mutex_t mu; /* guards inbox */

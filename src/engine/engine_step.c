@@ -347,6 +347,7 @@ fkv_status fkv_engine_step(fkv_engine *e, int *busy)
                     (double)it->n_restored * it->ctx / 2.0;
         }
         e->st.attn_work += attn;
+        if (e->cfg.step_cost == FKV_STEP_COST_AUTO) fkv__engine_fit_step(e, e->batch.tokens, attn, wall);
         if (e->cfg.on_step) {
             fkv_engine_step_info si = {t0, wall, e->batch.tokens, (uint32_t)e->batch.n, attn,
                                        {e->step_kv[0], e->step_kv[1], e->step_kv[2]}};

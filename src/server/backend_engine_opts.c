@@ -26,12 +26,12 @@ static int onoff(const char *v, int *out)
     return 0;
 }
 
-/* flops | tokens | c0,c1,c2[,c3] (ms; `fairkv bench --calibrate --coeffs-out`):
+/* auto | flops | tokens | c0,c1,c2[,c3] (ms; `fairkv bench --calibrate --coeffs-out`):
  * finite, c1..c3 >= 0 and c1 + c2 > 0 (a cost that grows with the step) */
 static int step_cost(const char *v, fkv_engine_config *cfg)
 {
-    if (!strcmp(v, "flops") || !strcmp(v, "tokens")) {
-        cfg->step_cost = v[0] == 'f' ? FKV_STEP_COST_FLOPS : FKV_STEP_COST_TOKENS;
+    if (!strcmp(v, "flops") || !strcmp(v, "tokens") || !strcmp(v, "auto")) {
+        cfg->step_cost = v[0] == 'f' ? FKV_STEP_COST_FLOPS : v[0] == 't' ? FKV_STEP_COST_TOKENS : FKV_STEP_COST_AUTO;
         return 0;
     }
     double c[4] = {0, 0, 0, 0};
