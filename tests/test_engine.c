@@ -917,6 +917,23 @@ static void test_step_cost(void)
     int64_t fitted = fkv__engine_step_cost(e, &b); /* 2 + 1.1 + 0.156 ms */
     CHECKF(llabs(fitted - 3256000) <= 50, "auto after 64 steps: %lld ns, want 3,256,000", (long long)fitted);
     fkv_engine_destroy(e);
+    /* and from the engine's own timed steps: prompts of several lengths
+     * decoding together give it varied shapes */
+    REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
+    int32_t toks[160];
+    for (int i = 0; i < 160; i++) toks[i] = 3 + (i * 13) % 250;
+    for (int i = 0; i < 6; i++) {
+        fkv_engine_request rq = {.prompt = toks, .n_prompt = 20 + 25 * i, .max_tokens = 60 + 10 * i, .top_p = 1, .n = 1};
+        uint64_t id;
+        REQUIRE(fkv_engine_submit(e, &rq, &id) == FKV_OK);
+    }
+    REQUIRE(fkv_engine_run_until_idle(e) == FKV_OK);
+    CHECKF(e->fit.n >= 64 && e->fit.ok && e->fit.c[1] > 0,
+           "auto after %llu timed steps: fit %s, %.4g ms a token", (unsigned long long)e->fit.n,
+           e->fit.ok ? "in use" : "not in use", e->fit.c[1]);
+    printf("step cost auto, fitted on the engine's %llu steps: c0 %.4g ms, c1 %.4g ms a token, c2 %.3g ms a unit\n",
+           (unsigned long long)e->fit.n, e->fit.c[0], e->fit.c[1], e->fit.c[2]);
+    fkv_engine_destroy(e);
 
     const fkv_step_cost modes[3] = {FKV_STEP_COST_FLOPS, FKV_STEP_COST_TOKENS, FKV_STEP_COST_COEFFS};
     const uint32_t cap[3] = {19, 20, 70};

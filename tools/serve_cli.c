@@ -87,9 +87,9 @@ static void usage(FILE *f)
             "                       over-share ones (default off)\n"
             "  --step-bound K       engine: while a within-share request waits for its first token, cap\n"
             "                       the step's predicted time at K x its own step's (default 2; 0 = off)\n"
-            "  --step-cost flops|tokens|C0,C1,C2[,C3]  engine: how the bound predicts a step's time: the\n"
-            "                       model's FLOPs (default), its tokens, or coefficients in ms from\n"
-            "                       `fairkv bench --calibrate MODEL --coeffs-out FILE`\n"
+            "  --step-cost auto|flops|tokens|C0,C1,C2[,C3]  engine: how the bound predicts a step's time:\n"
+            "                       fitted on its own steps, the model's FLOPs (default), its tokens,\n"
+            "                       or coefficients in ms from `fairkv bench --calibrate MODEL --coeffs-out FILE`\n"
             "  --step-log FILE      engine: write one line per step (tokens, requests, attention work,\n"
             "                       wall ns) for `fairkv bench --calibrate-log FILE`\n"
             "  --backend NAME       token generator (default: engine with --model, else fake; known:");
