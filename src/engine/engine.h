@@ -210,6 +210,7 @@ typedef struct fkv_engine_stats {
     uint64_t forks;             /* samples forked from their request's sequence */
     uint64_t imported_tokens;   /* prompt tokens appended with imported K/V (fkv_engine_request.import_kv) */
     uint64_t exported_pages;    /* pages handed to on_export with ok = 1 */
+    uint64_t exported_decoded_pages; /* of them, pages of quantized chunks decoded to the base precision */
     uint64_t preemptions, rejections;
     fkv_counters cache;         /* the cache's counters */
 } fkv_engine_stats;

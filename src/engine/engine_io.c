@@ -13,11 +13,13 @@
  *
  * Export runs in the step that ends the request, after the forward pass
  * (every position of the sequence has its K/V) and before
- * fkv_sched_finish frees the sequence.  Only full pages of chunks that
- * are resident and at the base precision are marked ok: a quantized chunk
- * holds int8/int4 bytes and scales, not the layout the importer expects.
- * (Pages after a quantized chunk are exported: they attended int8 K/V, the
- * same approximation the cache's own prefix hits hand out.)  Nothing at or
+ * fkv_sched_finish frees the sequence.  Full pages of resident chunks are
+ * exported, in the base precision: a quantized (cold) chunk's are decoded
+ * first, so the importer reads the values this engine's own attention
+ * read (the ladder's approximation, which the cache's own prefix hits hand
+ * out as well; pages after such a chunk attended them too).  Under the
+ * int4 default most of a long prompt is cold by its end, and leaving those
+ * pages out would leave out what a later turn returns for.  Nothing at or
  * after the first chunk dropped by a sparsity mode is exported: a page
  * computed once a chunk before it was dropped attended a sparse context,
  * which a dense importer would take for the real one; a page before every
@@ -96,6 +98,60 @@ void fkv__engine_finished(void *ctx, fkv_req *r)
     if (q->on_export) fkv__engine_export(ctx, q);
 }
 
+/* A quantized chunk's K/V decoded to the base precision: its pages and
+ * scales copied into a scratch pool of its own (the codec reads and writes
+ * pages of one pool), then decoded there after them.  The rows of chunk
+ * token t: *out + the returned layer offsets; NULL when out of memory or
+ * the codec refuses. */
+typedef struct decoded {
+    uint8_t *buf;          /* [n_layers][2][n_src + n_dst pages] */
+    size_t stride, plane;  /* page stride; bytes of one layer's K (or V) pages */
+    uint32_t n_src, pt;
+} decoded;
+
+static int decode_chunk(const fkv_engine *e, const fkv_chunk_view *cv, decoded *d)
+{
+    fkv_kv_geom g = e->geom;
+    uint32_t pt = g.page_tokens, n_dst = (cv->n_tokens + pt - 1) / pt, n_src = cv->n_pages;
+    size_t stride = g.page_stride, plane = (size_t)(n_src + n_dst) * stride;
+    size_t meta = fkv_quant_meta_bytes(&g, cv->dtype, cv->n_tokens);
+    if (!cv->qmeta || !meta) return -1;
+    uint8_t *buf = malloc((size_t)g.n_layers * 2 * plane);
+    fkv_kv_layer *layers = malloc(g.n_layers * sizeof *layers);
+    uint32_t *idx = malloc((size_t)(n_src + n_dst) * sizeof *idx);
+    int ok = buf && layers && idx;
+    for (uint32_t l = 0; ok && l < g.n_layers; l++) {
+        layers[l].k = buf + (size_t)l * 2 * plane;
+        layers[l].v = buf + ((size_t)l * 2 + 1) * plane;
+        for (uint32_t j = 0; j < n_src; j++) {
+            memcpy((uint8_t *)layers[l].k + j * stride, (const uint8_t *)e->kbase[l] + (size_t)cv->pages[j] * stride, stride);
+            memcpy((uint8_t *)layers[l].v + j * stride, (const uint8_t *)e->vbase[l] + (size_t)cv->pages[j] * stride, stride);
+        }
+    }
+    if (ok) {
+        for (uint32_t j = 0; j < n_src + n_dst; j++) idx[j] = j;
+        g.n_pages = n_src + n_dst;
+        char err[160];
+        ok = fkv_dequant_chunk(&g, layers, cv->n_tokens, cv->dtype, idx, n_src, cv->qmeta, meta, idx + n_src, n_dst,
+                               err, sizeof err) == FKV_OK;
+    }
+    free(layers);
+    free(idx);
+    if (!ok) {
+        free(buf);
+        return -1;
+    }
+    *d = (decoded){buf, stride, plane, n_src, pt};
+    return 0;
+}
+
+/* Row of chunk token t (layer l, K or V) in a decoded chunk. */
+static const uint8_t *decoded_row(const decoded *d, size_t rb, uint32_t l, int is_v, uint32_t t)
+{
+    return d->buf + ((size_t)l * 2 + (size_t)is_v) * d->plane + (size_t)(d->n_src + t / d->pt) * d->stride +
+           (size_t)(t % d->pt) * rb;
+}
+
 void fkv__engine_export(fkv_engine *e, eng_req *q)
 {
     const fkv_chunk_view *const *ch;
@@ -112,16 +168,33 @@ void fkv__engine_export(fkv_engine *e, eng_req *q)
     }
     size_t c = 0;
     int sparse = 0; /* a dropped chunk met: nothing from here on */
+    decoded dec = {0};
+    size_t dec_c = (size_t)-1; /* the chunk dec holds */
     for (uint32_t p = 0; p < n_pages && !sparse; p++) {
         uint32_t start = p * pt;
         while (c < nc && ch[c]->start + ch[c]->n_tokens <= start) sparse |= ch[c++]->dropped;
         if (c == nc || (sparse |= ch[c]->dropped)) break;
         if (start < q->export_from) continue;
         const fkv_chunk_view *cv = ch[c];
-        if (cv->start > start || cv->start + cv->n_tokens < start + pt || !cv->resident ||
-            cv->dtype != e->geom.base)
-            continue;
+        if (cv->start > start || cv->start + cv->n_tokens < start + pt || !cv->resident) continue;
         uint8_t *dst = kv + (size_t)p * pb;
+        if (cv->dtype != e->geom.base) { /* quantized: its decoded rows */
+            if (dec_c != c) {
+                free(dec.buf);
+                dec.buf = NULL;
+                dec_c = c;
+                if (decode_chunk(e, cv, &dec)) continue; /* out of memory: the page is left out */
+            }
+            if (!dec.buf) continue;
+            for (uint32_t t = 0; t < pt; t++)
+                for (uint32_t l = 0; l < e->geom.n_layers; l++)
+                    for (int v = 0; v < 2; v++)
+                        memcpy(dst + io_offset(e, l, v, t), decoded_row(&dec, rb, l, v, start + t - cv->start), rb);
+            ok[p] = 1;
+            e->st.exported_pages++;
+            e->st.exported_decoded_pages++;
+            continue;
+        }
         int good = 1;
         for (uint32_t t = 0; t < pt && good; t++) {
             fkv_slot sl;
@@ -135,6 +208,7 @@ void fkv__engine_export(fkv_engine *e, eng_req *q)
         ok[p] = (uint8_t)good;
         e->st.exported_pages += (uint64_t)good;
     }
+    free(dec.buf);
     fkv_engine_export x = {q->tokens, pt, n_pages, pb, kv, ok};
     q->on_export(q->ctx, q->id, &x);
     free(kv);
