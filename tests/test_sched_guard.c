@@ -14,18 +14,22 @@
 
 #define MS(x) ((int64_t)((x) * 1e6 + 0.5))
 
-/* A phantom LRU cache of `pages` 16-token pages, shares by tenant. */
-static fkv_cache *cache_of(int64_t *now, uint32_t pages)
+/* A phantom LRU cache of `pages` 16-token pages in chunks of chunk_tokens,
+ * shares by tenant, prefixes shared or not, a host tier of host_bytes
+ * (idle chunks demoted to it) or none. */
+static fkv_cache *cache_with(int64_t *now, uint32_t pages, uint32_t chunk_tokens, int prefix, uint64_t host_bytes)
 {
     fkv_config cc;
     fkv_config_default(&cc);
     cc.storage = FKV_STORAGE_PHANTOM;
     cc.capacity_pages = pages;
     cc.page_tokens = 16;
-    cc.chunk_tokens = 16;
+    cc.chunk_tokens = chunk_tokens;
     cc.policy = "lru";
-    cc.prefix_cache = 0;
+    cc.prefix_cache = prefix;
     cc.quotas = FKV_QUOTA_TENANT;
+    cc.host_capacity_bytes = host_bytes;
+    cc.host_demote = host_bytes > 0;
     cc.clock.now_ns = fkv_virtual_clock_now;
     cc.clock.ctx = now;
     cc.thread_safe = 0;
@@ -36,6 +40,9 @@ static fkv_cache *cache_of(int64_t *now, uint32_t pages)
     REQUIRE(st == FKV_OK);
     return c;
 }
+
+/* 16-token chunks, no prefix sharing, no host tier. */
+static fkv_cache *cache_of(int64_t *now, uint32_t pages) { return cache_with(now, pages, 16, 0, 0); }
 
 /* Runs q[0..n) (added at their arrivals; steps of 1 ms + 20 us a token)
  * to the end.  The preemptions of q[light]'s tenant's requests that
@@ -260,31 +267,6 @@ static void all_finish(fkv_step_share share)
            light_pre[0]);
 }
 
-/* A cache of `pages` 16-token pages in 32-token chunks, shares by tenant,
- * prefixes shared, a host tier of host_bytes (idle chunks demoted to it). */
-static fkv_cache *chunk_cache(int64_t *now, uint32_t pages, uint64_t host_bytes)
-{
-    fkv_config cc;
-    fkv_config_default(&cc);
-    cc.storage = FKV_STORAGE_PHANTOM;
-    cc.capacity_pages = pages;
-    cc.page_tokens = 16;
-    cc.chunk_tokens = 32;
-    cc.policy = "lru";
-    cc.quotas = FKV_QUOTA_TENANT;
-    cc.host_capacity_bytes = host_bytes;
-    cc.host_demote = host_bytes > 0;
-    cc.clock.now_ns = fkv_virtual_clock_now;
-    cc.clock.ctx = now;
-    cc.thread_safe = 0;
-    fkv_cache *c;
-    char err[256] = "";
-    fkv_status st = fkv_cache_create(&cc, &c, err, sizeof err);
-    CHECKF(st == FKV_OK, "fkv_cache_create: %s", err);
-    REQUIRE(st == FKV_OK);
-    return c;
-}
-
 /* Steps until q[0..n) are done or `steps` steps have run (a tiny request
  * of tenant 3, prompt 1 and output 1, added before every step while
  * `light` is set: a within-share request always waits for its first
@@ -318,7 +300,7 @@ static void bound_restores(void)
 {
     {
         int64_t now = 0;
-        fkv_cache *c = chunk_cache(&now, 8, 1ULL << 30);
+        fkv_cache *c = cache_with(&now, 8, 32, 1, 1ULL << 30);
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
         sc.token_ids = fkv_sim_token_ids;
@@ -350,7 +332,7 @@ static void bound_restores(void)
     }
     {
         int64_t now = 0;
-        fkv_cache *c = chunk_cache(&now, 12, 0);
+        fkv_cache *c = cache_with(&now, 12, 32, 1, 0);
         fkv_sched_config sc;
         fkv_sched_config_default(&sc);
         sc.token_ids = fkv_sim_token_ids;
