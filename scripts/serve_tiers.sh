@@ -24,7 +24,7 @@
 # with s3fifo (the filter on)), COMMON (serve options of every setting;
 # default --step-bound 0, as in the first table of docs/EVALUATION.md; at
 # serve's default bound the run stalled until commit 746bbcb, and since
-# then it finishes with fewer remote hits: see there).
+# 0421987 both bounds give the same hits: see there).
 #
 # Each setting starts from an empty Redis (FLUSHALL) and fresh instances.
 # Not part of CI.  Needs redis-server and redis-cli (Debian's redis-server).
