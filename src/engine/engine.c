@@ -35,18 +35,12 @@ void fkv_engine_config_default(fkv_engine_config *c)
 }
 
 /* step_bound's cost hook (sched.h): the predicted time of a (probe) batch,
- * in FLOPs or, with coefficients, in ns.  Attention work as the
- * calibration measures it (calibrate.c): n_new x (ctx + (n_new + 1) / 2)
- * + n_restored x ctx / 2 per item. */
+ * in FLOPs or, with coefficients, in ns. */
 int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b)
 {
     const fkv_engine *e = ctx;
     const fkv_llama_hparams *hp = &e->m->hp;
-    double work = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const fkv_batch_item *it = &b->items[i];
-        work += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) + (double)it->n_restored * it->ctx / 2.0;
-    }
+    double work = fkv__attn_work(b);
     double v;
     if (e->cfg.step_cost == FKV_STEP_COST_COEFFS) {
         const double *c = e->cfg.step_coeffs;
@@ -65,19 +59,22 @@ int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b)
     return v < 9e18 ? (int64_t)v : (int64_t)9e18;
 }
 
+static double det3(double m[3][3])
+{
+    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+}
+
 /* Solves the 3x3 system a x = y (Cramer); 0 when it is singular. */
 static int solve3(double a[3][3], const double y[3], double x[3])
 {
-    double d = a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
-               a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
-    double scale = fabs(a[0][0] * a[1][1] * a[2][2]);
+    double d = det3(a), scale = fabs(a[0][0] * a[1][1] * a[2][2]);
     if (!(fabs(d) > 1e-12 * scale) || !(scale > 0)) return 0;
     for (int k = 0; k < 3; k++) {
         double m[3][3];
         memcpy(m, a, sizeof m);
         for (int i = 0; i < 3; i++) m[i][k] = y[i];
-        x[k] = (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
-                m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])) / d;
+        x[k] = det3(m) / d;
     }
     return 1;
 }

@@ -53,6 +53,18 @@ typedef struct eng_entry {
     int owns_keep;
 } eng_entry;
 
+/* A batch's attention work as the calibration measures it (calibrate.c):
+ * n_new x (ctx + (n_new + 1) / 2) + n_restored x ctx / 2 per item. */
+static inline double fkv__attn_work(const fkv_batch *b)
+{
+    double w = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const fkv_batch_item *it = &b->items[i];
+        w += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) + (double)it->n_restored * it->ctx / 2.0;
+    }
+    return w;
+}
+
 int64_t fkv__engine_step_cost(void *ctx, const fkv_batch *b); /* step_bound's hook (engine.c) */
 /* FKV_STEP_COST_AUTO: one timed step into the running fit (engine.c) */
 void fkv__engine_fit_step(fkv_engine *e, double tokens, double attn, int64_t wall_ns);

@@ -98,11 +98,11 @@ void fkv__engine_finished(void *ctx, fkv_req *r)
     if (q->on_export) fkv__engine_export(ctx, q);
 }
 
-/* A quantized chunk's K/V decoded to the base precision: its pages and
- * scales copied into a scratch pool of its own (the codec reads and writes
- * pages of one pool), then decoded there after them.  The rows of chunk
- * token t: *out + the returned layer offsets; NULL when out of memory or
- * the codec refuses. */
+/* A quantized chunk's K/V decoded to the base precision: its pages copied
+ * into a scratch pool of its own (the codec reads and writes pages of one
+ * pool) and decoded there after them; decoded_row() gives a token's rows.
+ * decode_chunk: 0, or -1 (d untouched) when out of memory or the codec
+ * refuses. */
 typedef struct decoded {
     uint8_t *buf;          /* [n_layers][2][n_src + n_dst pages] */
     size_t stride, plane;  /* page stride; bytes of one layer's K (or V) pages */
@@ -183,9 +183,9 @@ void fkv__engine_export(fkv_engine *e, eng_req *q)
                 free(dec.buf);
                 dec.buf = NULL;
                 dec_c = c;
-                if (decode_chunk(e, cv, &dec)) continue; /* out of memory: the page is left out */
+                decode_chunk(e, cv, &dec);
             }
-            if (!dec.buf) continue;
+            if (!dec.buf) continue; /* out of memory: the chunk's pages are left out */
             for (uint32_t t = 0; t < pt; t++)
                 for (uint32_t l = 0; l < e->geom.n_layers; l++)
                     for (int v = 0; v < 2; v++)

@@ -340,12 +340,7 @@ fkv_status fkv_engine_step(fkv_engine *e, int *busy)
         e->st.step_ns += (uint64_t)wall;
         e->st.timed_steps++;
         e->st.batch_tokens += e->batch.tokens;
-        double attn = 0;
-        for (size_t i = 0; i < e->batch.n; i++) {
-            const fkv_batch_item *it = &e->batch.items[i];
-            attn += (double)it->n_new * ((double)it->ctx + (it->n_new + 1) / 2.0) +
-                    (double)it->n_restored * it->ctx / 2.0;
-        }
+        double attn = fkv__attn_work(&e->batch);
         e->st.attn_work += attn;
         if (e->cfg.step_cost == FKV_STEP_COST_AUTO) fkv__engine_fit_step(e, e->batch.tokens, attn, wall);
         if (e->cfg.on_step) {
