@@ -421,19 +421,30 @@ typedef struct drainer {
     pthread_t t;
     fkv_status st;
     int64_t end_ns;
+    uint64_t in_flight_after, running_after; /* read as soon as drain returned */
 } drainer;
 
 static void *drain_run(void *arg)
 {
     drainer *d = arg;
-    d->st = fkv_server_drain(srv, (int64_t)10 * 1000000000);
+    d->st = fkv_server_drain(srv, (int64_t)20 * 1000000000);
     d->end_ns = fkv_monotonic_now_ns();
+    d->in_flight_after = fkv_server_in_flight(srv);
+    d->running_after = stat_running();
     return NULL;
 }
 
 static void test_drain(void)
 {
-    bg a = {.json = "{\"model\":\"fairkv-fake\",\"prompt\":\"dddd\",\"max_tokens\":60,\"stream\":true}"};
+    /* 300 tokens at one per 10 ms step: at least 3 s, long enough to still
+     * run through the refused request below on a loaded machine (60 tokens
+     * did not: a CI run saw it finish first) */
+    enum { TOKENS = 300 };
+    char json[128];
+    snprintf(json, sizeof json,
+             "{\"model\":\"fairkv-fake\",\"prompt\":\"dddd\",\"max_tokens\":%d,\"stream\":true}", TOKENS);
+    bg a = {.json = json};
+    int64_t a_start = fkv_monotonic_now_ns();
     pthread_create(&a.t, NULL, bg_run, &a);
     WAIT_FOR(stat_running() == 1, 5000);
     REQUIRE(stat_running() == 1);
@@ -449,14 +460,17 @@ static void test_drain(void)
     CHECK(stat_running() == 1);
     http_free(&r);
     pthread_join(a.t, NULL);
-    int64_t a_end = fkv_monotonic_now_ns();
     pthread_join(d.t, NULL);
-    /* the running request finished whole, and drain returned after it */
+    /* the running request finished whole, and drain returned only after it:
+     * nothing in flight or running when it returned, and no sooner than the
+     * request's paced steps allow (sleeps only stretch under load) */
     sse s;
     parse_sse(body_of(&a.r), &s);
-    CHECK(a.r.status == 200 && s.done_last && s.tokens[0] == 60);
+    CHECK(a.r.status == 200 && s.done_last && s.tokens[0] == TOKENS);
     CHECK(d.st == FKV_OK);
-    CHECK(d.end_ns + 50000000 >= a_end);
+    CHECK(d.in_flight_after == 0 && d.running_after == 0);
+    CHECKF(d.end_ns - a_start >= (int64_t)TOKENS * 10 * 1000000, "drain returned %.3f s after the request began",
+           (double)(d.end_ns - a_start) / 1e9);
     CHECK(fkv_server_in_flight(srv) == 0);
     http_free(&a.r);
 }
