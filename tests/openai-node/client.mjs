@@ -20,6 +20,20 @@ function check(cond, what, detail = '') {
   }
 }
 
+// The server never outlives this script: not on an uncaught error, a
+// signal (timeout's SIGTERM) or a closed stdout (EPIPE).
+function killServer() {
+  if (server && server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+}
+process.on('exit', killServer);
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+  process.on(sig, () => {
+    console.log(`FAIL - ${sig} before the test ended`);
+    process.exit(1);
+  });
+}
+process.stdout.on('error', () => {});
+
 function startServer() {
   return new Promise((resolve, reject) => {
     const args = ['serve', '--port', '0', '--model', modelFile, '--api-key', KEY,

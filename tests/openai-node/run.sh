@@ -25,12 +25,22 @@ cd "$work" || exit 1
 want=$(node -e 'console.log(require("./package-lock.json").packages["node_modules/openai"].version)')
 have=$(node -e 'try{console.log(require("./node_modules/openai/package.json").version)}catch(e){}' 2>/dev/null)
 if [ "$have" != "$want" ]; then
-  # bounded retries: offline, npm would otherwise keep retrying for minutes
-  if ! npm ci --no-audit --no-fund --loglevel=error --fetch-retries=1 --fetch-retry-maxtimeout=10000 \
-       --fetch-timeout=30000 > npm-ci.log 2>&1; then
+  # bounded retries: offline, npm would otherwise keep retrying for minutes;
+  # and a bound on the whole install, which a slow or stalled registry
+  # (DNS, a proxy) can otherwise stretch past ctest's timeout
+  echo "npm ci: installing openai@$want ($(date -u +%T))"
+  if ! timeout -k 10 150 npm ci --no-audit --no-fund --loglevel=error --fetch-retries=1 \
+       --fetch-retry-maxtimeout=10000 --fetch-timeout=30000 > npm-ci.log 2>&1; then
     tail -5 npm-ci.log
-    echo "SKIP: npm ci could not install openai@$want (registry unreachable?); see $work/npm-ci.log"
+    echo "SKIP: npm ci could not install openai@$want within 150 s (registry unreachable or stalled?); see $work/npm-ci.log"
     exit 77
   fi
+  echo "npm ci: done ($(date -u +%T))"
 fi
-exec node client.mjs "$build/fairkv" "$model"
+# node's own watchdog stops the test at 120 s; this bound holds even if
+# that cannot run (ctest's timeout would kill it with no word of where)
+echo "node client.mjs: start ($(date -u +%T))"
+timeout -k 10 170 node client.mjs "$build/fairkv" "$model"
+rc=$?
+[ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "FAIL - node client.mjs still running after 170 s ($(date -u +%T))"
+exit $rc
