@@ -250,20 +250,54 @@ static void test_host_closure(void)
     fkv_cache_destroy(c);
 }
 
-/* A partial tail cannot be matched from the host (only whole chunks are):
- * it is not demoted, its whole prefix chunks are. */
-static void test_partial_not_demoted(void)
+/* A request's tail chunk, which it ended inside (8 + 8 + 6 tokens: the
+ * last chunk holds one full page and 2 tokens of the next), goes down
+ * trimmed to its full page: the partial page is released, the chunk
+ * becomes a whole 4-token chunk, and a tiered match takes all 20 matchable
+ * tokens from the host, with their exact bytes once promoted.  A tail of
+ * less than a page has nothing to keep and is released. */
+static void test_partial_tail_trimmed(fkv_storage_kind storage)
 {
-    fkv_cache *c = open_cache(FKV_STORAGE_CPU, 1, 4, FKV_QUOTA_OFF);
-    int32_t p[20];
-    fill(p, 20, 0);
-    cached_prompt(c, 1, 0, p, 20); /* 8 + 8 + 4 tokens */
+    fkv_cache *c = open_cache(storage, 1, 4, FKV_QUOTA_OFF);
+    int32_t p[22];
+    fill(p, 22, 0);
+    cached_prompt(c, 1, 0, p, 22); /* 6 pages */
     uint32_t freed = 0;
     REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK);
-    CHECK(c->stats.fairkv_tier_demotions_total[0] == 2 && c->stats.fairkv_tier_evictions_total[0] == 1);
-    CHECK(c->host_used == 2 * CHUNK_BYTES);
-    fkv_match_info mi = match_tiers(c, 2, 0, p, 20, NULL);
-    CHECK(mi.device_tokens == 0 && mi.host_tokens == 16);
+    CHECKF(c->stats.fairkv_tier_demotions_total[0] == 3 && c->stats.fairkv_tier_evictions_total[0] == 0,
+           "demoted %g released %g", (double)c->stats.fairkv_tier_demotions_total[0],
+           (double)c->stats.fairkv_tier_evictions_total[0]);
+    CHECK(c->host_used == 2 * CHUNK_BYTES + PAGE_BYTES);
+    CHECK(c->n_free == 8);
+    CHECK(sound(c));
+    fkv_seq *s = NULL;
+    fkv_match_info mi = match_tiers(c, 2, 0, p, 22, &s);
+    CHECKF(mi.device_tokens == 0 && mi.host_tokens == 20 && mi.host_bytes == 2 * CHUNK_BYTES + PAGE_BYTES,
+           "device %u host %u", mi.device_tokens, mi.host_tokens);
+    CHECK(fkv_seq_len(s) == 20);
+    REQUIRE(fkv_seq_pin(s) == FKV_OK);
+    fkv_fetch_info fi;
+    REQUIRE(fkv_seq_fetch(s, 0, 20, FKV_FETCH_ALL, NULL, &fi) == FKV_OK);
+    CHECK(fi.host_tokens == 20 && fi.recompute_tokens == 0);
+    if (storage == FKV_STORAGE_CPU) CHECKF(verify_kv(c, s, p) == 20, "promoted K/V differ");
+    /* the sequence goes on from its 20 tokens: a new chunk, not the trimmed one */
+    fkv_slot slots[8];
+    REQUIRE(fkv_seq_append(s, p + 20, 2, slots) == FKV_OK);
+    CHECK(fkv_seq_len(s) == 22);
+    CHECK(sound(c));
+    fkv_seq_unpin(s);
+    fkv_seq_free(s);
+    CHECK(sound(c));
+    fkv_cache_destroy(c);
+
+    /* 8 + 2 tokens: the tail has no full page and is not demoted */
+    c = open_cache(storage, 1, 4, FKV_QUOTA_OFF);
+    cached_prompt(c, 1, 0, p, 10);
+    REQUIRE(fkv_cache_evict(c, 8, &freed) == FKV_OK);
+    CHECK(c->stats.fairkv_tier_demotions_total[0] == 1 && c->stats.fairkv_tier_evictions_total[0] == 1);
+    CHECK(c->host_used == CHUNK_BYTES);
+    mi = match_tiers(c, 2, 0, p, 10, NULL);
+    CHECK(mi.device_tokens == 0 && mi.host_tokens == 8);
     CHECK(sound(c));
     fkv_cache_destroy(c);
 }
@@ -408,7 +442,8 @@ int main(void)
     test_demote_match_promote(FKV_STORAGE_CPU);
     test_demote_match_promote(FKV_STORAGE_PHANTOM);
     test_host_closure();
-    test_partial_not_demoted();
+    test_partial_tail_trimmed(FKV_STORAGE_CPU);
+    test_partial_tail_trimmed(FKV_STORAGE_PHANTOM);
     test_host_tenant_share();
     test_off();
     sched_promotes(1);

@@ -151,6 +151,33 @@ int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need)
     return !v || n >= seen(c, v);
 }
 
+/* A chunk a sequence ended inside (fewer tokens than its size: the last
+ * chunk of a finished request) leaving the device: its full pages are
+ * indexed and matchable, and a tiered match takes a chunk whole, so its
+ * size becomes its full pages and a partial last page (never indexed:
+ * keys are of whole pages) is released.  Without this, every request's
+ * tail chunk was lost to the tiers below; on a multi-turn conversation
+ * that tail is what the next turn starts with.  Nothing extends such a
+ * chunk (a chunk is extended only once filled), and it holds the base
+ * precision (only whole chunks are quantized); otherwise nothing
+ * changes. */
+static void trim_to_full_pages(fkv_cache *c, fkv__chunk *ch)
+{
+    uint32_t pt = c->cfg.page_tokens, full = ch->v.n_tokens / pt;
+    if (ch->v.n_tokens == ch->v.cap_tokens || !full || ch->tree.kids.head || ch->v.dtype != c->cfg.dtype ||
+        ch->quant.qmeta_bytes || ch->v.n_pages != fkv__lpages(c, ch))
+        return;
+    uint32_t free_before = c->n_free;
+    for (uint32_t j = full; j < ch->v.n_pages; j++) {
+        if (ch->phash[j]) fkv__prefix_remove(c, ch->phash[j], ch);
+        ch->phash[j] = 0;
+        fkv__page_unref(c, ch->pages[j]);
+    }
+    c->stats.fairkv_evicted_pages_total[0] += c->n_free - free_before;
+    ch->v.n_pages = full;
+    ch->v.n_tokens = ch->v.cap_tokens = full * pt;
+}
+
 /* Called by fkv__chunk_release before the pages go, for a chunk no
  * sequence holds: copies its K/V (every layer, K then V, page by page) and
  * scales to the host and leaves its index entries in place.  0 when it
@@ -159,12 +186,16 @@ int fkv__host_admits(fkv_cache *c, const fkv__chunk *ch, uint64_t need)
  * tier. */
 int fkv__host_demote(fkv_cache *c, fkv__chunk *ch)
 {
-    uint32_t np = ch->v.n_pages, pt = c->cfg.page_tokens;
+    uint32_t pt = c->cfg.page_tokens;
     /* only what a tiered match can take back: a whole chunk, filled to its
      * size in full pages (a restored one not yet computed holds no K/V
-     * worth keeping) */
+     * worth keeping); a chunk its sequence ended inside is trimmed to its
+     * full pages first */
+    if (c->k && ch->kv_pending) return 0;
+    trim_to_full_pages(c, ch);
+    uint32_t np = ch->v.n_pages;
     int whole = ch->v.n_tokens == ch->v.cap_tokens && ch->v.n_tokens == fkv__lpages(c, ch) * pt;
-    if (!np || !whole || !ch->phash[0] || (c->k && ch->kv_pending)) return 0;
+    if (!np || !whole || !ch->phash[0]) return 0;
     fkv__pentry *e = fkv__prefix_find(c, ch->phash[0]);
     if (!e || e->chunk != ch) return 0;
     uint64_t need = (uint64_t)np * c->page_bytes + ch->quant.qmeta_bytes;
