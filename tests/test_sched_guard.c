@@ -210,6 +210,48 @@ static void bound(void)
     }
 }
 
+/* The bound keeps its request's tokens: in the plain order (running
+ * requests first, then admission) a heavy prompt running (tenant 1, 5000
+ * tokens) is served before the light one waiting (tenant 2, 40 tokens).
+ * The cap is 335 as in bound(); the heavy prefill gets 335 - 40 = 295 and
+ * the light prompt its 40, so it emits its first token in that step.
+ * Without the reservation the heavy one took all 335 and the light prompt
+ * waited for as long as the heavy prefill lasted. */
+static void bound_reserves(void)
+{
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
+    sc.step_bound = 2;
+    sc.step_cost = toy_cost;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
+    fkv_req h = sched_req(1, 1, 5000, 4), l = sched_req(2, 2, 40, 50);
+    fkv_batch b = {0};
+    int64_t now = 0;
+    REQUIRE(fkv_sched_add(s, &h) == FKV_OK);
+    STEP(s, now, &b);
+    CHECK(b.tokens == 2048);
+    REQUIRE(fkv_sched_finish(s, &b, now += MS(1)) == FKV_OK);
+    REQUIRE(fkv_sched_add(s, &l) == FKV_OK);
+    STEP(s, now, &b);
+    CHECKF(b.tokens == 335, "light waiting: %u tokens, want 335", b.tokens);
+    uint32_t heavy = 0, light = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        if (b.items[i].r == &h) heavy = b.items[i].n_new;
+        if (b.items[i].r == &l) light = b.items[i].n_new;
+    }
+    CHECKF(heavy == 295 && light == 40, "heavy %u tokens, light %u: want 295 and 40", heavy, light);
+    REQUIRE(fkv_sched_finish(s, &b, now += MS(1)) == FKV_OK);
+    CHECK(l.generated == 1);
+    /* nothing waits for a first token: the heavy prefill has the full budget */
+    STEP(s, now, &b);
+    CHECKF(b.tokens == 2048, "after: %u tokens, want 2048", b.tokens);
+    REQUIRE(fkv_sched_finish(s, &b, now += MS(1)) == FKV_OK);
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+}
+
 /* Every request ends with the options on, against an adversarial heavy
  * tenant (tenant 1: long prompts four times as often as tenant 2's tiny
  * ones, as test_sched_fair's starvation case), under each step order, with
@@ -386,6 +428,7 @@ int main(void)
     admission_reclaims(FKV_STEP_SHARE_OFF);
     admission_reclaims(FKV_STEP_DRR);
     bound();
+    bound_reserves();
     bound_restores();
     all_finish(FKV_STEP_SHARE_OFF);
     all_finish(FKV_STEP_DRR);

@@ -207,6 +207,8 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
     t->b = b;
     t->budget = s->cfg.max_batch_tokens;
     t->held = 0;
+    t->bound_w = NULL;
+    t->bound_reserve = 0;
     t->admitting = 0;
     t->stop_admit = 0;
     t->status = FKV_OK;

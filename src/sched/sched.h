@@ -98,7 +98,11 @@
  *   of it).  The budget is the largest B <= max_batch_tokens, B >= D + p,
  *   with step_cost(the D decodes + B - D prompt tokens) <= k x ref
  *   (binary search: the cost grows with tokens).  No such request, or
- *   D + p >= the budget: the full budget.  The cap holds back prompt
+ *   D + p >= the budget: the full budget.  Until that request is served
+ *   in the step, other requests' prefills leave it its p tokens (an
+ *   older running prefill, served first, would otherwise take the capped
+ *   budget, and the light prompt would wait as long as without the
+ *   bound, in shorter steps).  The cap holds back prompt
  *   tokens only: a running request's evicted chunks are recomputed within
  *   the full budget (a chunk is often larger than the cap, and the cap
  *   can stand for as long as light requests arrive: a request whose

@@ -80,6 +80,8 @@ void fkv__sched_step_bound(sched_step *t)
     }
     t->held = t->budget - lo; /* restores may still use them (sched.h) */
     t->budget = lo;
+    t->bound_w = w;
+    t->bound_reserve = p;
 }
 
 /* ------------------------------------------------ within-share tenants first */

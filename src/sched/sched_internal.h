@@ -64,6 +64,10 @@ typedef struct sched_step {
     fkv_batch *b;
     uint32_t budget;   /* compute tokens left */
     uint32_t held;     /* tokens the step-time bound took off the budget: restores may still use them */
+    /* the step-time bound's request and its prefill tokens, kept from other
+     * requests' prefills until it is served (sched.h, "Step-time bound") */
+    const fkv_req *bound_w;
+    uint32_t bound_reserve;
     int admitting;     /* serving a request being admitted: no memory is NOROOM, not a preemption */
     int stop_admit;    /* an admission found no memory: no more in this step */
     fkv_status status; /* FKV_OK, or why the step failed (an outcome FAILED) */

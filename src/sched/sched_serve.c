@@ -165,14 +165,17 @@ int fkv__sched_serve(sched_step *t, fkv_req *r)
         if (rc != SERVED || missing) goto out;
     }
     prefill = r->computed < r->target;
+    if (r == t->bound_w) t->bound_reserve = 0; /* its turn: the tokens kept for it are its own */
     if (prefill) {
         n = r->target - r->computed;
         uint32_t left = fkv__sched_tenant_left(t, r);
         if (n > left) n = left; /* chunked prefill only (fkv__sched_share_start) */
-        if (n > t->budget) {
+        /* other requests' prefills leave the bound's request its tokens */
+        uint32_t avail = t->budget > t->bound_reserve ? t->budget - t->bound_reserve : 0;
+        if (n > avail) {
             /* without chunked prefill a prompt runs whole; one larger than
              * the budget runs alone in an otherwise empty step */
-            if (s->cfg.chunked_prefill) n = t->budget;
+            if (s->cfg.chunked_prefill) n = avail;
             else n = 0;
         }
         if (!s->cfg.chunked_prefill && n == 0 && b->n == 0 && t->budget == s->cfg.max_batch_tokens)
