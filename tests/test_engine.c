@@ -918,7 +918,12 @@ static void test_step_cost(void)
     CHECKF(llabs(fitted - 3256000) <= 50, "auto after 64 steps: %lld ns, want 3,256,000", (long long)fitted);
     fkv_engine_destroy(e);
     /* and from the engine's own timed steps: prompts of several lengths
-     * decoding together give it varied shapes */
+     * decoding together give it varied shapes.  Every step is fed to the
+     * fit; whether the fit of wall times comes out usable (a positive
+     * per-token time) depends on the machine's load, so only the feeding
+     * is asserted here (a CI run under load got a fit with c1 <= 0, which
+     * the engine rightly refused); the fit's arithmetic is checked above
+     * on exact times */
     REQUIRE(fkv_engine_create(model, &c, &e, err, sizeof err) == FKV_OK);
     int32_t toks[160];
     for (int i = 0; i < 160; i++) toks[i] = 3 + (i * 13) % 250;
@@ -928,9 +933,9 @@ static void test_step_cost(void)
         REQUIRE(fkv_engine_submit(e, &rq, &id) == FKV_OK);
     }
     REQUIRE(fkv_engine_run_until_idle(e) == FKV_OK);
-    CHECKF(e->fit.n >= 64 && e->fit.ok && e->fit.c[1] > 0,
-           "auto after %llu timed steps: fit %s, %.4g ms a token", (unsigned long long)e->fit.n,
-           e->fit.ok ? "in use" : "not in use", e->fit.c[1]);
+    CHECKF(e->fit.n >= 64 && e->fit.s[0][0] > 0 && e->fit.s[1][1] > 0,
+           "auto: %llu timed steps fed to the fit (want >= 64)", (unsigned long long)e->fit.n);
+    CHECK(!e->fit.ok || e->fit.c[1] > 0); /* a fit in use has a positive per-token time */
     printf("step cost auto, fitted on the engine's %llu steps: c0 %.4g ms, c1 %.4g ms a token, c2 %.3g ms a unit\n",
            (unsigned long long)e->fit.n, e->fit.c[0], e->fit.c[1], e->fit.c[2]);
     fkv_engine_destroy(e);
