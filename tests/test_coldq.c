@@ -233,6 +233,62 @@ static void shared_once(void)
     fkv_cache_destroy(c);
 }
 
+/* A cache full of int4 chunks keeps every one findable.  The prefix index
+ * holds one entry per logical page, and an int4 chunk of a 16-bit base
+ * keeps 4 logical pages in one stored page (8 of a 32-bit base): 12
+ * ended 256-token prompts (48 stored pages of 64, 192 logical pages, 12
+ * with an f32 base: 384) must each match whole, with no key left out.
+ * With the index sized by stored pages, it filled after 4 prompts and the
+ * later ones could never be matched. */
+static void index_of_quantized(fkv_dtype base)
+{
+    fkv_config cfg;
+    fkv_config_default(&cfg);
+    cfg.n_layers = 2;
+    cfg.n_kv_heads = 2;
+    cfg.head_dim = 64;
+    cfg.dtype = base;
+    cfg.page_tokens = 16;
+    cfg.chunk_tokens = base == FKV_F32 ? 128 : 64; /* one stored int4 page a chunk */
+    cfg.capacity_pages = base == FKV_F32 ? 128 : 64;
+    cfg.storage = FKV_STORAGE_PHANTOM;
+    cfg.policy = "lru";
+    cfg.quotas = 0;
+    cfg.quant_mode = FKV_QUANT_ALWAYS;
+    cfg.quant_dtype = FKV_INT4;
+    cfg.quant_hot_tokens = 0;
+    cfg.clock.now_ns = fkv_virtual_clock_now;
+    cfg.clock.ctx = &now;
+    fkv_cache *c = NULL;
+    char err[200];
+    REQUIRE(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_OK);
+    enum { N = 12, LEN = 256 };
+    static int32_t tok[N][LEN + 44];
+    for (int p = 0; p < N; p++) {
+        for (int i = 0; i < LEN + 44; i++) tok[p][i] = 1000 * (p + 1) + i;
+        fkv_seq *s = fx_seq(c, (uint64_t)p + 1);
+        REQUIRE(fkv_seq_append(s, tok[p], LEN, NULL) == FKV_OK);
+        fkv_seq_free(s); /* ended: its chunks are cold and quantized */
+    }
+    fkv_counters cn;
+    fkv_cache_counters(c, &cn);
+    uint32_t per_page = base == FKV_F32 ? 8 : 4;
+    CHECKF(cn.pages_used == N * LEN / 16 / per_page, "%u stored pages used", (unsigned)cn.pages_used);
+    CHECK(c->stats.fairkv_prefix_index_full_total[0] == 0);
+    int whole = 0;
+    for (int p = 0; p < N; p++) {
+        fkv_seq *s = fx_seq(c, 100 + (uint64_t)p);
+        uint32_t m = 0;
+        REQUIRE(fx_match(s, tok[p], LEN + 44, LEN + 43, &m) == FKV_OK);
+        whole += m == LEN;
+        fkv_seq_free(s);
+    }
+    CHECKF(whole == N, "%s base: %d of %d int4 prompts matched whole", base == FKV_F32 ? "f32" : "f16", whole, N);
+    char msg[256];
+    CHECKF(!fkv__cache_check(c, msg, sizeof msg), "%s", msg);
+    fkv_cache_destroy(c);
+}
+
 /* Under pressure: cold chunks are quantized before anything is evicted. */
 static void pressure_mode(void)
 {
@@ -517,6 +573,8 @@ int main(void)
     ladder_mode(FKV_INT8);
     ladder_mode(FKV_FP8);
     shared_once();
+    index_of_quantized(FKV_F16);
+    index_of_quantized(FKV_F32);
     pressure_mode();
     drops();
     reclaim_running();

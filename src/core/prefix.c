@@ -25,17 +25,38 @@
 #endif
 
 #include "core/internal.h"
+#include "fairkv_quant.h"
+
+/* The most logical (base) pages one stored page can hold: a quantized
+ * chunk keeps the entries of all its logical pages in fewer stored ones
+ * (int4 of f16: 4, of f32: 8).  Any chunk may be quantized (quant_mode, a
+ * reclaim ladder's quantize steps, both decided after the cache is made),
+ * so this is the densest codec's figure for the cache's geometry. */
+static uint64_t logical_per_page(const fkv_cache *c)
+{
+    fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, c->cfg.page_tokens, c->cfg.dtype,
+                     c->layer_page_stride, c->n_pages ? c->n_pages : 1};
+    static const fkv_dtype codecs[] = {FKV_INT8, FKV_INT4, FKV_FP8};
+    uint64_t most = 1;
+    for (size_t i = 0; i < sizeof codecs / sizeof *codecs; i++) {
+        uint64_t per = fkv_quant_tokens_per_page(&g, codecs[i]) / c->cfg.page_tokens;
+        if (per > most) most = per;
+    }
+    return most;
+}
 
 fkv_status fkv__prefix_init(fkv_cache *c)
 {
     /* only full pages are indexed, one entry each; two slots a page keep
      * the load <= 1/2: a bucket of 4 holds 2 entries on average when every
      * page is indexed, and about 4% of keys then sit past their home
-     * bucket.  The table, 32 bytes a page, never grows. */
-    uint64_t nb = 4, pages = c->n_pages;
-    /* demoted chunks keep their entries: room for a host tier full of
-     * them too, at up to 4 logical pages a stored one (int4 of f16) */
-    if (c->cfg.host_demote) pages += 4 * (c->cfg.host_capacity_bytes / c->page_bytes + 1);
+     * bucket.  Pages are counted as logical ones (logical_per_page: sized
+     * by stored pages alone, a cache full of int4 chunks filled the table
+     * and the entries past it were dropped, so most quantized chunks could
+     * never be matched).  The table, 32 bytes a logical page, never grows. */
+    uint64_t nb = 4, per = logical_per_page(c), pages = (uint64_t)c->n_pages * per;
+    /* demoted chunks keep their entries: room for a host tier full of them */
+    if (c->cfg.host_demote) pages += per * (c->cfg.host_capacity_bytes / c->page_bytes + 1);
     while (nb * FKV__PBUCKET < 2ull * pages) nb *= 2;
     size_t bytes = nb * FKV__PBUCKET * sizeof *c->ptab;
     c->ptab = fkv__table_alloc(bytes);
@@ -127,7 +148,11 @@ fkv__pentry *fkv__prefix_find(fkv_cache *c, uint64_t key)
  * indexed (and is freed when its own sequence lets go of it). */
 static void insert(fkv_cache *c, uint64_t key, fkv__chunk *ch)
 {
-    if (c->pcount >= (c->pbmask + 1) * FKV__PBUCKET / 2) return; /* cannot happen: one entry per page at most */
+    /* cannot happen: one entry per logical page at most (fkv__prefix_init) */
+    if (c->pcount >= (c->pbmask + 1) * FKV__PBUCKET / 2) {
+        c->stats.fairkv_prefix_index_full_total[0]++;
+        return;
+    }
     uint64_t home = key & c->pbmask, b = home;
     fkv__pentry *slot = NULL; /* the first free slot on the way */
     {

@@ -43,6 +43,8 @@
     X(fairkv_prefix_hits_tokens_total, COUNTER, NONE, "Prompt tokens found in the prefix cache")  \
     X(fairkv_cow_copies_total, COUNTER, NONE, "Pages copied on first write into a shared page")  \
     X(fairkv_chunk_splits_total, COUNTER, NONE, "Chunks split where prefixes diverge")           \
+    X(fairkv_prefix_index_full_total, COUNTER, NONE,                                            \
+      "Page keys left out of a full prefix index (sized for every logical page: 0 unless that sizing is wrong)") \
     X(fairkv_restored_tokens_total, COUNTER, NONE, "Evicted tokens given pages again to recompute") \
     X(fairkv_alloc_failures_total, COUNTER, NONE, "Allocations refused with FKV_EFULL")       \
     X(fairkv_quantized_chunks_total, COUNTER, QREASON,                                          \
