@@ -11,6 +11,8 @@ static int64_t now;
 
 static uint64_t host_bytes; /* host tier of the next cache */
 static uint32_t warm_tokens; /* quant_warm_tokens of the next cache (the ladder) */
+static fkv_dtype base_dtype = FKV_F16; /* the next cache's base precision */
+static uint32_t chunk_tokens = 64, hot_tokens = 128; /* and its chunk size and hot window */
 
 static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, fkv_storage_kind storage)
 {
@@ -19,16 +21,16 @@ static fkv_cache *open_cache(fkv_quant_mode mode, fkv_dtype qd, uint32_t pages, 
     cfg.n_layers = 2;
     cfg.n_kv_heads = 2;
     cfg.head_dim = 64;
-    cfg.dtype = FKV_F16;
+    cfg.dtype = base_dtype;
     cfg.page_tokens = 16;
-    cfg.chunk_tokens = 64;
+    cfg.chunk_tokens = chunk_tokens;
     cfg.capacity_pages = pages;
     cfg.storage = storage;
     cfg.policy = "lru";
     cfg.quotas = 0;
     cfg.quant_mode = mode;
     cfg.quant_dtype = qd;
-    cfg.quant_hot_tokens = 128;
+    cfg.quant_hot_tokens = hot_tokens;
     cfg.quant_pressure = 0.75;
     cfg.host_capacity_bytes = host_bytes;
     cfg.quant_warm_tokens = warm_tokens;
@@ -242,26 +244,14 @@ static void shared_once(void)
  * later ones could never be matched. */
 static void index_of_quantized(fkv_dtype base)
 {
-    fkv_config cfg;
-    fkv_config_default(&cfg);
-    cfg.n_layers = 2;
-    cfg.n_kv_heads = 2;
-    cfg.head_dim = 64;
-    cfg.dtype = base;
-    cfg.page_tokens = 16;
-    cfg.chunk_tokens = base == FKV_F32 ? 128 : 64; /* one stored int4 page a chunk */
-    cfg.capacity_pages = base == FKV_F32 ? 128 : 64;
-    cfg.storage = FKV_STORAGE_PHANTOM;
-    cfg.policy = "lru";
-    cfg.quotas = 0;
-    cfg.quant_mode = FKV_QUANT_ALWAYS;
-    cfg.quant_dtype = FKV_INT4;
-    cfg.quant_hot_tokens = 0;
-    cfg.clock.now_ns = fkv_virtual_clock_now;
-    cfg.clock.ctx = &now;
-    fkv_cache *c = NULL;
-    char err[200];
-    REQUIRE(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_OK);
+    base_dtype = base;
+    chunk_tokens = base == FKV_F32 ? 128 : 64; /* one stored int4 page a chunk */
+    hot_tokens = 0;
+    fkv_cache *c = open_cache(FKV_QUANT_ALWAYS, FKV_INT4, base == FKV_F32 ? 128 : 64, FKV_STORAGE_PHANTOM);
+    base_dtype = FKV_F16;
+    chunk_tokens = 64;
+    hot_tokens = 128;
+    REQUIRE(c);
     enum { N = 12, LEN = 256 };
     static int32_t tok[N][LEN + 44];
     for (int p = 0; p < N; p++) {
