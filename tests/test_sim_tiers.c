@@ -92,11 +92,12 @@ static void store_namespace(void)
 /* A (tenant 1, 256 prompt tokens, seed 7) at 0; C (tenant 1, 300 tokens,
  * another seed) at 1 s takes the device's 320 tokens, evicting A's cached
  * chunks; B at 2 s has A's tokens and tenant b_tenant.  With the remote
- * tier, A's four chunks were written back when it ended; B (prefill limit
- * 255) loads chunks 0-2 (192 tokens) and computes 64.  Hand profile:
- *   load    192 x 524,288 B / 12.5 GB/s = 8.05306368 ms, + 0.5 ms round trip
- *   compute lin(64) = 10 + 0.01 x 63 = 10.63 ms
- *   TTFT    19.18306368 ms    (no remote: lin(256) = 12.55 ms)
+ * tier, A's 16 pages (the store keeps pages, as the served Redis tier)
+ * were written back when it ended; B (prefill limit 255) loads pages 0-14
+ * (240 tokens) and computes 16.  Hand profile:
+ *   load    240 x 524,288 B / 12.5 GB/s = 10.0663296 ms, + 0.5 ms round trip
+ *   compute lin(16) = 10 + 0.01 x 15 = 10.15 ms
+ *   TTFT    20.7163296 ms    (no remote: lin(256) = 12.55 ms)
  * Another tenant's B finds nothing: 12.55 ms. */
 static void run_abc(uint64_t b_tenant, uint64_t remote_bytes, fkv_sim_result *r)
 {
@@ -129,9 +130,9 @@ static void remote_hit_priced(void)
            (long long)r.ttft_ns[2], (unsigned long long)r.matched_tokens);
     fkv_sim_result_free(&r);
     run_abc(1, 1000000000, &r);
-    CHECKF(r.ttft_ns[2] == 19183064, "remote: TTFT %lld ns (19183064 by hand)", (long long)r.ttft_ns[2]);
-    CHECKF(r.matched_remote_tokens == 192 && r.matched_tokens == 192 && r.matched_host_tokens == 0 &&
-               r.remote_fetched_tokens == 192,
+    CHECKF(r.ttft_ns[2] == 20716330, "remote: TTFT %lld ns (20716330 by hand)", (long long)r.ttft_ns[2]);
+    CHECKF(r.matched_remote_tokens == 240 && r.matched_tokens == 240 && r.matched_host_tokens == 0 &&
+               r.remote_fetched_tokens == 240,
            "remote %llu matched %llu fetched %llu", (unsigned long long)r.matched_remote_tokens,
            (unsigned long long)r.matched_tokens, (unsigned long long)r.remote_fetched_tokens);
     fkv_sim_result_free(&r);

@@ -493,12 +493,15 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     return FKV_OK;
 }
 
-/* The remote store of a run: chunks of the scheme's chunk size (its page
- * size when chunks are dynamic), as many as the capacity's bytes hold. */
+/* The remote store of a run: entries of one page each, as the served
+ * engine writes its Redis tier (src/server/backend_remote.c: every full
+ * page of a finished request, keyed by its chained prefix), as many as the
+ * capacity's bytes hold.  (Chunks of the scheme's size, as before, lost
+ * every request's partial last chunk, which the real tier keeps.) */
 static fkv_status make_remote(const fkv_scheme *sc, const fkv_sim_config *cfg, const fkv_workload *w,
                               const fkv_sim_tokens *tokens, fkv_remote_store **rs, char *err, size_t errlen)
 {
-    uint32_t c = sc->chunk_tokens ? sc->chunk_tokens : sc->page_tokens;
+    uint32_t c = sc->page_tokens;
     uint64_t chunk_bytes = (uint64_t)c * fkv_model_token_bytes(cfg->profile->model);
     uint64_t keys = 0;
     for (size_t i = 0; i < w->n; i++) keys += ((uint64_t)w->reqs[i].prompt + w->reqs[i].output) / c;
