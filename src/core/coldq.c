@@ -30,17 +30,6 @@
 #include "core/internal.h"
 #include "fairkv_quant.h"
 
-static void geom(const fkv_cache *c, fkv_kv_geom *g)
-{
-    g->n_layers = c->cfg.n_layers;
-    g->n_kv_heads = c->cfg.n_kv_heads;
-    g->head_dim = c->cfg.head_dim;
-    g->page_tokens = c->cfg.page_tokens;
-    g->base = c->cfg.dtype;
-    g->page_stride = c->layer_page_stride;
-    g->n_pages = c->n_pages;
-}
-
 /* held: the running call's sequence holds the chunk in its table */
 static int quantizable(const fkv_cache *c, const fkv__chunk *ch, int held)
 {
@@ -98,7 +87,7 @@ static int convertible(const fkv_cache *c, const fkv__chunk *ch)
 static void shrink_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, uint32_t need, void *qm, size_t meta, int reason)
 {
     fkv_kv_geom g;
-    geom(c, &g);
+    fkv__kv_geom(c, &g);
     uint32_t old = ch->v.n_pages, tpp = fkv_quant_tokens_per_page(&g, dt);
     for (uint32_t j = 0; j < old; j++) {
         if (j < need) fkv__page_set_fill(c, ch->pages[j], fkv__stored_fill(c->cfg.page_tokens, tpp, ch->v.n_tokens, j));
@@ -121,7 +110,7 @@ static void shrink_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, uint32_t need,
 static fkv_status quantize_to(fkv_cache *c, fkv__chunk *ch, fkv_dtype dt, int reason)
 {
     fkv_kv_geom g;
-    geom(c, &g);
+    fkv__kv_geom(c, &g);
     uint32_t need = fkv_quant_pages_needed(&g, dt, ch->v.n_tokens);
     size_t meta = fkv_quant_meta_bytes(&g, dt, ch->v.n_tokens);
     if (!need || need > ch->v.n_pages) return FKV_EINVAL;
@@ -170,7 +159,7 @@ static fkv_status quantize(fkv_cache *c, fkv__chunk *ch, int reason)
 static fkv_status requantize(fkv_cache *c, fkv__chunk *ch, fkv_dtype to)
 {
     fkv_kv_geom g;
-    geom(c, &g);
+    fkv__kv_geom(c, &g);
     uint32_t nt = ch->v.n_tokens, n8 = ch->v.n_pages;
     uint32_t nb = fkv_quant_pages_needed(&g, c->cfg.dtype, nt), n4 = fkv_quant_pages_needed(&g, to, nt);
     size_t meta = fkv_quant_meta_bytes(&g, to, nt);

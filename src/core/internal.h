@@ -238,6 +238,8 @@ static inline void fkv__prefix_drain(fkv_cache *c)
 /* page_pool.c */
 fkv_status fkv__pool_init(fkv_cache *c);
 void fkv__pool_fini(fkv_cache *c);
+struct fkv_kv_geom;
+void fkv__kv_geom(const fkv_cache *c, struct fkv_kv_geom *g); /* the pool's storage as the codecs read it */
 void fkv__pool_take(fkv_cache *c, uint32_t n, uint32_t *out); /* n <= n_free: pops n pages */
 void fkv__page_ref(fkv_cache *c, uint32_t page);
 static inline void fkv__page_unref(fkv_cache *c, uint32_t page)

@@ -14,6 +14,7 @@
 #endif
 
 #include "core/internal.h"
+#include "fairkv_quant.h"
 
 /* One layer's K or V array: zero bytes that cost nothing until written.
  * An anonymous mapping is page-aligned and reads as zeros, and the kernel
@@ -135,4 +136,15 @@ void fkv__page_copy(fkv_cache *c, uint32_t dst, uint32_t src)
     }
     fkv__page_set_fill(c, dst, c->page_fill[src]);
     c->stats.fairkv_cow_copies_total[0]++;
+}
+
+void fkv__kv_geom(const fkv_cache *c, fkv_kv_geom *g)
+{
+    g->n_layers = c->cfg.n_layers;
+    g->n_kv_heads = c->cfg.n_kv_heads;
+    g->head_dim = c->cfg.head_dim;
+    g->page_tokens = c->cfg.page_tokens;
+    g->base = c->cfg.dtype;
+    g->page_stride = c->layer_page_stride;
+    g->n_pages = c->n_pages;
 }

@@ -34,8 +34,8 @@
  * so this is the densest codec's figure for the cache's geometry. */
 static uint64_t logical_per_page(const fkv_cache *c)
 {
-    fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, c->cfg.page_tokens, c->cfg.dtype,
-                     c->layer_page_stride, c->n_pages ? c->n_pages : 1};
+    fkv_kv_geom g;
+    fkv__kv_geom(c, &g);
     static const fkv_dtype codecs[] = {FKV_INT8, FKV_INT4, FKV_FP8};
     uint64_t most = 1;
     for (size_t i = 0; i < sizeof codecs / sizeof *codecs; i++) {
