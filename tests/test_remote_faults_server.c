@@ -84,12 +84,17 @@ static void test_stopped(void)
     REQUIRE(kill(srv.pid, SIGSTOP) == 0);
     /* puts never wait: the first blocks the worker (the connection is still
      * up, the server silent) until the timeout, 4 queue, the rest drop */
-    double t0 = rfx_now_ms();
+    /* a put that waited would wait out the worker's timeout (TIMEOUT_MS);
+     * half of it leaves room for a loaded machine's scheduling delays */
     int queued = 0;
-    for (int i = 0; i < 100; i++)
+    double put_worst = 0;
+    for (int i = 0; i < 100; i++) {
+        double t0 = rfx_now_ms();
         queued += put(100 + i);
-    double put_ms = rfx_now_ms() - t0;
-    CHECKF(put_ms < 50, "100 puts took %.1f ms", put_ms);
+        double d = rfx_now_ms() - t0;
+        put_worst = d > put_worst ? d : put_worst;
+    }
+    CHECKF(put_worst < TIMEOUT_MS / 2, "a put took %.1f ms", put_worst);
     CHECKF(queued <= 6, "%d queued", queued);
     double worst = 0, ms;
     for (int i = 0; i < 5; i++) {
