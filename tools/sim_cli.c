@@ -1,4 +1,5 @@
 /* `fairkv run`, `bench`, `grid` and `size` (entry points of tools/cli.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ static int frontier_refuse(const fkv_bench_opts *o)
     if (o->load_step > 0) why = "--load takes one value here, not a range A:B:STEP (the frontier is per load)";
     else if (o->cap_tokens || o->cap_gb > 0) why = "--capacity-tokens / --capacity-gb fix the capacity the frontier searches";
     else if (!strcmp(o->format, "csv")) why = "--format csv: the frontier prints text or json";
+    else if (o->step_trace) why = "--step-trace: the frontier's runs are many capacities; trace one with --capacity-frac";
     if (why) fprintf(stderr, "fairkv bench --frontier: %s\n", why);
     return why != NULL;
 }
@@ -137,6 +139,10 @@ static int frontier_main(fkv_bench_opts *o)
 static int bench_main(fkv_bench_opts *o)
 {
     if (o->frontier) return frontier_main(o);
+    if (o->step_trace && o->load_step > 0) {
+        fprintf(stderr, "fairkv bench --step-trace: --load takes one value here, not a range A:B:STEP\n");
+        return 1;
+    }
     char err[512] = "";
     fkv_bench_ctx c;
     fkv_status st = fkv_bench_prepare(&c, o, err, sizeof err);
@@ -150,6 +156,15 @@ static int bench_main(fkv_bench_opts *o)
         fkv_bench_ctx_free(&c);
         return 1;
     }
+    FILE *trace = NULL;
+    if (o->step_trace && (!(trace = fopen(o->step_trace, "w")) || fputs(FKV_SIM_STEP_TRACE_HEADER, trace) == EOF)) {
+        fprintf(stderr, "fairkv bench: --step-trace %s: %s\n", o->step_trace, strerror(errno));
+        if (trace) fclose(trace);
+        if (out != stdout) fclose(out);
+        fkv_bench_ctx_free(&c);
+        return 1;
+    }
+    c.step_trace = trace;
     size_t n_loads = 1;
     if (o->load_lo > 0 && o->load_step > 0) n_loads = (size_t)floor((o->load_hi - o->load_lo) / o->load_step + 1e-9) + 1;
     fkv_scheme_summary *all = calloc(n_loads * MAX_SCHEMES, sizeof *all);
@@ -227,6 +242,11 @@ static int bench_main(fkv_bench_opts *o)
         fkv_workload_free(&w);
     }
     if (json_multi) fprintf(out, "]}\n");
+    c.step_trace = NULL; /* the plots' capacity runs below are not traced */
+    if (trace && fclose(trace) && !rc) {
+        fprintf(stderr, "fairkv bench: --step-trace %s: %s\n", o->step_trace, strerror(errno));
+        rc = 1;
+    }
     if (!rc && o->plot_dir && n_loads > 1) fkv_plot_load(o->plot_dir, loads, all, n_loads, nsch);
     if (!rc && o->plot_dir) {
         /* hit rate vs capacity: the same workload at 5 capacity fractions */

@@ -356,7 +356,9 @@ fkv_status fkv_bench_schemes(fkv_bench_ctx *c, const fkv_workload *w, fkv_scheme
     for (size_t i = 0; i < nsel; i++) {
         fkv_sim_result r;
         double t0 = wall();
+        cfg.step_trace = c->step_trace;
         fkv_status st = fkv_sim_run(w, sel[i], &cfg, &r, err, errlen);
+        cfg.step_trace = NULL;
         if (st) {
             free(idle);
             return st;

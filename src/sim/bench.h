@@ -30,6 +30,7 @@ typedef struct fkv_bench_opts {
     const char *format;     /* text | json | csv */
     const char *output;     /* file or NULL = stdout */
     const char *plot_dir;
+    const char *step_trace; /* --step-trace FILE: every scheme's steps (FKV_SIM_STEP_TRACE_HEADER); NULL = none */
     int quiet;
     /* tenants (sim.n_tenants, sim.tenant_weight): how requests get them */
     int tenant_assign;      /* fkv_tenant_assign */
@@ -81,6 +82,8 @@ typedef struct fkv_bench_ctx {
     /* set by the capacity-fraction rule (0 with a fixed capacity): the
      * peak live demand, and the floor no capacity goes under */
     uint64_t peak_tokens, floor_tokens;
+    FILE *step_trace;       /* non-NULL: fkv_bench_schemes traces each scheme's run there (the caller
+                             * opens it and writes the header) */
 } fkv_bench_ctx;
 
 fkv_status fkv_bench_prepare(fkv_bench_ctx *c, fkv_bench_opts *o, char *err, size_t errlen);

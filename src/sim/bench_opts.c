@@ -403,6 +403,12 @@ static const opt_row rows[] = {
      .help = "  --format text|json|csv   --output FILE   --plot DIR   --quiet\n"},
     {.name = "--output", .kind = OPT_STR, .field = F(output)},
     {.name = "--plot", .kind = OPT_STR, .field = F(plot_dir)},
+    {.name = "--step-trace",
+     .kind = OPT_STR,
+     .field = F(step_trace),
+     .help = "  --step-trace FILE        every scheme's simulated steps, a line each: start, end, tokens and\n"
+             "                           each item's tenant, kind, tokens, context, request, arrival\n"
+             "                           (docs/OPERATIONS.md); one load, not with --frontier\n"},
     {.name = "--quiet", .kind = OPT_FLAG, .field = F(quiet), .value = 1},
     {.help = "schemes:\n"},
 };

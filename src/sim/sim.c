@@ -326,6 +326,22 @@ static int64_t kv_bytes_ns(const fkv_sim_config *cfg, const fkv_batch *b, int kv
     return llround(ms * 1e6);
 }
 
+/* One step of cfg->step_trace (FKV_SIM_STEP_TRACE_HEADER); -1 on a write
+ * error. */
+static int trace_step(FILE *f, const char *scheme, int64_t t0, int64_t t1, const fkv_batch *b)
+{
+    static const char kinds[] = {[FKV_ITEM_RESTORE] = 'R', [FKV_ITEM_PROMPT] = 'P', [FKV_ITEM_REFILL] = 'F',
+                                 [FKV_ITEM_DECODE] = 'D'};
+    int bad = fprintf(f, "%s %lld %lld %u %zu", scheme, (long long)t0, (long long)t1, b->tokens, b->n) < 0;
+    for (size_t i = 0; i < b->n && !bad; i++) {
+        const fkv_batch_item *it = &b->items[i];
+        char k = (unsigned)it->kind < sizeof kinds ? kinds[it->kind] : '?';
+        bad = fprintf(f, " %llu,%c,%u,%u,%u,%llu,%lld,%d", (unsigned long long)it->r->tenant, k, it->n_new, it->ctx,
+                      it->n_restored, (unsigned long long)it->r->id, (long long)it->r->arrival_ns, it->first) < 0;
+    }
+    return bad || fputc('\n', f) == EOF ? -1 : 0;
+}
+
 static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cache, const fkv_sim_config *cfg,
                            fkv_remote_store *rs, int64_t window_end, int64_t *now, loop_out *o, const char *label,
                            int kv_fp8, char *err, size_t errlen)
@@ -379,6 +395,7 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
             *now = t;
             continue;
         }
+        int64_t t_start = *now;
         if (b.tokens > o->max_step_tokens) o->max_step_tokens = b.tokens;
         if (cfg->price_kv_bytes && cfg->profile->model) {
             if ((st = kv_factors(cfg, &b, kv_fp8, &kvf, &kvf_cap)) != FKV_OK) goto out;
@@ -391,6 +408,10 @@ static fkv_status run_loop(fkv_req *reqs, size_t n, fkv_sched *s, fkv_cache *cac
         if (b.remote_fetches) {
             *now += fkv_sim_remote_ns(cfg, &b);
             o->remote_fetched += b.remote_tokens;
+        }
+        if (cfg->step_trace && trace_step(cfg->step_trace, label, t_start, *now, &b)) {
+            st = fkv_errf(err, errlen, FKV_EIO, "step trace: write failed");
+            goto out;
         }
         track_before(&tr, reqs);
         if ((st = fkv_sched_finish(s, &b, *now)) != FKV_OK) {
@@ -604,6 +625,7 @@ static fkv_status run_apart(const fkv_workload *w, const fkv_scheme *sc, const f
         if (!sub.n) continue;
         fkv_sim_config c = *cfg;
         c.progress = 0;
+        c.step_trace = NULL; /* the whole runs' steps only */
         if (partition && c.capacity_tokens) {
             /* a static 1/n partition, never below the tenant's largest
              * request plus one 256-token chunk: bench.c's capacity rule */
@@ -865,6 +887,7 @@ static fkv_sim_config sizing_config(const fkv_sim_config *cfg)
     c.step_share = FKV_STEP_SHARE_OFF;
     c.step_bound = 0;
     c.admit_reclaim = 0;
+    c.step_trace = NULL;
     return c;
 }
 
@@ -899,6 +922,7 @@ fkv_status fkv_sim_idle_latency(const fkv_workload *w, const fkv_sim_config *cfg
     fkv_sim_config c = *cfg;
     c.capacity_tokens = 0;
     c.progress = 0;
+    c.step_trace = NULL;
     for (size_t i = 0; i < w->n; i++) {
         r1 = w->reqs[i];
         r1.arrival_ns = 0;

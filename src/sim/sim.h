@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fairkv.h"
 #include "sched/sched.h"
@@ -123,7 +124,17 @@ typedef struct fkv_sim_config {
     int host_policy;
     int batch_tokens_set, running_set; /* 1: sched.max_batch_tokens / max_running were given: they
                                * replace a scheme's GPU defaults (gpu_batch_defaults) */
+    FILE *step_trace;         /* non-NULL: one line per step of a whole run (fkv_sim_run, not the
+                               * isolated scheme's per-tenant runs), FKV_SIM_STEP_TRACE_HEADER's fields */
 } fkv_sim_config;
+
+/* `fairkv bench --step-trace FILE`: what each simulated step held, for
+ * looking at why a request waited.  Text, one line per step; a step's
+ * items follow its five fields, each as eight comma-separated fields. */
+#define FKV_SIM_STEP_TRACE_HEADER                                                                              \
+    "# fairkv step trace v1: scheme start_ns end_ns tokens items, then per item "                             \
+    "tenant,kind,n_new,ctx,restored,request,arrival_ns,first (kind: P prompt, F refill, D decode, R restores " \
+    "only; first: 1 when the item emits the request's first token)\n"
 
 void fkv_sim_config_default(fkv_sim_config *c);
 
