@@ -371,8 +371,8 @@ fkv_status fkv_cache_create_eval(const fkv_config *cfg, const fkv_eval_config *e
     pthread_mutex_init(&c->lock, NULL);
     fkv__tick(c);
     if (cfg->quant_mode != FKV_QUANT_OFF) {
-        fkv_kv_geom g = {cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, cfg->page_tokens, cfg->dtype,
-                         c->layer_page_stride, c->n_pages};
+        fkv_kv_geom g;
+        fkv__kv_geom(c, &g);
         char gerr[160] = "a chunk of chunk_min_tokens has no quantized layout";
         if (fkv_kv_geom_check(&g, gerr, sizeof gerr) != FKV_OK ||
             fkv_quant_pages_needed(&g, cfg->quant_dtype, cfg->chunk_min_tokens) == 0) {

@@ -64,8 +64,8 @@ static int check_chunks(ck *cx)
             if (ch->v.dtype == c->cfg.dtype && ch->v.n_pages != (ch->v.n_tokens + pt - 1) / pt)
                 FAIL("chunk %llu: %u pages for %u tokens", (unsigned long long)ch->id, ch->v.n_pages, ch->v.n_tokens);
             if (ch->v.dtype != c->cfg.dtype) {
-                fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype,
-                                 c->layer_page_stride, np};
+                fkv_kv_geom g;
+                fkv__kv_geom(c, &g);
                 if (ch->v.n_pages != fkv_quant_pages_needed(&g, ch->v.dtype, ch->v.n_tokens))
                     FAIL("chunk %llu: %u %s pages for %u tokens", (unsigned long long)ch->id, ch->v.n_pages,
                          fkv_dtype_name(ch->v.dtype), ch->v.n_tokens);

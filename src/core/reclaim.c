@@ -53,8 +53,8 @@ uint32_t fkv__host_back(fkv_seq *s, uint32_t start, uint32_t end, const uint32_t
     uint64_t bytes = 0;
     const uint32_t *fresh = *fresh_io;
     uint32_t done = 0, pt = PT(c);
-    fkv_kv_geom g = {c->cfg.n_layers, c->cfg.n_kv_heads, c->cfg.head_dim, pt, c->cfg.dtype, c->layer_page_stride,
-                     c->n_pages};
+    fkv_kv_geom g;
+    fkv__kv_geom(c, &g);
     for (uint32_t i = 0; i < s->n_chunks; i++) {
         fkv__chunk *ch = s->table[i];
         if (!ch->v.offloaded || ch->v.start >= end || ch->v.start + ch->v.n_tokens <= start) continue;
