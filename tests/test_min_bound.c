@@ -74,6 +74,33 @@ static void keys(void)
     CHECK(bound(c, 2, 100) == 2 * 16);
 }
 
+/* A run computes prompt + output - 1 tokens of a request (its last
+ * token is emitted, never appended), so only those pages can be found
+ * again.  Two turns of one conversation (one token seed: the second's
+ * prompt repeats the first's prompt and output): the first with a
+ * 31-token prompt and one output token computes 31 tokens, one full page,
+ * so the second finds 16 tokens, not the 32 that prompt + output would
+ * fill.  With two output tokens the second page is computed and found. */
+static void last_token(void)
+{
+    fkv_req a[2] = {req(1, X, 0), req(2, X, 0)};
+    src[0] = src[1] = (fkv_req_src){.token_seed = 77};
+    a[0].prompt = 31;
+    a[1].prompt = 40;
+    fkv_workload w;
+    memset(&w, 0, sizeof w);
+    w.reqs = a;
+    w.n = 2;
+    w.src = src;
+    w.n_src = 8;
+    uint64_t cap = 100, hits = 0, prompts = 0;
+    REQUIRE(fkv_min_bound(&w, 16, 16, &cap, 1, &hits, &prompts) == FKV_OK);
+    CHECKF(hits == 16 && prompts == 31 + 40, "one output token: %llu tokens found", (unsigned long long)hits);
+    a[0].output = 2;
+    REQUIRE(fkv_min_bound(&w, 16, 16, &cap, 1, &hits, &prompts) == FKV_OK);
+    CHECKF(hits == 32, "two output tokens: %llu tokens found", (unsigned long long)hits);
+}
+
 static char *bench_out(const char *args)
 {
     char path[] = "/tmp/fkv-minb-XXXXXX";
@@ -141,6 +168,7 @@ static void against_schemes(void)
 int main(void)
 {
     by_hand();
+    last_token();
     keys();
     against_schemes();
     return check_done();

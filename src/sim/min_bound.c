@@ -111,6 +111,14 @@ static uint64_t run_min(ref *refs, size_t n_refs, page *tab, uint64_t size, uint
     return hits;
 }
 
+/* What a run computes of r: its last output token is emitted, never
+ * appended (min_bound.h). */
+static uint64_t computed_tokens(const fkv_req *r)
+{
+    uint64_t t = (uint64_t)r->prompt + r->output;
+    return t ? t - 1 : 0;
+}
+
 fkv_status fkv_min_bound(const fkv_workload *w, uint32_t page_tokens, uint32_t block_tokens, const uint64_t *cap_pages,
                          size_t n, uint64_t *hit_tokens, uint64_t *prompt_tokens)
 {
@@ -120,7 +128,7 @@ fkv_status fkv_min_bound(const fkv_workload *w, uint32_t page_tokens, uint32_t b
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &w->reqs[i];
         prompts += r->prompt;
-        n_refs += ((uint64_t)r->prompt + r->output) / page_tokens; /* one per page: a read is also its write */
+        n_refs += computed_tokens(r) / page_tokens; /* one per page: a read is also its write */
     }
     *prompt_tokens = prompts;
     if (n_refs >= NEVER) return FKV_EINVAL;
@@ -141,7 +149,7 @@ fkv_status fkv_min_bound(const fkv_workload *w, uint32_t page_tokens, uint32_t b
     for (size_t i = 0; i < w->n; i++) {
         const fkv_req *r = &w->reqs[i];
         uint32_t reads = r->prompt ? (r->prompt - 1) / page_tokens : 0;
-        uint32_t pages = (uint32_t)(((uint64_t)r->prompt + r->output) / page_tokens);
+        uint32_t pages = (uint32_t)(computed_tokens(r) / page_tokens);
         uint64_t key = r->cache_salt ? fkv_mix64(r->cache_salt ^ 0x73616c74ull) : 0;
         for (uint32_t p = 0; p < pages; p++) {
             for (uint32_t t = 0; t < page_tokens; t++) tok[t] = fkv_req_token(&ts, r, p * page_tokens + t);

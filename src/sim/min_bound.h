@@ -3,7 +3,8 @@
  *
  * The reference string: the requests in arrival order; each reads the full
  * pages of its first prompt - 1 tokens (what a match can find) and then
- * writes the full pages of its prompt and output (what it computes).  A
+ * writes the full pages of its first prompt + output - 1 tokens (what a
+ * run computes: the last output token is emitted, never appended).  A
  * page is named by the chained key of the tokens up to its end (the
  * library's fkv_page_key from the cache_salt's seed), so two pages meet
  * only when their whole prefix is equal.  A cache of K pages may keep any
