@@ -491,6 +491,51 @@ static void step_share(void)
            (long long)t2_first[1], (long long)t2_first[0]);
 }
 
+/* A long prefill leaves its tenant's short prompts their share (sched.h,
+ * "Tenant step share").  Budget 128, share 0.5 (64 tokens a tenant while
+ * two have prefill left); tenant 1's A and tenant 2's B run their prompts
+ * from step 1; before step 2, tenant 1's short prompts arrive.  A prompt
+ * of 1000 (more than a step's budget) gives them its tenant's share and
+ * keeps the rest: one prompt of 20 runs whole in step 2 and A takes 44;
+ * three of 30 (90, more than the share): A keeps one token and the share's
+ * other 63 go to them in arrival order (30, 30, 3).  A prompt of 127 (one
+ * step's budget or less) is not held back: A takes its 63 left and the
+ * short one the 1 token its tenant has left.  A waiting prompt of 100
+ * does not fit in the share: A keeps the share, the prompt waits. */
+static void long_prefill_yields(uint32_t a_prompt, int n_short, uint32_t short_prompt, uint32_t want_a,
+                                const uint32_t *want_short)
+{
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
+    sc.max_batch_tokens = 128;
+    sc.tenant_step_share = 0.5;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
+    fkv_req r[5] = {req(1, 1, a_prompt, 2), req(2, 2, 1000, 2)};
+    for (int i = 0; i < 2; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+    fkv_batch b = {0};
+    STEP(s, 0, &b);
+    CHECK(b.n == 2 && b.items[0].n_new == 64 && b.items[1].n_new == 64);
+    REQUIRE(fkv_sched_finish(s, &b, MS(10)) == FKV_OK);
+    for (int k = 0; k < n_short; k++) {
+        r[2 + k] = req(3 + k, 1, short_prompt, 1);
+        REQUIRE(fkv_sched_add(s, &r[2 + k]) == FKV_OK);
+    }
+    STEP(s, MS(10), &b);
+    uint32_t got[5] = {0};
+    for (size_t i = 0; i < b.n; i++) got[b.items[i].r->id - 1] = b.items[i].n_new;
+    CHECKF(got[0] == want_a && got[1] == 64, "A (prompt %u) took %u, B %u", a_prompt, got[0], got[1]);
+    for (int k = 0; k < n_short; k++)
+        CHECKF(got[2 + k] == want_short[k], "A %u: short prompt %d took %u, want %u", a_prompt, k, got[2 + k],
+               want_short[k]);
+    REQUIRE(fkv_sched_finish(s, &b, MS(20)) == FKV_OK);
+    if (n_short == 1 && want_short[0] == short_prompt)
+        CHECK(r[2].state == FKV_REQ_DONE && r[2].first_token_ns == MS(20));
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+}
+
 /* VTC's memory term (no cache: a request holds its length).  One request
  * runs at a time.  Client 0's A (prompt 1000, output 50) costs 1000 + 2 x
  * 50 = 1100 and holds about 1025 tokens for 50 steps of 10 ms (~512
@@ -683,6 +728,10 @@ int main(void)
     starvation("", 2, FKV_STEP_DRR);
     starvation("quantize8,evict", 1, FKV_STEP_DRR);
     step_share();
+    long_prefill_yields(1000, 1, 20, 44, (const uint32_t[]){20});
+    long_prefill_yields(1000, 3, 30, 1, (const uint32_t[]){30, 30, 3});
+    long_prefill_yields(127, 1, 20, 63, (const uint32_t[]){1});
+    long_prefill_yields(1000, 1, 100, 64, (const uint32_t[]){0});
     vtc_memory(0, 0);
     vtc_memory(1, 1);
     return check_done();

@@ -127,6 +127,7 @@ int fkv__step_failed(sched_step *t, fkv_status st); /* records st, returns FAILE
 fkv_status fkv__sched_wait_insert(fkv_sched *s, fkv_req *r, size_t pos);
 void fkv__sched_release_seq(fkv_sched *s, fkv_req *r);
 uint32_t fkv__sched_prefill_left(const fkv_req *r);
+uint64_t fkv__sched_tenant_short_wait(const sched_step *t, const fkv_req *r);
 const int32_t *fkv__sched_tokens(fkv_sched *s, const fkv_req *r, uint32_t start, uint32_t n);
 
 /* sched_victim.c */
