@@ -127,7 +127,6 @@ int fkv__step_failed(sched_step *t, fkv_status st); /* records st, returns FAILE
 fkv_status fkv__sched_wait_insert(fkv_sched *s, fkv_req *r, size_t pos);
 void fkv__sched_release_seq(fkv_sched *s, fkv_req *r);
 uint32_t fkv__sched_prefill_left(const fkv_req *r);
-uint64_t fkv__sched_tenant_short_wait(const sched_step *t, const fkv_req *r);
 const int32_t *fkv__sched_tokens(fkv_sched *s, const fkv_req *r, uint32_t start, uint32_t n);
 
 /* sched_victim.c */
@@ -151,6 +150,7 @@ void fkv__sched_admit_one(sched_step *t, size_t wi);
 struct drr_tenant *fkv__sched_drr_entry(fkv_sched *s, uint64_t tenant); /* created when first seen; NULL: no memory */
 void fkv__sched_share_start(sched_step *t);
 uint32_t fkv__sched_tenant_left(sched_step *t, const fkv_req *r);
+uint64_t fkv__sched_tenant_short_wait(const sched_step *t, const fkv_req *r);
 void fkv__sched_tenant_used(sched_step *t, const fkv_req *r, uint32_t n);
 int fkv__sched_may_prefill(sched_step *t, const fkv_req *r);
 int fkv__sched_admission_fits(fkv_sched *s, const fkv_req *r);
