@@ -495,20 +495,25 @@ static void step_share(void)
  * "Tenant step share").  Budget 128, share 0.5 (64 tokens a tenant while
  * two have prefill left); tenant 1's A and tenant 2's B run their prompts
  * from step 1; before step 2, tenant 1's short prompts arrive.  A prompt
- * of 1000 (more than a step's budget) gives them its tenant's share and
- * keeps the rest: one prompt of 20 runs whole in step 2 and A takes 44;
- * three of 30 (90, more than the share): A keeps one token and the share's
- * other 63 go to them in arrival order (30, 30, 3).  A prompt of 127 (one
- * step's budget or less) is not held back: A takes its 63 left and the
- * short one the 1 token its tenant has left.  A waiting prompt of 100
- * does not fit in the share: A keeps the share, the prompt waits. */
+ * of 1000 (more than a step's budget) lets them start first and takes
+ * what they leave: one prompt of 20 runs whole in step 2 and A takes 44;
+ * three of 30: two start (30, 30) and A takes the 4 left, too few for the
+ * third, which waits.  A prompt of 127 (one step's budget or less) is not
+ * held back: A takes its 63 left and the short one the 1 token its tenant
+ * has left.  A waiting prompt of 100 does not fit in the share: A keeps
+ * the share, the prompt waits, and so does one of 64, the whole share (A
+ * keeps a token).  With no running slot for the short prompt (max_running
+ * 2), A takes the whole share: what the short prompts cannot use is not
+ * lost.  A short prompt of tenant 3 does not start before A: A and B take
+ * the whole budget and the prompt waits. */
 static void long_prefill_yields(uint32_t a_prompt, int n_short, uint32_t short_prompt, uint32_t want_a,
-                                const uint32_t *want_short)
+                                const uint32_t *want_short, uint32_t max_running, uint64_t short_tenant)
 {
     fkv_sched_config sc;
     fkv_sched_config_default(&sc);
     sc.token_ids = fkv_sim_token_ids;
     sc.max_batch_tokens = 128;
+    sc.max_running = max_running;
     sc.tenant_step_share = 0.5;
     fkv_sched *s;
     REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
@@ -519,7 +524,7 @@ static void long_prefill_yields(uint32_t a_prompt, int n_short, uint32_t short_p
     CHECK(b.n == 2 && b.items[0].n_new == 64 && b.items[1].n_new == 64);
     REQUIRE(fkv_sched_finish(s, &b, MS(10)) == FKV_OK);
     for (int k = 0; k < n_short; k++) {
-        r[2 + k] = req(3 + k, 1, short_prompt, 1);
+        r[2 + k] = req(3 + k, short_tenant, short_prompt, 1);
         REQUIRE(fkv_sched_add(s, &r[2 + k]) == FKV_OK);
     }
     STEP(s, MS(10), &b);
@@ -728,10 +733,13 @@ int main(void)
     starvation("", 2, FKV_STEP_DRR);
     starvation("quantize8,evict", 1, FKV_STEP_DRR);
     step_share();
-    long_prefill_yields(1000, 1, 20, 44, (const uint32_t[]){20});
-    long_prefill_yields(1000, 3, 30, 1, (const uint32_t[]){30, 30, 3});
-    long_prefill_yields(127, 1, 20, 63, (const uint32_t[]){1});
-    long_prefill_yields(1000, 1, 100, 64, (const uint32_t[]){0});
+    long_prefill_yields(1000, 1, 20, 44, (const uint32_t[]){20}, 256, 1);
+    long_prefill_yields(1000, 3, 30, 4, (const uint32_t[]){30, 30, 0}, 256, 1);
+    long_prefill_yields(127, 1, 20, 63, (const uint32_t[]){1}, 256, 1);
+    long_prefill_yields(1000, 1, 100, 64, (const uint32_t[]){0}, 256, 1);
+    long_prefill_yields(1000, 1, 64, 64, (const uint32_t[]){0}, 256, 1);
+    long_prefill_yields(1000, 1, 20, 64, (const uint32_t[]){0}, 2, 1);
+    long_prefill_yields(1000, 1, 20, 64, (const uint32_t[]){0}, 256, 3);
     vtc_memory(0, 0);
     vtc_memory(1, 1);
     return check_done();

@@ -240,6 +240,8 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
                 i++;
                 continue;
             }
+            fkv__sched_admit_own_short(t, r);
+            if (t->status) break;
             size_t before = s->n_run;
             int rc = fkv__sched_serve(t, r);
             if (rc == SERVED || rc == STALLED) i++;

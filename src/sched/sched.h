@@ -46,11 +46,13 @@
  * Tenant step share (tenant_step_share < 1, chunked prefill): while two
  *   tenants have prefill left, no tenant's tokens in a step exceed
  *   tenant_step_share x max_batch_tokens (at least 1); admission skips a
- *   waiting request whose tenant used its share.  A running request whose
- *   prefill left exceeds max_batch_tokens (it takes several steps anyway)
- *   leaves of its tenant's share the prompts of that tenant's waiting
- *   requests that fit in the share, keeping at least one token: a tenant's
- *   short prompts do not wait behind its own long one.
+ *   waiting request whose tenant used its share.  Before a running request
+ *   whose prefill left exceeds max_batch_tokens (it takes several steps
+ *   anyway) takes its share, its tenant's waiting requests whose prompts
+ *   fit in what is left of the share, keeping one token for it, start (in
+ *   queue order, while running slots and memory allow); it takes what they
+ *   leave.  So a tenant's short prompts do not wait behind its own long
+ *   one, and share they cannot use stays the long one's.
  * Step share by weighted deficit round robin (step_share DRR, continuous,
  *   chunked prefill).  Plan: the budget less a token per decoding request
  *   goes to tenants with prefill work in rounds; each round a tenant's

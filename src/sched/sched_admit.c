@@ -150,6 +150,34 @@ void fkv__sched_admit_one(sched_step *t, size_t wi)
     if (rc == STALLED) t->stop_admit = 1; /* admitted with its restores; no memory for more */
 }
 
+/* Under the tenant step share, before r, a running prefill longer than a
+ * whole step, takes its tenant's share: the waiting prompts of r's tenant
+ * whose prefill fits in what is left of the share, keeping one token for r,
+ * are admitted first, in queue order (sched.h, "Tenant step share").  r
+ * then takes what they leave, so tokens they cannot use (no memory, no
+ * running slot) stay r's. */
+void fkv__sched_admit_own_short(sched_step *t, const fkv_req *r)
+{
+    fkv_sched *s = t->s;
+    uint32_t left = fkv__sched_tenant_left(t, r);
+    if (t->drr_limit || left == UINT32_MAX || left < 2 || s->cfg.mode != FKV_SCHED_CONTINUOUS ||
+        fkv__sched_prefill_left(r) <= s->cfg.max_batch_tokens)
+        return;
+    if (s->cfg.no_admit_after_preempt && t->b->preempted && t->b->n) return;
+    for (size_t i = 0; i < s->n_wait && !t->stop_admit && !t->status && s->n_run < s->cfg.max_running && t->budget;) {
+        const fkv_req *w = s->wait[i];
+        uint32_t need = fkv__sched_prefill_left(w);
+        left = fkv__sched_tenant_left(t, r);
+        if (w->tenant != r->tenant || !need || need >= left) {
+            i++;
+            continue;
+        }
+        size_t before = s->n_wait;
+        fkv__sched_admit_one(t, i);
+        if (s->n_wait == before) i++; /* back in its place (no memory: stop_admit) */
+    }
+}
+
 /* The admission phase of a step, after the running requests. */
 void fkv__sched_admit(sched_step *t, int64_t now)
 {

@@ -169,12 +169,6 @@ int fkv__sched_serve(sched_step *t, fkv_req *r)
     if (prefill) {
         n = r->target - r->computed;
         uint32_t left = fkv__sched_tenant_left(t, r);
-        if (left > 1 && left != UINT32_MAX && n > s->cfg.max_batch_tokens) {
-            /* a long prefill leaves its tenant's short prompts their
-             * tokens of the share (sched.h, "Tenant step share") */
-            uint64_t keep = fkv__sched_tenant_short_wait(t, r);
-            left = keep >= left ? 1 : left - (uint32_t)keep;
-        }
         if (n > left) n = left; /* chunked prefill only (fkv__sched_share_start) */
         /* other requests' prefills leave the bound's request its tokens */
         uint32_t avail = t->budget > t->bound_reserve ? t->budget - t->bound_reserve : 0;

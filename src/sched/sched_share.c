@@ -83,22 +83,6 @@ void fkv__sched_share_start(sched_step *t)
     t->tenant_cap = cap < 1 ? 1 : (uint32_t)cap;
 }
 
-/* Under the tenant step share (not the DRR share): the prompts of r's
- * tenant's waiting requests that fit in the share, which a long prefill of
- * r leaves them (sched.h, "Tenant step share"); 0 without the share. */
-uint64_t fkv__sched_tenant_short_wait(const sched_step *t, const fkv_req *r)
-{
-    const fkv_sched *s = t->s;
-    if (t->drr_limit || t->tenant_cap == UINT32_MAX) return 0;
-    uint64_t keep = 0;
-    for (size_t i = 0; i < s->n_wait; i++) {
-        const fkv_req *w = s->wait[i];
-        uint32_t left = fkv__sched_prefill_left(w);
-        if (w->tenant == r->tenant && left && left <= t->tenant_cap) keep += left;
-    }
-    return keep;
-}
-
 /* A waiting request whose tenant has used its step share would only take
  * a running slot and memory this step. */
 int fkv__sched_may_prefill(sched_step *t, const fkv_req *r)

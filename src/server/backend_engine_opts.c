@@ -76,7 +76,7 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
     cfg->step_share = FKV_STEP_DRR;
     cfg->step_bound = 2;
     cfg->quant_mode = FKV_QUANT_UNDER_PRESSURE;
-    cfg->quant_dtype = FKV_INT4;
+    cfg->quant_dtype = FKV_INT4; /* behind 64 hot tokens, the fairkv scheme's ladder */
     cfg->quant_hot_tokens = 64;
     cfg->victim = FKV_VICTIM_FAIR;
     cfg->reclaim[0] = FKV_RECLAIM_QUANTIZE8, cfg->reclaim[1] = FKV_RECLAIM_QUANTIZE4;
