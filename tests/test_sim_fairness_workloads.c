@@ -427,6 +427,49 @@ static void fairkv_step_fraction(void)
     fkv_bench_ctx_free(&c);
 }
 
+/* A long prefill's tenant's short prompts start before it (sched.h,
+ * "Tenant step share") while admission reclaims memory (--admit-reclaim)
+ * with shares as targets: the whole tenants-alike workload, whose 14,885-
+ * token prompt runs beside its tenant's short ones, must end with every
+ * request done.  A build that let such an admission preempt the long
+ * prefill it ran for failed here with "preempt: request 1814 not
+ * running" (the re-choice's candidate admit+fraction). */
+static void own_short_with_reclaim(void)
+{
+    fkv_bench_opts o;
+    fkv_bench_opts_default(&o);
+    o.workload = "tenants-alike";
+    o.quiet = 1;
+    o.load_lo = o.load_hi = 0.9;
+    char err[512] = "";
+    fkv_bench_ctx c;
+    fkv_status st = fkv_bench_prepare(&c, &o, err, sizeof err);
+    CHECKF(st == FKV_OK, "prepare: %s", err);
+    if (st) return;
+    const fkv_scheme *sc = fkv_scheme_find("fairkv");
+    REQUIRE(sc);
+    fkv_workload w;
+    double rate;
+    REQUIRE(fkv_bench_arrivals(&c, 0.9, &w, &rate) == FKV_OK);
+    fkv_sim_config cfg = o.sim;
+    cfg.capacity_tokens = c.capacity_tokens;
+    cfg.step_share = FKV_STEP_SHARE_OFF;
+    cfg.step_bound = 0;
+    cfg.share_guarantee = 0;
+    cfg.admit_reclaim = 1;
+    cfg.tenant_step_share = 1.0 / 6;
+    cfg.quant = FKV_QUANT_OFF;
+    fkv_sim_result r;
+    st = fkv_sim_run(&w, sc, &cfg, &r, err, sizeof err);
+    CHECKF(st == FKV_OK, "admit+fraction on tenants-alike: %s", err);
+    if (st == FKV_OK) {
+        CHECKF(r.done == w.n, "%llu of %zu requests done", (unsigned long long)r.done, w.n);
+        fkv_sim_result_free(&r);
+    }
+    fkv_workload_free(&w);
+    fkv_bench_ctx_free(&c);
+}
+
 static void options(void)
 {
     char msg[512];
@@ -454,5 +497,6 @@ int main(void)
     options();
     sizing_apart();
     fairkv_step_fraction();
+    own_short_with_reclaim();
     return check_done();
 }

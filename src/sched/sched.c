@@ -242,6 +242,11 @@ fkv_status fkv_sched_step(fkv_sched *s, int64_t now, fkv_batch *b)
             }
             fkv__sched_admit_own_short(t, r);
             if (t->status) break;
+            if (i >= s->n_run || s->run[i] != r) { /* its tenant's admissions may not move it */
+                t->status = fkv__sched_fail(s, FKV_ESTATE, "request %llu moved while its tenant's prompts started",
+                                            (unsigned long long)r->id);
+                break;
+            }
             size_t before = s->n_run;
             int rc = fkv__sched_serve(t, r);
             if (rc == SERVED || rc == STALLED) i++;

@@ -155,8 +155,10 @@ void fkv__sched_admit_one(sched_step *t, size_t wi)
  * whose prefill fits in what is left of the share, keeping one token for r,
  * are admitted first, in queue order (sched.h, "Tenant step share").  r
  * then takes what they leave, so tokens they cannot use (no memory, no
- * running slot) stay r's. */
-void fkv__sched_admit_own_short(sched_step *t, const fkv_req *r)
+ * running slot) stay r's.  While they start, r counts as served: an
+ * admission that reclaims may not preempt it (nor the requests before it,
+ * served already), so r keeps its place in the running set. */
+void fkv__sched_admit_own_short(sched_step *t, fkv_req *r)
 {
     fkv_sched *s = t->s;
     uint32_t left = fkv__sched_tenant_left(t, r);
@@ -164,6 +166,7 @@ void fkv__sched_admit_own_short(sched_step *t, const fkv_req *r)
         fkv__sched_prefill_left(r) <= s->cfg.max_batch_tokens)
         return;
     if (s->cfg.no_admit_after_preempt && t->b->preempted && t->b->n) return;
+    r->served = 1;
     for (size_t i = 0; i < s->n_wait && !t->stop_admit && !t->status && s->n_run < s->cfg.max_running && t->budget;) {
         const fkv_req *w = s->wait[i];
         uint32_t need = fkv__sched_prefill_left(w);
@@ -176,6 +179,7 @@ void fkv__sched_admit_own_short(sched_step *t, const fkv_req *r)
         fkv__sched_admit_one(t, i);
         if (s->n_wait == before) i++; /* back in its place (no memory: stop_admit) */
     }
+    r->served = 0;
 }
 
 /* The admission phase of a step, after the running requests. */

@@ -145,7 +145,7 @@ int fkv__sched_serve(sched_step *t, fkv_req *r);
 /* sched_admit.c */
 void fkv__sched_admit(sched_step *t, int64_t now);
 void fkv__sched_admit_one(sched_step *t, size_t wi);
-void fkv__sched_admit_own_short(sched_step *t, const fkv_req *r);
+void fkv__sched_admit_own_short(sched_step *t, fkv_req *r);
 
 /* sched_share.c */
 struct drr_tenant *fkv__sched_drr_entry(fkv_sched *s, uint64_t tenant); /* created when first seen; NULL: no memory */
