@@ -171,7 +171,10 @@ typedef struct fkv_config {
     int share_guarantee;     /* 0 (default): tenant shares are targets, the tenant furthest over its
                               * share gives first; 1: shares are guarantees (tenant mode only): an
                               * under-share tenant never loses memory to another's allocation, over
-                              * shares the policy's own order decides (src/core/shares.h, rule 4) */
+                              * shares the policy's own order decides (src/core/shares.h, rule 4);
+                              * 2: a static partition, the baseline of FairRide's guarantee: each
+                              * tenant's share is its weighted part of the pool, whatever it runs,
+                              * victims as with 1 (src/core/shares.h, rule 5) */
     double temperature;      /* 2.0: request quota ~ weight * demand^(1/T) */
     uint32_t tenant_labels;  /* 16: tenants with their own metric label (the rest: tenant="other") */
     int64_t min_chunk_retention_ns; /* 0: chunks younger than this go last */

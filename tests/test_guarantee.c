@@ -82,7 +82,10 @@ static void cached(fkv_cache *c, uint64_t id, uint64_t tenant, int32_t base, uin
  * tenant 2's 10 cached pages and tenant 1 keeps its 6.  Targets (cached
  * pages count as demand: shares 6, 9, 9): once everybody is at its share,
  * the first tenant with an evictable chunk (tenant 1) gives, so tenant 1
- * loses pages to tenant 3's burst. */
+ * loses pages to tenant 3's burst.  A static partition (shares.h, rule 5:
+ * 8 pages each for tenants 1-3; the anonymous tenant 0 holds nothing and
+ * takes no part): tenant 3 takes tenant 2's 2 pages over its part, keeps
+ * the 2 that tenant 1 leaves unused, and then recycles its own: 6, 8, 10. */
 static void burst(int guarantee, uint64_t *p1, uint64_t *p2, uint64_t *p3)
 {
     fkv_cache *c = open_cache(24, FKV_QUOTA_TENANT, guarantee, "lru");
@@ -110,6 +113,9 @@ static void burst_both(void)
            (unsigned long long)a2, (unsigned long long)a3);
     burst(0, &b1, &b2, &b3);
     CHECKF(b1 < 6, "targets: tenant 1 kept %llu of 6 pages (the burst took none)", (unsigned long long)b1);
+    burst(2, &b1, &b2, &b3);
+    CHECKF(b1 == 6 && b2 == 8 && b3 == 10, "partition: pages %llu %llu %llu, want 6 8 10", (unsigned long long)b1,
+           (unsigned long long)b2, (unsigned long long)b3);
 }
 
 /* Pool 24: tenant 2's 9 cached pages are written first (older), tenant
@@ -308,6 +314,9 @@ static void serve_option(void)
     const char *off[] = {"shares=target", NULL};
     CHECK(fkv__engine_opts_parse(off, &ec, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
           ec.share_guarantee == 0);
+    const char *part[] = {"shares=partition", NULL};
+    CHECK(fkv__engine_opts_parse(part, &ec, model, sizeof model, &bo, err, sizeof err) == FKV_OK &&
+          ec.share_guarantee == 2);
     const char *bad[] = {"shares=maybe", NULL};
     CHECK(fkv__engine_opts_parse(bad, &ec, model, sizeof model, &bo, err, sizeof err) == FKV_EINVAL &&
           strstr(err, "shares"));
@@ -350,6 +359,8 @@ static void bench_option(void)
     double ft = hit_rate("target", "fairkv"), fg = hit_rate("guarantee", "fairkv");
     CHECKF(lt == lg, "lru: %g vs %g (it has no tenant shares)", lt, lg);
     CHECKF(ft != fg, "fairkv: %g with either --shares: the option did not reach the cache", ft);
+    double fp = hit_rate("partition", "fairkv");
+    CHECKF(fp != fg && fp != ft, "fairkv: --shares partition gives %g, as guarantee (%g) or target (%g)", fp, fg, ft);
     CHECK(bench_cli("--workload chat --requests 10 --shares maybe --quiet", NULL) != 0);
 }
 
@@ -397,8 +408,11 @@ static void config_errors(void)
     char err[256] = "";
     CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "quotas=tenant"));
     cfg.quotas = FKV_QUOTA_TENANT;
+    cfg.share_guarantee = 3;
+    CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "share_guarantee=3"));
     cfg.share_guarantee = 2;
-    CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "share_guarantee=2"));
+    cfg.quotas = FKV_QUOTA_REQUEST;
+    CHECK(fkv_cache_create(&cfg, &c, err, sizeof err) == FKV_EINVAL && strstr(err, "share_guarantee=2 needs quotas=tenant"));
 }
 
 /* Pool 16.  Tenant 2's request (expecting 16 pages) holds 8 pages; tenant

@@ -264,10 +264,11 @@ static fkv_status validate(const fkv_config *cfg, char *err, size_t errlen)
         return BAD("age_unit_ns=%lld: must be >= 0 (0 = the pool's turnover)", (long long)cfg->age_unit_ns);
     if (cfg->quotas != FKV_QUOTA_OFF && cfg->quotas != FKV_QUOTA_REQUEST && cfg->quotas != FKV_QUOTA_TENANT)
         return BAD("quotas=%d: must be 0 (off), 1 (request) or 2 (tenant)", cfg->quotas);
-    if (cfg->share_guarantee != 0 && cfg->share_guarantee != 1)
-        return BAD("share_guarantee=%d: must be 0 (shares are targets) or 1 (guarantees)", cfg->share_guarantee);
+    if (cfg->share_guarantee < 0 || cfg->share_guarantee > 2)
+        return BAD("share_guarantee=%d: must be 0 (shares are targets), 1 (guarantees) or 2 (a static partition)",
+                   cfg->share_guarantee);
     if (cfg->share_guarantee && cfg->quotas != FKV_QUOTA_TENANT)
-        return BAD("share_guarantee=1 needs quotas=tenant (shares are per tenant)");
+        return BAD("share_guarantee=%d needs quotas=tenant (shares are per tenant)", cfg->share_guarantee);
     if (cfg->tenant_labels > FKV__TENANT_LABELS_MAX)
         return BAD("tenant_labels=%u: at most %d", cfg->tenant_labels, FKV__TENANT_LABELS_MAX);
     if (!(cfg->temperature > 0) || isnan(cfg->temperature))

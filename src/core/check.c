@@ -403,14 +403,14 @@ static int check_tenants(ck *cx)
         if (evictable != t->n_evictable) FAIL("tenant %llu: %u evictable chunks counted, %llu placed", (unsigned long long)t->id, t->n_evictable, (unsigned long long)evictable);
         if (seqs != t->n_seqs) FAIL("tenant %llu: %u open sequences counted, %llu open", (unsigned long long)t->id, t->n_seqs, (unsigned long long)seqs);
         if (c->cfg.quotas == FKV_QUOTA_TENANT && !c->quota_dirty) {
-            if (t->share < 0 || (t->demand <= 0 && t->share != 0)) FAIL("tenant %llu: share %.3f for demand %.3f", (unsigned long long)t->id, t->share, t->demand);
+            if (t->share < 0 || (c->cfg.share_guarantee != 2 && t->demand <= 0 && t->share != 0)) FAIL("tenant %llu: share %.3f for demand %.3f", (unsigned long long)t->id, t->share, t->demand);
             if (seqs && (qsum < t->share * (1 - 1e-9) - 1e-9 || qsum > t->share * (1 + 1e-9) + 1e-9))
                 FAIL("tenant %llu: its requests' quotas sum to %.3f, its share is %.3f", (unsigned long long)t->id, qsum, t->share);
             share_sum += t->share;
             demand_sum += t->demand;
         }
     }
-    if (c->cfg.quotas == FKV_QUOTA_TENANT && !c->quota_dirty && demand_sum > 0 &&
+    if (c->cfg.quotas == FKV_QUOTA_TENANT && !c->quota_dirty && (c->cfg.share_guarantee == 2 ? share_sum > 0 : demand_sum > 0) &&
         (share_sum < c->n_pages * (1 - 1e-9) || share_sum > c->n_pages * (1 + 1e-9)))
         FAIL("tenant shares sum to %.3f pages, the pool has %u", share_sum, c->n_pages);
     return 0;

@@ -60,7 +60,18 @@
  *    the TTL tier is not used.  The host tier (demote.c) does the same with
  *    host shares: the least recently used demoted chunk of the tenants over
  *    their host shares; no tenant over: the host LRU alone; else the
- *    incoming tenant's own, or none (the chunk is not demoted). */
+ *    incoming tenant's own, or none (the chunk is not demoted).
+ * 5. A static partition (fkv_config.share_guarantee = 2, tenant mode): the
+ *    baseline FairRide's guarantee is stated against.  Each tenant that
+ *    takes part -- every tenant but the anonymous tenant 0, which takes
+ *    part only while it holds a page or has an open request -- has the
+ *    share w_i / W of the pool (W: the weights of those taking part),
+ *    whatever it runs or caches; victims are chosen as in rule 4 with these
+ *    shares.  So free pages may be borrowed, a tenant under its part takes
+ *    pages back from those over theirs, and a tenant at or over its part
+ *    recycles its own: each tenant keeps its part, cached or running,
+ *    against every other's allocation, and gets no more while others want
+ *    theirs.  The host tier is as in rule 4. */
 #ifndef FKV_CORE_SHARES_H
 #define FKV_CORE_SHARES_H
 

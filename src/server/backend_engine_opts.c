@@ -114,9 +114,11 @@ fkv_status fkv__engine_opts_parse(const char *const *opts, fkv_engine_config *cf
             else if (!strcmp(v, "request")) cfg->quotas = FKV_QUOTA_REQUEST;
             else bad = onoff(v, &cfg->quotas);
         } else if (KEY("shares")) {
-            /* tenant shares as guarantees (fkv_config.share_guarantee; needs quotas=tenant) */
+            /* tenant shares as guarantees, targets or a static partition
+             * (fkv_config.share_guarantee; needs quotas=tenant) */
             if (!strcmp(v, "guarantee")) cfg->share_guarantee = 1;
             else if (!strcmp(v, "target")) cfg->share_guarantee = 0;
+            else if (!strcmp(v, "partition")) cfg->share_guarantee = 2;
             else bad = 1;
             shares_set = 1;
         } else if (KEY("victim")) {

@@ -233,7 +233,7 @@ static const opt_choice workloads[] = {{"seed", 0}, {"tenants", 0}, {"tenants-al
 static const opt_choice formats[] = {{"text", 0}, {"json", 0}, {"csv", 0}, {NULL, 0}};
 static const opt_choice quotas[] = {
     {"off", FKV_QUOTA_OFF}, {"request", FKV_QUOTA_REQUEST}, {"tenant", FKV_QUOTA_TENANT}, {NULL, 0}};
-static const opt_choice shares[] = {{"target", 0}, {"guarantee", 1}, {NULL, 0}};
+static const opt_choice shares[] = {{"target", 0}, {"guarantee", 1}, {"partition", 2}, {NULL, 0}};
 static const opt_choice batching[] = {
     {"continuous", FKV_SCHED_CONTINUOUS}, {"dynamic", FKV_SCHED_DYNAMIC}, {NULL, 0}};
 static const opt_choice admission[] = {{"fcfs", FKV_ADMIT_FCFS}, {"vtc", FKV_ADMIT_VTC}, {NULL, 0}};
@@ -290,10 +290,13 @@ static const opt_row rows[] = {
               "                           sessions and are refused\n"},
     {.name = "--quotas", .kind = OPT_CHOICE, .field = F(sim.quotas), .choices = quotas, .why = "one of off, request, tenant",
      .help = "  --quotas off|request|tenant   the cache's fair shares for every scheme (default: the scheme's)\n"},
-    {.name = "--shares", .kind = OPT_CHOICE, .field = F(sim.share_guarantee), .choices = shares, .why = "target or guarantee",
-     .help = "  --shares target|guarantee   tenant shares (quotas tenant) in every scheme as targets: the\n"
-              "                           tenant furthest over gives first; or as guarantees: no tenant at or\n"
-              "                           under its share loses memory to another, the policy orders the rest\n"
+    {.name = "--shares", .kind = OPT_CHOICE, .field = F(sim.share_guarantee), .choices = shares,
+     .why = "target, guarantee or partition",
+     .help = "  --shares target|guarantee|partition   tenant shares (quotas tenant) in every scheme as\n"
+              "                           targets: the tenant furthest over gives first; as guarantees: no\n"
+              "                           tenant at or under its share loses memory to another, the policy\n"
+              "                           orders the rest; or a static partition: each tenant's share is its\n"
+              "                           weighted part of the pool, held against every other tenant\n"
               "                           (default: the scheme's; fairkv's are guarantees)\n"},
     {.name = "--victim", .kind = OPT_CALL, .call = victim,
      .help = "  --victim last-started|fewest-output|fair   preemption victim for every scheme\n"},

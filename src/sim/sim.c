@@ -474,8 +474,9 @@ static fkv_status make_cache(const fkv_scheme *sc, const fkv_sim_config *cfg, in
     cc.dynamic_chunking = sc->dynamic_chunking;
     cc.policy = sc->policy;
     cc.quotas = cfg->quotas >= 0 ? cfg->quotas : sc->quotas;
-    cc.share_guarantee = (cfg->share_guarantee >= 0 ? cfg->share_guarantee : sc->share_guarantee) &&
-                         cc.quotas == FKV_QUOTA_TENANT;
+    cc.share_guarantee = cc.quotas == FKV_QUOTA_TENANT
+                             ? (cfg->share_guarantee >= 0 ? cfg->share_guarantee : sc->share_guarantee)
+                             : 0;
     cc.prefix_cache = sc->prefix_cache;
     if (cfg->alpha >= 0) cc.alpha = cfg->alpha;
     if (cfg->beta >= 0) cc.beta = cfg->beta;
