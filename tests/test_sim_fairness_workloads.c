@@ -386,6 +386,25 @@ static void sizing_apart(void)
            thr[0]);
 }
 
+/* A workload prepared as fairkv bench does (requests 0: the default
+ * count) and its arrivals at load 0.9; 0 when the preparation failed. */
+static int arrivals_09(const char *workload, size_t requests, fkv_bench_opts *o, fkv_bench_ctx *c,
+                       fkv_workload *w)
+{
+    fkv_bench_opts_default(o);
+    o->workload = workload;
+    o->quiet = 1;
+    if (requests) o->requests = requests;
+    o->load_lo = o->load_hi = 0.9;
+    char err[512] = "";
+    fkv_status st = fkv_bench_prepare(c, o, err, sizeof err);
+    CHECKF(st == FKV_OK, "prepare %s: %s", workload, err);
+    if (st) return 0;
+    double rate;
+    REQUIRE(fkv_bench_arrivals(c, 0.9, w, &rate) == FKV_OK);
+    return 1;
+}
+
 /* The recommended fairkv scheme's step rule: each tenant's prefill at most
  * 1/n of a step (n tenants) unless --tenant-step-share names a fraction.
  * Its run without the option is the run with 1/6 on the 6-tenant
@@ -393,21 +412,12 @@ static void sizing_apart(void)
 static void fairkv_step_fraction(void)
 {
     fkv_bench_opts o;
-    fkv_bench_opts_default(&o);
-    o.workload = "tenants";
-    o.quiet = 1;
-    o.requests = 400;
-    o.load_lo = o.load_hi = 0.9;
-    char err[512] = "";
     fkv_bench_ctx c;
-    fkv_status st = fkv_bench_prepare(&c, &o, err, sizeof err);
-    CHECKF(st == FKV_OK, "prepare: %s", err);
-    if (st) return;
+    fkv_workload w;
+    if (!arrivals_09("tenants", 400, &o, &c, &w)) return;
     const fkv_scheme *sc = fkv_scheme_find("fairkv");
     REQUIRE(sc && c.base.n_tenants == 6);
-    fkv_workload w;
-    double rate;
-    REQUIRE(fkv_bench_arrivals(&c, 0.9, &w, &rate) == FKV_OK);
+    char err[512] = "";
     const double frac[3] = {-1, 1.0 / 6, 1};
     double ttft[3];
     for (int i = 0; i < 3; i++) {
@@ -437,20 +447,12 @@ static void fairkv_step_fraction(void)
 static void own_short_with_reclaim(void)
 {
     fkv_bench_opts o;
-    fkv_bench_opts_default(&o);
-    o.workload = "tenants-alike";
-    o.quiet = 1;
-    o.load_lo = o.load_hi = 0.9;
-    char err[512] = "";
     fkv_bench_ctx c;
-    fkv_status st = fkv_bench_prepare(&c, &o, err, sizeof err);
-    CHECKF(st == FKV_OK, "prepare: %s", err);
-    if (st) return;
+    fkv_workload w;
+    if (!arrivals_09("tenants-alike", 0, &o, &c, &w)) return;
     const fkv_scheme *sc = fkv_scheme_find("fairkv");
     REQUIRE(sc);
-    fkv_workload w;
-    double rate;
-    REQUIRE(fkv_bench_arrivals(&c, 0.9, &w, &rate) == FKV_OK);
+    char err[512] = "";
     fkv_sim_config cfg = o.sim;
     cfg.capacity_tokens = c.capacity_tokens;
     cfg.step_share = FKV_STEP_SHARE_OFF;
@@ -460,7 +462,7 @@ static void own_short_with_reclaim(void)
     cfg.tenant_step_share = 1.0 / 6;
     cfg.quant = FKV_QUANT_OFF;
     fkv_sim_result r;
-    st = fkv_sim_run(&w, sc, &cfg, &r, err, sizeof err);
+    fkv_status st = fkv_sim_run(&w, sc, &cfg, &r, err, sizeof err);
     CHECKF(st == FKV_OK, "admit+fraction on tenants-alike: %s", err);
     if (st == FKV_OK) {
         CHECKF(r.done == w.n, "%llu of %zu requests done", (unsigned long long)r.done, w.n);
