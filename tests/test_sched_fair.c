@@ -541,6 +541,35 @@ static void long_prefill_yields(uint32_t a_prompt, int n_short, uint32_t short_p
     fkv_sched_destroy(s);
 }
 
+/* max_request_tokens (the engine's cap while it quantizes): budget 128,
+ * at most 40 new tokens of one request a step.  Two prompts of 100 take 40
+ * each in the first two steps and their last 20 in the third; a decode is
+ * not limited.  Without the cap the first takes 100 and the second 28. */
+static void request_cap(void)
+{
+    fkv_sched_config sc;
+    fkv_sched_config_default(&sc);
+    sc.token_ids = fkv_sim_token_ids;
+    sc.max_batch_tokens = 128;
+    sc.max_request_tokens = 40;
+    fkv_sched *s;
+    REQUIRE(fkv_sched_create(&sc, NULL, &s) == FKV_OK);
+    fkv_req r[2] = {req(1, 1, 100, 2), req(2, 1, 100, 2)};
+    for (int i = 0; i < 2; i++) REQUIRE(fkv_sched_add(s, &r[i]) == FKV_OK);
+    fkv_batch b = {0};
+    const uint32_t want[4][2] = {{40, 40}, {40, 40}, {20, 20}, {1, 1}};
+    for (int k = 0; k < 4; k++) {
+        STEP(s, MS(10 * k), &b);
+        uint32_t got[2] = {0, 0};
+        for (size_t i = 0; i < b.n; i++) got[b.items[i].r->id - 1] = b.items[i].n_new;
+        CHECKF(got[0] == want[k][0] && got[1] == want[k][1], "step %d: %u and %u new tokens, want %u and %u", k,
+               got[0], got[1], want[k][0], want[k][1]);
+        REQUIRE(fkv_sched_finish(s, &b, MS(10 * k + 10)) == FKV_OK);
+    }
+    fkv_batch_free(&b);
+    fkv_sched_destroy(s);
+}
+
 /* VTC's memory term (no cache: a request holds its length).  One request
  * runs at a time.  Client 0's A (prompt 1000, output 50) costs 1000 + 2 x
  * 50 = 1100 and holds about 1025 tokens for 50 steps of 10 ms (~512
@@ -742,5 +771,6 @@ int main(void)
     long_prefill_yields(1000, 1, 20, 64, (const uint32_t[]){0}, 256, 3);
     vtc_memory(0, 0);
     vtc_memory(1, 1);
+    request_cap();
     return check_done();
 }

@@ -142,8 +142,7 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     if (!e) return FKV_ENOMEM;
     e->m = m;
     e->cfg = *cfg;
-    if (cfg->quant_mode != FKV_QUANT_OFF && e->cfg.max_batch_tokens > cfg->quant_hot_tokens)
-        e->cfg.max_batch_tokens = cfg->quant_hot_tokens; /* see the top of this file */
+
     if (pthread_mutex_init(&e->mu, NULL)) {
         free(e);
         return FKV_ENOMEM;
@@ -207,6 +206,13 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     sc.reclaim_sink_tokens = cfg->chunk_tokens; /* streaming keeps chunk 0 ... */
     sc.reclaim_window_tokens = cfg->sparsity_budget > cfg->chunk_tokens ? cfg->sparsity_budget - cfg->chunk_tokens : 0;
     sc.max_batch_tokens = e->cfg.max_batch_tokens;
+    /* quantizing: no request appends more than the hot window in a step
+     * (engine_step.c, at the top); without chunked prefill a prompt runs
+     * whole, so the step itself is held to the hot window */
+    if (cfg->quant_mode != FKV_QUANT_OFF) {
+        if (cfg->chunked_prefill) sc.max_request_tokens = cfg->quant_hot_tokens;
+        else if (sc.max_batch_tokens > cfg->quant_hot_tokens) sc.max_batch_tokens = cfg->quant_hot_tokens;
+    }
     sc.chunked_prefill = cfg->chunked_prefill;
     sc.max_running = cfg->max_running;
     sc.n_clients = 64;

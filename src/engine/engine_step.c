@@ -14,8 +14,12 @@
  * Quantization happens inside the cache at append time, before the engine
  * has written that step's K/V.  A chunk turns cold only once quant_hot_tokens
  * tokens follow it, so capping each step's appends per request to
- * quant_hot_tokens guarantees that a chunk being quantized holds K/V
- * computed in earlier steps. */
+ * quant_hot_tokens (the scheduler's max_request_tokens) guarantees that a
+ * chunk its own request quantizes holds K/V computed in earlier steps.  A
+ * chunk another request appends in this step and this one matched is
+ * pinned by both, and the cache does not quantize a chunk pinned by a
+ * sequence other than the caller's (coldq.c), so the step as a whole may
+ * hold more than the hot window. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

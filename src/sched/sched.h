@@ -158,6 +158,8 @@ struct fkv_batch; /* below */
 typedef struct fkv_sched_config {
     fkv_sched_mode mode;
     uint32_t max_batch_tokens; /* 2048: recomputed + new tokens per step */
+    uint32_t max_request_tokens; /* 0 = no limit: new prompt tokens of one request per step
+                                  * (chunked prefill; as vLLM's long_prefill_token_threshold) */
     uint32_t max_running;      /* 256: requests in the running set */
     int chunked_prefill;       /* 1: a prompt may be split over steps */
     int64_t batch_window_ns;   /* dynamic mode: 50 ms */
