@@ -296,7 +296,6 @@ fkv_status fkv__tenants_init(fkv_cache *c);
 void fkv__tenants_fini(fkv_cache *c);
 fkv__tenant *fkv__tenant_get(fkv_cache *c, uint64_t id, int create); /* NULL: unknown (or no memory) */
 void fkv__tenant_shares(fkv_cache *c); /* weighted max-min shares and request quotas (tenant mode) */
-int fkv__tenant_partakes(const fkv__tenant *t); /* has a part of a static partition (shares.h, rule 5) */
 /* every open request's quota in its group: its tenant's share (by_tenant) or the pool */
 void fkv__request_quotas(fkv_cache *c, int by_tenant);
 void fkv__owner_usage(fkv_cache *c, fkv_seq *s, int64_t delta_pages);

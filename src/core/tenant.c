@@ -117,7 +117,7 @@ static uint64_t seq_demand(const fkv_cache *c, const fkv_seq *s)
 }
 
 /* Rule 5 of shares.h: whether t has a part of a static partition. */
-int fkv__tenant_partakes(const fkv__tenant *t)
+static int partakes(const fkv__tenant *t)
 {
     return t->id != 0 || t->pages || t->n_seqs;
 }
@@ -139,19 +139,20 @@ void fkv__tenant_shares(fkv_cache *c)
         if (live) s->tenant->demand += (double)s->usage_pages;
         if (d > s->usage_pages) s->tenant->demand += (double)(d - s->usage_pages);
     }
-    fkv__claim *cl = c->torder;
-    for (uint32_t i = 0; i < c->n_tenants; i++)
-        cl[i] = (fkv__claim){.demand = c->tenants[i]->demand, .weight = c->tenants[i]->weight, .id = i};
-    fkv__water_fill(cl, c->n_tenants, (double)c->n_pages, FKV__SPARE_SPREAD);
-    for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[cl[i].id]->share = cl[i].share;
     if (c->cfg.share_guarantee == 2) { /* shares.h, rule 5: a static partition */
         double w = 0;
         for (uint32_t i = 0; i < c->n_tenants; i++)
-            if (fkv__tenant_partakes(c->tenants[i])) w += c->tenants[i]->weight;
+            if (partakes(c->tenants[i])) w += c->tenants[i]->weight;
         for (uint32_t i = 0; i < c->n_tenants; i++) {
             fkv__tenant *t = c->tenants[i];
-            t->share = w > 0 && fkv__tenant_partakes(t) ? t->weight / w * (double)c->n_pages : 0;
+            t->share = partakes(t) ? t->weight / w * (double)c->n_pages : 0;
         }
+    } else {
+        fkv__claim *cl = c->torder;
+        for (uint32_t i = 0; i < c->n_tenants; i++)
+            cl[i] = (fkv__claim){.demand = c->tenants[i]->demand, .weight = c->tenants[i]->weight, .id = i};
+        fkv__water_fill(cl, c->n_tenants, (double)c->n_pages, FKV__SPARE_SPREAD);
+        for (uint32_t i = 0; i < c->n_tenants; i++) c->tenants[cl[i].id]->share = cl[i].share;
     }
     if (c->cfg.quotas == FKV_QUOTA_TENANT) fkv__request_quotas(c, 1); /* request mode: evict.c refreshes them */
 }

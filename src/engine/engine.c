@@ -142,7 +142,6 @@ fkv_status fkv_engine_create(const fkv_llama *m, const fkv_engine_config *cfg, f
     if (!e) return FKV_ENOMEM;
     e->m = m;
     e->cfg = *cfg;
-
     if (pthread_mutex_init(&e->mu, NULL)) {
         free(e);
         return FKV_ENOMEM;

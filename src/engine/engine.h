@@ -73,7 +73,8 @@ typedef struct fkv_engine_config {
     int dynamic_chunking;      /* 0: fixed chunk_tokens; 1: the cache's dynamic chunk sizes */
     fkv_quant_mode quant_mode; /* off */
     fkv_dtype quant_dtype;     /* FKV_INT8 (or FKV_FP8, FKV_INT4) */
-    uint32_t quant_hot_tokens; /* 128; max_batch_tokens is capped to it when quantizing (see engine.c) */
+    uint32_t quant_hot_tokens; /* 128; when quantizing, no request appends more in a step (max_batch_tokens
+                                * itself without chunked prefill; see engine_step.c) */
     uint32_t quant_warm_tokens; /* 0: no ladder; else fkv_config.quant_warm_tokens (int8, then int4) */
     fkv_sparse_mode sparsity;  /* dense */
     uint32_t sparsity_budget;  /* tokens kept per request in streaming / h2o mode (256) */

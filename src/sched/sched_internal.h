@@ -151,7 +151,6 @@ void fkv__sched_admit_own_short(sched_step *t, fkv_req *r);
 struct drr_tenant *fkv__sched_drr_entry(fkv_sched *s, uint64_t tenant); /* created when first seen; NULL: no memory */
 void fkv__sched_share_start(sched_step *t);
 uint32_t fkv__sched_tenant_left(sched_step *t, const fkv_req *r);
-
 void fkv__sched_tenant_used(sched_step *t, const fkv_req *r, uint32_t n);
 int fkv__sched_may_prefill(sched_step *t, const fkv_req *r);
 int fkv__sched_admission_fits(fkv_sched *s, const fkv_req *r);

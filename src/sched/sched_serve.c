@@ -169,9 +169,9 @@ int fkv__sched_serve(sched_step *t, fkv_req *r)
     if (prefill) {
         n = r->target - r->computed;
         uint32_t left = fkv__sched_tenant_left(t, r);
-        if (n > left) n = left;
+        if (n > left) n = left; /* chunked prefill only (fkv__sched_share_start) */
         if (s->cfg.max_request_tokens && s->cfg.chunked_prefill && n > s->cfg.max_request_tokens)
-            n = s->cfg.max_request_tokens; /* chunked prefill only (fkv__sched_share_start) */
+            n = s->cfg.max_request_tokens;
         /* other requests' prefills leave the bound's request its tokens */
         uint32_t avail = t->budget > t->bound_reserve ? t->budget - t->bound_reserve : 0;
         if (n > avail) {
