@@ -124,53 +124,84 @@ static void bad_args(fkv_attn_pool *pool)
     fx_free(&f);
 }
 
-/* The VNNI key kernels quantize each query row to int8 (step sq <= amax /
- * 127 of the row), so each score is within scale * sq / 2 * (sum of the
- * row's codes) of the exact dot product, plus float rounding: checked
- * against an fp64 sum for int8 and int4 codes, widths that are and are not
- * multiples of 64, more query rows than one block of four, an outlier
- * channel, a zero query row, and an offset into the rows. */
+/* The VNNI kernels.  Keys: each query row becomes sq * (hi + lo / 256)
+ * (sq = amax / 127 of the row), so each score is within
+ * scale * sq / 256 * (sum of the row's codes) of the exact dot product, plus
+ * float rounding.  Values: each probability row becomes int16 codes of step
+ * sw = amax / 32767, so each output is within sw / 2 * (sum of the
+ * channel's codes over the run) of the exact sum.  Checked against fp64
+ * sums for int8 and int4 codes, widths the fast paths take and ones they
+ * leave to the FMA kernels, more rows than one block of four, runs of 1 to
+ * 64 tokens (odd ones too), an outlier channel, a zero row, a negative
+ * probability, and an offset into the rows. */
 static void vnni_bound(rng *r)
 {
     const fkv__simd_ops *v = fkv__simd_vnni_ops();
     if (!v) {
-        printf("VNNI key kernels: skipped, this CPU has no AVX512-VNNI/DQ\n");
+        printf("VNNI kernels: skipped, this CPU has no AVX512-VNNI/DQ/VBMI\n");
         return;
     }
-    enum { M = 6, T = 3, OFF = 5 };
-    static const size_t dims[] = {8, 40, 64, 128, 200, 512};
+    enum { M = 6, TM = 64, OFF = 5 };
+    static const size_t dims[] = {8, 32, 40, 64, 128, 200, 256, 512};
+    static const size_t runs[] = {1, 3, 16, 17, 63, 64};
+    int cases = 0;
     for (int u4 = 0; u4 < 2; u4++)
-        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
-            size_t d = dims[di], rb = u4 ? d / 2 : d;
-            float q[M * 512], out[M * T];
-            char rowbuf[T][OFF + 512];
-            const char *rows[T];
-            for (size_t i = 0; i < M * d; i++) q[i] = (float)rng_gauss(r);
-            q[3] *= 50;                                     /* an outlier channel in row 0 */
-            for (size_t j = 0; j < d; j++) q[1 * d + j] = 0; /* a zero row */
-            for (int t = 0; t < T; t++) {
-                for (size_t b = 0; b < OFF + rb; b++) rowbuf[t][b] = (char)rng_below(r, 256);
-                rows[t] = rowbuf[t];
-            }
-            const float scale = 0.125f;
-            v->qk[u4 ? FKV__FMT_U4 : FKV__FMT_U8](M, q, T, rows, OFF, d, scale, out, T);
-            for (int m = 0; m < M; m++) {
-                double amax = 0;
-                for (size_t j = 0; j < d; j++) amax = fmax(amax, fabs(q[m * d + j]));
-                for (int t = 0; t < T; t++) {
-                    const unsigned char *c = (const unsigned char *)rows[t] + OFF;
-                    double exact = 0, csum = 0, mag = 0;
-                    for (size_t j = 0; j < d; j++) {
-                        unsigned code = u4 ? (c[j / 2] >> (4 * (j % 2))) & 15u : c[j];
-                        exact += (double)q[m * d + j] * code, csum += code, mag += fabs(q[m * d + j]) * code;
-                    }
-                    double err = fabs(out[m * T + t] - scale * exact);
-                    double bound = scale * (amax / 127 / 2 * csum + 1e-5 * mag);
-                    CHECKF(err <= bound, "vnni %s d %zu row %d token %d: |%.6g - %.6g| > %.3g", u4 ? "int4" : "int8",
-                           d, m, t, out[m * T + t], scale * exact, bound);
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (size_t ti = 0; ti < sizeof runs / sizeof runs[0]; ti++) {
+                const size_t d = dims[di], rb = u4 ? d / 2 : d, T = runs[ti];
+                static float q[M * 512], out[M * TM], p[M * TM], acc[M * 512];
+                static char rowbuf[TM][OFF + 512];
+                const char *rows[TM];
+                for (size_t i = 0; i < M * d; i++) q[i] = (float)rng_gauss(r);
+                q[3] *= 50;                                     /* an outlier channel in row 0 */
+                for (size_t j = 0; j < d; j++) q[1 * d + j] = 0; /* a zero row */
+                for (size_t i = 0; i < M * T; i++) p[i] = (float)rng_unif(r);
+                for (size_t t = 0; t < T; t++) p[1 * T + t] = 0, p[2 * T + t] *= 1e-30f; /* a zero row, a tiny one */
+                p[3 * T] = 40.0f;                                                     /* one dominant token */
+                p[4 * T + T / 2] = -0.5f;
+                for (size_t t = 0; t < T; t++) {
+                    for (size_t b = 0; b < OFF + rb; b++) rowbuf[t][b] = (char)rng_below(r, 256);
+                    rows[t] = rowbuf[t];
                 }
+                const float scale = 0.125f;
+                const int fmt = u4 ? FKV__FMT_U4 : FKV__FMT_U8;
+                v->qk[fmt](M, q, T, rows, OFF, d, scale, out, TM);
+                for (size_t i = 0; i < M * d; i++) acc[i] = (float)rng_gauss(r);
+                float acc0[M * 512];
+                memcpy(acc0, acc, sizeof(float) * M * d);
+                v->pv[fmt](M, p, T, T, rows, OFF, d, acc, d);
+                for (int m = 0; m < M; m++) {
+                    double amax = 0, pmax = 0;
+                    for (size_t j = 0; j < d; j++) amax = fmax(amax, fabs(q[m * d + j]));
+                    for (size_t t = 0; t < T; t++) pmax = fmax(pmax, fabs(p[m * T + t]));
+                    for (size_t t = 0; t < T; t++) {
+                        const unsigned char *c = (const unsigned char *)rows[t] + OFF;
+                        double exact = 0, csum = 0, mag = 0;
+                        for (size_t j = 0; j < d; j++) {
+                            unsigned code = u4 ? (c[j / 2] >> (4 * (j % 2))) & 15u : c[j];
+                            exact += (double)q[m * d + j] * code, csum += code, mag += fabs(q[m * d + j]) * code;
+                        }
+                        double err = fabs(out[m * TM + t] - scale * exact);
+                        double bound = scale * (amax / 127 / 256 * csum + 1e-6 * mag);
+                        CHECKF(err <= bound, "vnni qk %s d %zu T %zu row %d token %zu: |%.8g - %.8g| > %.3g",
+                               u4 ? "int4" : "int8", d, T, m, t, out[m * TM + t], scale * exact, bound);
+                    }
+                    for (size_t j = 0; j < d; j++) {
+                        double exact = acc0[m * d + j], csum = 0, mag = fabs(acc0[m * d + j]);
+                        for (size_t t = 0; t < T; t++) {
+                            const unsigned char *c = (const unsigned char *)rows[t] + OFF;
+                            unsigned code = u4 ? (c[j / 2] >> (4 * (j % 2))) & 15u : c[j];
+                            exact += (double)p[m * T + t] * code, csum += code, mag += fabs(p[m * T + t]) * code;
+                        }
+                        double err = fabs(acc[m * d + j] - exact);
+                        double bound = pmax / 32767 / 2 * csum + 1e-6 * mag;
+                        CHECKF(err <= bound, "vnni pv %s d %zu T %zu row %d channel %zu: |%.8g - %.8g| > %.3g",
+                               u4 ? "int4" : "int8", d, T, m, j, acc[m * d + j], exact, bound);
+                    }
+                }
+                cases++;
             }
-        }
+    printf("VNNI kernels: %d cases within their bounds\n", cases);
 }
 
 /* The fp8 micro-kernels (qk8, pv8: E4M3 codes widened in registers to
@@ -242,9 +273,10 @@ int main(void)
     const uint32_t ratios[] = {1, 4, 8}, dims[] = {128, 64, 40};
     int reps = (int)(2 * check_scale() + 0.5);
     if (reps < 1) reps = 1;
-    /* scalar, the best path (AVX-512 kernels where the CPU has them), and
-     * AVX2's kernels when they are not the best */
-    int n_paths = fkv__simd_avx512_ops() ? 3 : 2;
+    /* scalar, the best path (AVX-512 kernels where the CPU has them, VNNI
+     * ones where it has those), AVX2's kernels when they are not the best,
+     * and AVX-512's FMA kernels when the VNNI ones are */
+    int n_paths = fkv__simd_vnni_ops() ? 4 : fkv__simd_avx512_ops() ? 3 : 2;
     if (n_paths == 2) printf("AVX-512 kernels: skipped, this CPU has no AVX-512F/BW/VL\n");
     for (int simd = 0; simd < n_paths; simd++) {
         fkv__simd_force(simd);

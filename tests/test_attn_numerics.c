@@ -362,8 +362,9 @@ int main(void)
         {"int4 (f32 base)", FKV_F32, i4, 1}, {"int4 (f16 base)", FKV_F16, i4, 1},
         {"f16/int8/int4", FKV_F16, mix16, 3}, {"f32/int8/int4", FKV_F32, mix32, 3},
     };
-    /* scalar, the best path, and AVX2's kernels where AVX-512's are the best */
-    const int paths = fkv__simd_avx512_ops() ? 3 : fkv__simd_avx2_ops() ? 2 : 1;
+    /* scalar, the best path, AVX2's kernels where AVX-512's are the best, and
+     * AVX-512's FMA kernels where the VNNI ones are */
+    const int paths = fkv__simd_vnni_ops() ? 4 : fkv__simd_avx512_ops() ? 3 : fkv__simd_avx2_ops() ? 2 : 1;
     for (int p = 0; p < paths; p++) {
         fkv__simd_force(p);
         for (int c = 0; c < (int)(sizeof cfgs / sizeof cfgs[0]); c++)

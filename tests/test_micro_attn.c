@@ -79,9 +79,13 @@ static void check_json(void)
                     REQUIRE(f16 && other);
                     double ms = num(r, "ms"), nm = num(r, "nmse_vs_scalar");
                     CHECK(ms > 0);
-                    /* the same attention as the scalar kernels, up to the order of fp32 sums */
-                    CHECKF(nm >= 0 && nm <= 1e-9, "%s %d %s %s: nmse vs scalar %g", ph ? "prefill" : "decode", ctxs[ci],
-                           dts[di], lays[li], nm);
+                    /* the same attention as the scalar kernels, up to the order of fp32 sums; the VNNI
+                     * kernels' int8 rows within their stated bounds (simd_avx512.c: the query to
+                     * 1/(127 * 256) of its row's largest element, the probabilities to 1/32767 of
+                     * theirs), two orders of magnitude below the int8 codec's own error */
+                    const double bound = di == 2 && !strcmp(fkv_simd_path(), "avx512-vnni") ? 1e-7 : 1e-9;
+                    CHECKF(nm >= 0 && nm <= bound, "%s %d %s %s: nmse vs scalar %g > %g", ph ? "prefill" : "decode",
+                           ctxs[ci], dts[di], lays[li], nm, bound);
                     nonzero += nm > 0;
                     double cc = li ? num(other, "ms") / ms : ms / num(other, "ms");
                     CHECK(near(num(r, "chunked_over_contiguous"), cc, 2e-3));

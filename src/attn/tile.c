@@ -79,6 +79,20 @@ static void fp8_tile(const fkv__tscratch *s, const char *const *rows, size_t hof
     for (uint32_t t = 0; t < T; t++) f8->dec((const uint8_t *)rows[t] + hoff, scale, s->dec + t * D, D);
 }
 
+/* the largest of lg[0..n), n >= 1, as the loop mx = lg[t] > mx ? lg[t] : mx
+ * from mx = lg[0] gives it (a NaN past lg[0] is passed over), in four
+ * chains so that the compares do not wait on each other */
+static float row_max(const float *lg, uint32_t n)
+{
+    float m[4] = {lg[0], lg[0], lg[0], lg[0]};
+    uint32_t t = 1;
+    for (; t + 4 <= n; t += 4)
+        for (int k = 0; k < 4; k++) m[k] = lg[t + k] > m[k] ? lg[t + k] : m[k];
+    for (; t < n; t++) m[0] = lg[t] > m[0] ? lg[t] : m[0];
+    for (int k = 1; k < 4; k++) m[0] = m[k] > m[0] ? m[k] : m[0];
+    return m[0];
+}
+
 void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, uint32_t t0,
                      uint32_t T, const float *q, size_t M, const uint32_t *lim, float scale,
                      float *m, float *l, float *acc, float *csum, fkv__tscratch *s)
@@ -117,13 +131,15 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
     } else {
         /* k = code*s + z per channel: q.k = (q*s).code + q.z */
         const uint16_t *km = fkv__kmeta(lm, g, c->n_tokens, h, t0 / FKV_QK_GROUP);
+        if (x->ops->qkq && x->ops->qkq(fmt, M, q, T, s->krows, hoff, D, km, scale, s->logits, FKV__TMAX))
+            goto softmax;
         x->ops->h2f(km, s->sz, 2 * D);
         x->ops->scale_q(M, q, D, s->sz, s->sz + D, D, scale, s->qp, s->c);
         x->ops->qk[fmt](M, s->qp, T, s->krows, hoff, D, scale, s->logits, FKV__TMAX);
-        for (size_t r = 0; r < M; r++)
-            for (uint32_t t = 0; t < T; t++) s->logits[r * FKV__TMAX + t] += s->c[r];
+        x->ops->add_rows(M, s->c, T, s->logits, FKV__TMAX);
     }
 
+softmax:;
     /* online softmax */
     int any = 0;
     for (size_t r = 0; r < M; r++) {
@@ -134,8 +150,7 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
             continue;
         }
         any = 1;
-        float mx = lg[0];
-        for (uint32_t t = 1; t < n; t++) mx = lg[t] > mx ? lg[t] : mx;
+        float mx = row_max(lg, n);
         if (mx > m[r]) { /* new running max: rescale what was summed so far */
             float alpha = expf(m[r] - mx);
             l[r] *= alpha;
@@ -167,6 +182,10 @@ void fkv__attend_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t h, u
     /* v = code*s_t + z_t per (token, channel group):
      * p.v = (p*s_t).code + sum_t p*z_t over the group's channels */
     const uint32_t G = fkv__vgroup(c->dtype), nvg = fkv__vgroups(g, c->dtype);
+    if (x->ops->pvq && x->ops->pvq(fmt, M, s->logits, FKV__TMAX, T, s->vrows, hoff, D, G,
+                                   fkv__vmeta(lm, g, c->dtype, c->n_tokens, h, 0) + t0, 2u * c->n_tokens,
+                                   c->n_tokens, acc, D))
+        return;
     for (uint32_t gi = 0; gi < nvg; gi++) {
         size_t a = (size_t)gi * G, n = D - a < G ? D - a : G;
         /* this group's scale and zero of each token of the run */

@@ -60,12 +60,26 @@ typedef struct fkv__simd_ops {
                 float scale, float *out, size_t ldo);
     void (*pv8)(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off, size_t n,
                 float s, float *acc, size_t lda);
+    /* Optional (NULL in tables without them): quantized runs with their
+     * scales folded in by the kernel.  qkq: out[m*ldo + t] = scale *
+     * dot(q_m, code_t * s + z), the keys' per-channel s and z in fp16 at
+     * km[0..d) and km[d..2d), as h2f + scale_q + qk + add_rows give it.
+     * pvq: acc[m*lda + j] += sum_t p[m*ldp + t] * (code_tj * s + z), s and
+     * z of token t and j's group of G channels in fp16 at
+     * vm[gi*vstride + t] and vm[gi*vstride + zoff + t], as scale_q + pv +
+     * add_rows give it per group.  fmt is FKV__FMT_U8 or _U4.  Both return
+     * 0, having written nothing, where they do not apply. */
+    int (*qkq)(int fmt, size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
+               const uint16_t *km, float scale, float *out, size_t ldo);
+    int (*pvq)(int fmt, size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
+               size_t d, size_t G, const uint16_t *vm, size_t vstride, size_t zoff, float *acc, size_t lda);
 } fkv__simd_ops;
 
 /* The ops in use (detected once; FAIRKV_SIMD=scalar forces the portable path). */
 const fkv__simd_ops *fkv__simd(void);
 /* Tests: 0 = scalar, 1 = the best available, 2 = AVX2 even where AVX-512 is
- * there, 3 = the VNNI key kernels where the CPU has them (else the best);
+ * there, 3 = the AVX-512 FMA kernels where the VNNI ones are the best (else
+ * the best);
  * returns the previous choice (0 scalar, else non-zero). */
 int fkv__simd_force(int best);
 extern const fkv__simd_ops fkv__simd_scalar;
@@ -74,9 +88,9 @@ const fkv__simd_ops *fkv__simd_avx2_ops(void);
 /* The AVX2 table with AVX-512 attention kernels (simd_avx512.c); NULL when
  * not built or the CPU lacks AVX-512F/BW/VL. */
 const fkv__simd_ops *fkv__simd_avx512_ops(void);
-/* The AVX-512 table with VNNI kernels for int8/int4 keys (a query quantized
- * per row to int8; simd_avx512.c states the bound); NULL when not built or
- * the CPU lacks AVX512-VNNI. */
+/* The AVX-512 table with VNNI kernels for int8/int4 keys and values (the
+ * query and the probabilities in integer codes; simd_avx512.c states the
+ * bounds); NULL when not built or the CPU lacks AVX512-VNNI/DQ/VBMI. */
 const fkv__simd_ops *fkv__simd_vnni_ops(void);
 
 /* fp8 E4M3 conversions of n elements: q[i] = e4m3(x[i] * inv), x[i] =

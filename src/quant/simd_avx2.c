@@ -367,7 +367,7 @@ TGT static float a_expsum(float *x, size_t n, float mx)
 static const fkv__simd_ops avx2_ops = {
     "avx2", a_h2f, a_f2h, a_quant_v, a_quant_s, a_deq8_v, a_deq8_s, a_deq4_v, a_deq4_s,
     {a_qk_f, a_qk_h, a_qk_b, a_qk_n}, {a_pv_f, a_pv_h, a_pv_b, a_pv_n}, a_scale_q, a_add_rows, a_expsum,
-    a_qk8, a_pv8,
+    a_qk8, a_pv8, NULL, NULL,
 };
 
 const fkv__simd_ops *fkv__simd_avx2_ops(void) { return &avx2_ops; }

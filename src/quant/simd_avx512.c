@@ -113,6 +113,39 @@ TGTK_INLINE __m512 z_e(const char *r, size_t j, __m512 sx)
 
 static const fkv__simd_ops *avx2_base;
 
+/* exp of 16 lanes: the AVX2 path's exp8 (simd_avx2.c), 16 wide */
+TGTK_INLINE __m512 exp16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* x[i] = exp(x[i] - mx), the sum returned; the tail masked, not scalar */
+TGTK static float z_expsum(float *x, size_t n, float mx)
+{
+    __m512 s = _mm512_setzero_ps();
+    const __m512 vm = _mm512_set1_ps(mx);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        s = _mm512_mask_add_ps(s, k, s, e);
+    }
+    return _mm512_reduce_add_ps(s);
+}
+
 #define Z_KERNELS(SUF, LD, FMT)                                                                       \
     TGTK_INLINE void zqk_blk_##SUF(int NM, int NT, const float *q, size_t d, const char *const *rows, \
                                    size_t off, __m512 sx, float scale, float *out, size_t ldo)        \
@@ -226,26 +259,56 @@ TGTK static void z_pv8(size_t M, const float *p, size_t ldp, size_t T, const cha
     else z_pvx_e(M, p, ldp, T, rows, off, n, _mm512_set1_ps(256.0f * s), acc, lda);
 }
 
-/* ------------------------------------------------------------ VNNI keys
+/* ------------------------------------------------------------ VNNI kernels
  *
- * Int8 and int4 keys against a query quantized per row, as llama.cpp's q8
- * dot products do: each query row (the scales already folded in) becomes
- * int8 codes qi = rint(q * 127 / amax) with step sq = amax / 127, and
- * vpdpbusd multiplies the keys' unsigned codes by them four at a time into
- * int32 sums, exact; out = scale * sq * sum.  Since |q - sq * qi| <= sq / 2
- * per channel, |out - scale * dot(q, codes)| <= scale * sq / 2 * sum of the
- * row's codes (plus the float rounding of the result), the bound
- * tests/test_attn.c checks.  Int4 codes hold element 2i in a byte's low
- * nibble and 2i + 1 in its high one, so the query is split into its even
- * and odd channels once per call.  Rows longer than FKV__VNNI_MAX_D go to
- * the FMA kernels. */
-#define FKV__VNNI_MAX_D 512
-#define TGTV __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+ * Int8 and int4 codes multiplied in integers, as llama.cpp's q8 dot products
+ * do, with a second code row so that the quantized operand loses almost
+ * nothing:
+ *
+ * Keys (vpdpbusd, the keys' unsigned codes times signed bytes): each query
+ * row, the keys' channel scales already folded in, is written as
+ * q ~= sq * (hi + lo / 256) with sq = amax / 127, hi = rint(q / sq) and
+ * lo = rint(256 (q - sq hi) / sq) clamped to [-128, 127], so that
+ * |q - sq (hi + lo / 256)| <= sq / 256 per channel; the two code rows' sums
+ * are exact in int32 (256 S_hi + S_lo fits for rows of up to 256 channels)
+ * and out = scale * sq / 256 * (256 S_hi + S_lo).  So each score is within
+ * scale * sq / 256 * (sum of the row's codes) of scale * dot(q, codes), plus
+ * float rounding: 128 times tighter than one int8 row of the query, and
+ * below the keys' own quantization error.  Int4 codes hold element 2i in a
+ * byte's low nibble and 2i + 1 in its high one, so the query is split into
+ * its even and odd channels once per call.  Sixteen tokens' sums are added
+ * across lanes together (a transposing tree, about 3 operations a score)
+ * rather than one horizontal sum per score.
+ *
+ * Values (vpdpwssd, int16 pairs): each probability row (the values'
+ * per-token scales already folded in) becomes int16 codes
+ * W = rint(p * 32767 / amax), step sw = amax / 32767, and two tokens' codes
+ * of one channel are interleaved into an int16 pair by one byte permute
+ * (vpermt2b, AVX512-VBMI), so acc_j += sw * sum_t W_t code_tj, exact in
+ * int32 for runs of up to 64 tokens.  Each output is within
+ * sw / 2 * (sum over the run of the channel's codes) of the fp32 sum, plus
+ * float rounding.  SageAttention2 quantizes P for P.V on GPUs in the same
+ * spirit (to fp8); 15 bits keep the error far below the codes' own.
+ *
+ * qkq and pvq (simd.h) take the quantized runs with their scales: the
+ * keys' channel scales are folded into the query and the values' token
+ * scales into the probabilities inside the kernel, in registers, instead of
+ * being staged through scale_q, h2f and add_rows per run.  Key rows are
+ * read for two query rows at once.
+ *
+ * Rows outside these limits (keys wider than 256 channels or not a multiple
+ * of 16, values not a multiple of the group, runs longer than 64 tokens, a
+ * probability that is not finite) go to the FMA kernels. */
+#define FKV__VNNI_MAX_D 256
+#define FKV__VNNI_MAX_T 64
+#define TGTV __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")))
+#define TGTV_INLINE \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c"), always_inline)) static inline
 
-/* q[0..d) into int8 codes qi = rint(q / sq), sq = amax / 127; returns sq
- * (0 for a zero row, nan for a row with inf or nan, whose scores are then
- * nan as the FMA kernels' would be). */
-TGTV static float quant_row(const float *q, size_t d, int8_t *qi)
+/* q[0..d) as sq * (hi + lo / 256) (above); returns sq: 0 for a zero row,
+ * NaN for a row with inf or nan, whose scores are then NaN as the FMA
+ * kernels' would be. */
+TGTV static float quant_hilo(const float *q, size_t d, int8_t *hi, int8_t *lo)
 {
     const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     __m512 mx = _mm512_setzero_ps();
@@ -254,52 +317,217 @@ TGTV static float quant_row(const float *q, size_t d, int8_t *qi)
     if (j < d) mx = _mm512_max_ps(mx, _mm512_and_ps(_mm512_maskz_loadu_ps((__mmask16)((1u << (d - j)) - 1), q + j), absm));
     float amax = _mm512_reduce_max_ps(mx);
     if (!(amax > 0) || !isfinite(amax)) {
-        memset(qi, 0, d);
+        memset(hi, 0, d);
+        memset(lo, 0, d);
         for (j = 0; j < d; j++)
             if (q[j] != q[j] || isinf(q[j])) return NAN;
         return 0;
     }
-    const __m512 inv = _mm512_set1_ps(127.0f / amax);
+    const float sq = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(127.0f / amax), inv_lo = _mm512_set1_ps(256.0f * 127.0f / amax),
+                 vsq = _mm512_set1_ps(sq);
     for (j = 0; j < d; j += 16) {
         __mmask16 m = d - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - j)) - 1);
-        __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, q + j), inv)); /* nearest even */
-        _mm_mask_storeu_epi8(qi + j, m, _mm512_cvtsepi32_epi8(c));
+        __m512 x = _mm512_maskz_loadu_ps(m, q + j);
+        __m512i h = _mm512_cvtps_epi32(_mm512_mul_ps(x, inv)); /* nearest even */
+        __m512 r = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(h), vsq, x);
+        __m512i l = _mm512_cvtps_epi32(_mm512_mul_ps(r, inv_lo));
+        _mm_mask_storeu_epi8(hi + j, m, _mm512_cvtsepi32_epi8(h));
+        _mm_mask_storeu_epi8(lo + j, m, _mm512_cvtsepi32_epi8(l)); /* saturates 128 to 127 */
     }
-    return amax / 127.0f;
+    return sq;
+}
+
+/* Sixteen tokens' scores in one register: lane i = the sum of token i's
+ * sixteen lanes.  A transposing tree, built as the tokens come so that at
+ * most one partial waits at each level: pairs (tr_a), fours (tr_b: lane
+ * 4k + j of 128-bit lane k's partial of token j), eights (tr_c), sixteen
+ * (tr_d). */
+TGTV_INLINE __m512i tr_a(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+TGTV_INLINE __m512i tr_b(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+TGTV_INLINE __m512i tr_c(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x44), _mm512_shuffle_i32x4(a, b, 0xee));
+}
+TGTV_INLINE __m512i tr_d(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
+}
+
+/* the codes of NR query rows (1 or 2, read against each key row once):
+ * hi and lo, for int4 split into even (h, l) and odd (oh, ol) channels; NB
+ * 64-byte blocks a key row, the last one masked by mk */
+typedef struct vq {
+    __m512i h[2][4], l[2][4], oh[2][2], ol[2][2];
+    __mmask64 mk;
+    int nb, u4, nr;
+} vq;
+
+/* 256 S_hi + S_lo of each query row against the key row at r (zero for r
+ * NULL) into s[0..nr) */
+TGTV_INLINE void kdot(const vq *c, const char *r, __m512i *s)
+{
+    if (!r) {
+        for (int k = 0; k < c->nr; k++) s[k] = _mm512_setzero_si512();
+        return;
+    }
+    __m512i ah[2], al[2];
+    for (int k = 0; k < c->nr; k++) ah[k] = al[k] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int b = 0; b < c->nb; b++)
+    {
+        __m512i kv = _mm512_maskz_loadu_epi8(b == c->nb - 1 ? c->mk : ~0ULL, r + 64 * b);
+        if (c->u4) {
+            const __m512i lo4 = _mm512_set1_epi8(15);
+            __m512i e = _mm512_and_si512(kv, lo4), o = _mm512_and_si512(_mm512_srli_epi16(kv, 4), lo4);
+            _Pragma("GCC unroll 2") for (int k = 0; k < c->nr; k++)
+            {
+                ah[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ah[k], e, c->h[k][b]), o, c->oh[k][b]);
+                al[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(al[k], e, c->l[k][b]), o, c->ol[k][b]);
+            }
+        } else {
+            _Pragma("GCC unroll 2") for (int k = 0; k < c->nr; k++)
+            {
+                ah[k] = _mm512_dpbusd_epi32(ah[k], kv, c->h[k][b]);
+                al[k] = _mm512_dpbusd_epi32(al[k], kv, c->l[k][b]);
+            }
+        }
+    }
+    for (int k = 0; k < c->nr; k++) s[k] = _mm512_add_epi32(_mm512_slli_epi32(ah[k], 8), al[k]);
+}
+
+TGTV_INLINE void kquad(const vq *c, const char *const *r, __m512i *out)
+{
+    __m512i a[2], b[2], w[2];
+    kdot(c, r[0], a), kdot(c, r[1], b);
+    for (int k = 0; k < c->nr; k++) w[k] = tr_a(a[k], b[k]);
+    kdot(c, r[2], a), kdot(c, r[3], b);
+    for (int k = 0; k < c->nr; k++) out[k] = tr_b(w[k], tr_a(a[k], b[k]));
+}
+
+/* scores of the query rows (their codes in c) against rows [0, T): row k
+ * into out + k * ldo, times f[k], plus bias[k] */
+TGTV_INLINE void kscores(const vq *c, size_t T, const char *const *rows, size_t off, const float *f, const float *bias,
+                         float *out, size_t ldo)
+{
+    for (size_t t0 = 0; t0 < T; t0 += 16) {
+        const size_t n = T - t0 < 16 ? T - t0 : 16;
+        const char *r[16];
+        for (size_t i = 0; i < 16; i++) r[i] = i < n ? rows[t0 + i] + off : NULL;
+        __m512i qa[2], qb[2], x[2];
+        kquad(c, r, qa), kquad(c, r + 4, qb);
+        for (int k = 0; k < c->nr; k++) x[k] = tr_c(qa[k], qb[k]);
+        kquad(c, r + 8, qa), kquad(c, r + 12, qb);
+        for (int k = 0; k < c->nr; k++) {
+            __m512i s = tr_d(x[k], tr_c(qa[k], qb[k]));
+            _mm512_mask_storeu_ps(out + k * ldo + t0, (__mmask16)((1u << n) - 1),
+                                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f[k]), _mm512_set1_ps(bias[k])));
+        }
+    }
+}
+
+/* Query row q[0..d) for keys stored as code * s + z per channel (s, z in
+ * fp16 at km, km + d; d a multiple of 16): qs = q * s, returns
+ * scale * dot(q, z), what scale_q gives (for km NULL, qs = q and 0). */
+TGTV_INLINE float fold_keys(const float *q, size_t d, const uint16_t *km, float scale, float *qs)
+{
+    if (!km) {
+        memcpy(qs, q, d * sizeof *q);
+        return 0.0f;
+    }
+    __m512 cz = _mm512_setzero_ps();
+    for (size_t j = 0; j < d; j += 16) {
+        __m512 x = _mm512_loadu_ps(q + j);
+        _mm512_store_ps(qs + j, _mm512_mul_ps(x, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(km + j)))));
+        cz = _mm512_fmadd_ps(x, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(km + d + j))), cz);
+    }
+    return _mm512_reduce_add_ps(cz) * scale;
+}
+
+/* int8 keys, NB 64-byte blocks a row; query rows two at a time */
+TGTV_INLINE void vqk_b_rows(int NB, size_t M, const float *q, size_t T, const char *const *rows, size_t off,
+                            size_t d, const uint16_t *km, float scale, float *out, size_t ldo)
+{
+    _Alignas(64) int8_t hi[FKV__VNNI_MAX_D], lo[FKV__VNNI_MAX_D];
+    _Alignas(64) float qs[FKV__VNNI_MAX_D];
+    vq c;
+    c.nb = NB, c.u4 = 0, c.mk = d % 64 ? ~0ULL >> (64 - d % 64) : ~0ULL;
+    for (size_t m = 0; m < M; m += 2) {
+        float f[2], bias[2];
+        c.nr = M - m >= 2 ? 2 : 1;
+        for (int k = 0; k < c.nr; k++) {
+            const float *qr = q + (m + (size_t)k) * d;
+            bias[k] = km ? fold_keys(qr, d, km, scale, qs) : 0.0f;
+            f[k] = quant_hilo(km ? qs : qr, d, hi, lo) / 256.0f * scale;
+            _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++)
+            {
+                __mmask64 mk = b == NB - 1 ? c.mk : ~0ULL;
+                c.h[k][b] = _mm512_maskz_loadu_epi8(mk, hi + 64 * b);
+                c.l[k][b] = _mm512_maskz_loadu_epi8(mk, lo + 64 * b);
+            }
+        }
+        if (c.nr == 2) { /* a constant nr in each copy, for the compiler */
+            c.nr = 2;
+            kscores(&c, T, rows, off, f, bias, out + m * ldo, ldo);
+        } else {
+            c.nr = 1;
+            kscores(&c, T, rows, off, f, bias, out + m * ldo, ldo);
+        }
+    }
 }
 
 TGTV static void v_qk_b(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
                         float scale, float *out, size_t ldo)
 {
-    if (d > FKV__VNNI_MAX_D) {
-        z_qk_b(M, q, T, rows, off, d, scale, out, ldo);
-        return;
+    switch (d > FKV__VNNI_MAX_D || d % 16 ? 0 : (d + 63) / 64) {
+    case 1: vqk_b_rows(1, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 2: vqk_b_rows(2, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 3: vqk_b_rows(3, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 4: vqk_b_rows(4, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    default: z_qk_b(M, q, T, rows, off, d, scale, out, ldo);
     }
-    /* one step per 64 channels (a register of codes): an outlier channel
-     * coarsens only its own block's query codes */
-    _Alignas(64) int8_t qi[4][FKV__VNNI_MAX_D];
-    float sq[4][FKV__VNNI_MAX_D / 64];
-    size_t nblk = (d + 63) / 64;
-    for (size_t m0 = 0; m0 < M; m0 += 4) {
-        size_t nm = M - m0 < 4 ? M - m0 : 4;
-        for (size_t k = 0; k < nm; k++)
-            for (size_t b = 0; b < nblk; b++) {
-                size_t w = d - 64 * b < 64 ? d - 64 * b : 64;
-                sq[k][b] = quant_row(q + (m0 + k) * d + 64 * b, w, qi[k] + 64 * b);
+}
+
+/* int4 keys: NB 64-byte blocks a row of d / 2 bytes; query rows two at a
+ * time */
+TGTV_INLINE void vqk_n_rows(int NB, size_t M, const float *q, size_t T, const char *const *rows, size_t off,
+                            size_t d, const uint16_t *km, float scale, float *out, size_t ldo)
+{
+    _Alignas(64) float qs[FKV__VNNI_MAX_D];
+    /* zero past d: the channels the masked key loads leave out */
+    _Alignas(64) int8_t hi[FKV__VNNI_MAX_D] = {0}, lo[FKV__VNNI_MAX_D] = {0};
+    _Alignas(64) uint8_t evb[64], odb[64];
+    for (int i = 0; i < 64; i++) evb[i] = (uint8_t)(2 * i), odb[i] = (uint8_t)(2 * i + 1);
+    const __m512i ev = _mm512_load_si512(evb), od = _mm512_load_si512(odb);
+    vq c;
+    c.nb = NB, c.u4 = 1, c.mk = d / 2 % 64 ? ~0ULL >> (64 - d / 2 % 64) : ~0ULL;
+    for (size_t m = 0; m < M; m += 2) {
+        float f[2], bias[2];
+        c.nr = M - m >= 2 ? 2 : 1;
+        for (int k = 0; k < c.nr; k++) {
+            const float *qr = q + (m + (size_t)k) * d;
+            bias[k] = km ? fold_keys(qr, d, km, scale, qs) : 0.0f;
+            f[k] = quant_hilo(km ? qs : qr, d, hi, lo) / 256.0f * scale;
+            /* even and odd channels apart: bytes 2i and 2i + 1 of each 128 */
+            _Pragma("GCC unroll 2") for (int b = 0; b < NB; b++)
+            {
+                const __m512i h0 = _mm512_load_si512(hi + 128 * b), h1 = _mm512_load_si512(hi + 128 * b + 64);
+                const __m512i l0 = _mm512_load_si512(lo + 128 * b), l1 = _mm512_load_si512(lo + 128 * b + 64);
+                c.h[k][b] = _mm512_permutex2var_epi8(h0, ev, h1), c.oh[k][b] = _mm512_permutex2var_epi8(h0, od, h1);
+                c.l[k][b] = _mm512_permutex2var_epi8(l0, ev, l1), c.ol[k][b] = _mm512_permutex2var_epi8(l0, od, l1);
             }
-        for (size_t t = 0; t < T; t++) {
-            const char *r = rows[t] + off;
-            __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            for (size_t b = 0; b < nblk; b++) {
-                size_t j = 64 * b, w = d - j < 64 ? d - j : 64;
-                __mmask64 mk = w == 64 ? ~0ULL : ~0ULL >> (64 - w);
-                __m512i kv = _mm512_maskz_loadu_epi8(mk, r + j);
-                for (size_t k = 0; k < nm; k++) {
-                    __m512i s32 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kv, _mm512_maskz_loadu_epi8(mk, qi[k] + j));
-                    acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32), _mm512_set1_ps(sq[k][b]), acc[k]);
-                }
-            }
-            for (size_t k = 0; k < nm; k++) out[(m0 + k) * ldo + t] = _mm512_reduce_add_ps(acc[k]) * scale;
+        }
+        if (c.nr == 2) { /* a constant nr in each copy, for the compiler */
+            c.nr = 2;
+            kscores(&c, T, rows, off, f, bias, out + m * ldo, ldo);
+        } else {
+            c.nr = 1;
+            kscores(&c, T, rows, off, f, bias, out + m * ldo, ldo);
         }
     }
 }
@@ -307,38 +535,242 @@ TGTV static void v_qk_b(size_t M, const float *q, size_t T, const char *const *r
 TGTV static void v_qk_n(size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
                         float scale, float *out, size_t ldo)
 {
-    if (d > FKV__VNNI_MAX_D || d % 2) {
-        z_qk_n(M, q, T, rows, off, d, scale, out, ldo);
+    switch (d > FKV__VNNI_MAX_D || d % 2 ? 0 : (d / 2 + 63) / 64) {
+    case 1: vqk_n_rows(1, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 2: vqk_n_rows(2, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    default: z_qk_n(M, q, T, rows, off, d, scale, out, ldo);
+    }
+}
+
+/* Keys stored as code * s + z per channel, the scales folded in here (the
+ * table's qkq); 0 (nothing written) where the fast paths do not apply. */
+TGTV static int v_qkq(int fmt, size_t M, const float *q, size_t T, const char *const *rows, size_t off, size_t d,
+                      const uint16_t *km, float scale, float *out, size_t ldo)
+{
+    if (d > FKV__VNNI_MAX_D || d % 16) return 0;
+    if (fmt == FKV__FMT_U8) switch ((d + 63) / 64) {
+        case 1: vqk_b_rows(1, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        case 2: vqk_b_rows(2, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        case 3: vqk_b_rows(3, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        default: vqk_b_rows(4, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        }
+    if (fmt == FKV__FMT_U4) switch ((d / 2 + 63) / 64) {
+        case 1: vqk_n_rows(1, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        default: vqk_n_rows(2, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        }
+    return 0;
+}
+
+/* p[0..T) (T <= 64) into int16 codes W = rint(p * 32767 / amax), zero from T
+ * to the next even index; returns the step amax / 32767: 0 for a zero row,
+ * NaN when a value is not finite. */
+TGTV static float quant_w(const float *p, size_t T, int16_t *w)
+{
+    const __m512 absm = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (size_t j = 0; j < T; j += 16) {
+        __mmask16 m = T - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, p + j);
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); /* max_ps would drop a NaN */
+        mx = _mm512_max_ps(mx, _mm512_and_ps(x, absm));
+    }
+    float amax = _mm512_reduce_max_ps(mx);
+    if (nan || isinf(amax)) return NAN;
+    const __m512 inv = _mm512_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+    for (size_t j = 0; j < T + (T & 1); j += 16) {
+        __mmask16 m = T - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (T - j)) - 1);
+        __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + j), inv));
+        _mm256_storeu_si256((__m256i *)(w + j), _mm512_cvtsepi32_epi16(c)); /* w has room for 64 */
+    }
+    return amax / 32767.0f;
+}
+
+/* int8 values, NM rows (constant) and 64 channels j0.. of them */
+TGTV_INLINE void vpv_b_blk(int NM, int16_t (*w)[FKV__VNNI_MAX_T], const float *sw, const float *cadd, size_t T,
+                           const char *const *rows, size_t off, size_t j0, float *acc, size_t lda)
+{
+    const __mmask64 even = 0x5555555555555555ULL;
+    __m512i idx[4];
+    _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+    {
+        /* lane i: byte 16g + i of the first row, then of the second, as int16s */
+        const __m512i i4 = _mm512_add_epi32(_mm512_set1_epi32(16 * g),
+                                            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        idx[g] = _mm512_or_si512(i4, _mm512_slli_epi32(_mm512_add_epi32(i4, _mm512_set1_epi32(64)), 16));
+    }
+    __m512i a[4][4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < NM; k++)
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) a[k][g] = _mm512_setzero_si512();
+    for (size_t t = 0; t < T; t += 2) {
+        __m512i r0 = _mm512_loadu_si512(rows[t] + off + j0);
+        __m512i r1 = t + 1 < T ? _mm512_loadu_si512(rows[t + 1] + off + j0) : _mm512_setzero_si512();
+        __m512i x[4];
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) x[g] = _mm512_maskz_permutex2var_epi8(even, r0, idx[g], r1);
+        _Pragma("GCC unroll 4") for (int k = 0; k < NM; k++)
+        {
+            int32_t pr;
+            memcpy(&pr, w[k] + t, 4);
+            const __m512i wv = _mm512_set1_epi32(pr);
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) a[k][g] = _mm512_dpwssd_epi32(a[k][g], x[g], wv);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < NM; k++)
+    {
+        float *o = acc + (size_t)k * lda + j0;
+        const __m512 f = _mm512_set1_ps(sw[k]), c = _mm512_set1_ps(cadd[k]);
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) _mm512_storeu_ps(
+            o + 16 * g, _mm512_add_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(a[k][g]), f, _mm512_loadu_ps(o + 16 * g)), c));
+    }
+}
+
+/* int4 values, NM rows (constant) and 32 channels j0.. of them: even and
+ * odd channels apart, interleaved again at the end */
+TGTV_INLINE void vpv_n_blk(int NM, int16_t (*w)[FKV__VNNI_MAX_T], const float *sw, const float *cadd, size_t T,
+                           const char *const *rows, size_t off, size_t j0, float *acc, size_t lda)
+{
+    const __mmask64 even = 0x5555555555555555ULL;
+    const __m512i i4 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i idx = _mm512_or_si512(i4, _mm512_slli_epi32(_mm512_add_epi32(i4, _mm512_set1_epi32(16)), 16));
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    __m512i ae[4], ao[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < NM; k++) ae[k] = ao[k] = _mm512_setzero_si512();
+    for (size_t t = 0; t < T; t += 2) {
+        __m128i r0 = _mm_loadu_si128((const __m128i *)(rows[t] + off + j0 / 2));
+        __m128i r1 = t + 1 < T ? _mm_loadu_si128((const __m128i *)(rows[t + 1] + off + j0 / 2)) : _mm_setzero_si128();
+        __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1);
+        __m512i e = _mm512_maskz_permutexvar_epi8(even, idx, _mm512_castsi256_si512(_mm256_and_si256(y, lo4)));
+        __m512i o = _mm512_maskz_permutexvar_epi8(even, idx, _mm512_castsi256_si512(_mm256_and_si256(_mm256_srli_epi16(y, 4), lo4)));
+        _Pragma("GCC unroll 4") for (int k = 0; k < NM; k++)
+        {
+            int32_t pr;
+            memcpy(&pr, w[k] + t, 4);
+            const __m512i wv = _mm512_set1_epi32(pr);
+            ae[k] = _mm512_dpwssd_epi32(ae[k], e, wv);
+            ao[k] = _mm512_dpwssd_epi32(ao[k], o, wv);
+        }
+    }
+    const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_idx = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    _Pragma("GCC unroll 4") for (int k = 0; k < NM; k++)
+    {
+        float *out = acc + (size_t)k * lda + j0;
+        const __m512 f = _mm512_set1_ps(sw[k]), c = _mm512_set1_ps(cadd[k]);
+        const __m512 fe = _mm512_cvtepi32_ps(ae[k]), fo = _mm512_cvtepi32_ps(ao[k]);
+        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_fmadd_ps(_mm512_permutex2var_ps(fe, lo_idx, fo), f, _mm512_loadu_ps(out)), c));
+        _mm512_storeu_ps(out + 16,
+                         _mm512_add_ps(_mm512_fmadd_ps(_mm512_permutex2var_ps(fe, hi_idx, fo), f, _mm512_loadu_ps(out + 16)), c));
+    }
+}
+
+/* values of either format: rows four at a time, their probabilities coded
+ * once, then the channels STEP at a time; a block of rows holding a
+ * probability that is not finite goes to the FMA kernel FB (its NaN or inf,
+ * as without VNNI) */
+#define VPV_BODY(BLK, STEP, FB)                                                                           \
+    _Alignas(64) int16_t w[4][FKV__VNNI_MAX_T];                                                           \
+    float sw[4];                                                                                          \
+    static const float zero4[4];                                                                          \
+    for (size_t m0 = 0; m0 < M; m0 += 4) {                                                                \
+        const size_t nm = M - m0 < 4 ? M - m0 : 4;                                                        \
+        int finite = 1;                                                                                   \
+        for (size_t k = 0; k < nm; k++) {                                                                 \
+            sw[k] = quant_w(p + (m0 + k) * ldp, T, w[k]);                                                 \
+            finite &= sw[k] == sw[k];                                                                     \
+        }                                                                                                 \
+        if (!finite) {                                                                                    \
+            FB(nm, p + m0 * ldp, ldp, T, rows, off, n, acc + m0 * lda, lda);                              \
+            continue;                                                                                     \
+        }                                                                                                 \
+        for (size_t j0 = 0; j0 < n; j0 += STEP) switch (nm) {                                             \
+            case 4: BLK(4, w, sw, zero4, T, rows, off, j0, acc + m0 * lda, lda); break;                          \
+            case 3: BLK(3, w, sw, zero4, T, rows, off, j0, acc + m0 * lda, lda); break;                          \
+            case 2: BLK(2, w, sw, zero4, T, rows, off, j0, acc + m0 * lda, lda); break;                          \
+            default: BLK(1, w, sw, zero4, T, rows, off, j0, acc + m0 * lda, lda); break;                         \
+            }                                                                                             \
+    }
+
+/* int8 values: acc[m][j] += sum_t p[m][t] code_t[j], two tokens' codes of
+ * channel c being lane c's int16 pair */
+TGTV static void v_pv_b(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
+                        size_t n, float *acc, size_t lda)
+{
+    if (n % 64 || T > FKV__VNNI_MAX_T) {
+        z_pv_b(M, p, ldp, T, rows, off, n, acc, lda);
         return;
     }
-    _Alignas(64) int8_t qi[FKV__VNNI_MAX_D], qe[4][FKV__VNNI_MAX_D / 2], qo[4][FKV__VNNI_MAX_D / 2];
-    float sq[4];
-    size_t nb = d / 2, full = nb & ~(size_t)63, rem = nb - full;
-    __mmask64 mk = rem ? (~0ULL >> (64 - rem)) : 0;
-    const __m512i lo4 = _mm512_set1_epi8(15);
-    for (size_t m0 = 0; m0 < M; m0 += 4) {
-        size_t nm = M - m0 < 4 ? M - m0 : 4;
-        for (size_t k = 0; k < nm; k++) {
-            sq[k] = quant_row(q + (m0 + k) * d, d, qi);
-            for (size_t i = 0; i < nb; i++) qe[k][i] = qi[2 * i], qo[k][i] = qi[2 * i + 1];
+    VPV_BODY(vpv_b_blk, 64, z_pv_b)
+}
+
+TGTV static void v_pv_n(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
+                        size_t n, float *acc, size_t lda)
+{
+    if (n % 32 || T > FKV__VNNI_MAX_T) {
+        z_pv_n(M, p, ldp, T, rows, off, n, acc, lda);
+        return;
+    }
+    VPV_BODY(vpv_n_blk, 32, z_pv_n)
+}
+
+/* Values stored as code * s_t + z_t per (token, group of G channels), the
+ * table's pvq: for each group and block of four rows, w = p * s_t and
+ * c = sum_t p z_t (as scale_q), then the VNNI kernel with c added after
+ * (as add_rows); a block with a value that is not finite goes to the FMA
+ * kernel with the same w and c.  Returns 0 (nothing written) where the
+ * fast paths do not apply. */
+TGTV static int v_pvq(int fmt, size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
+                      size_t d, size_t G, const uint16_t *vm, size_t vstride, size_t zoff, float *acc, size_t lda)
+{
+    const int u4 = fmt == FKV__FMT_U4;
+    if ((fmt != FKV__FMT_U8 && !u4) || T > FKV__VNNI_MAX_T || !T || G != (u4 ? 32u : 64u) || d % G) return 0;
+    _Alignas(64) float wf[4][FKV__VNNI_MAX_T];
+    _Alignas(64) int16_t w[4][FKV__VNNI_MAX_T];
+    float sw[4], c[4];
+    for (size_t gi = 0; gi < d / G; gi++) {
+        const uint16_t *sg = vm + gi * vstride, *zg = sg + zoff;
+        __m512 sv[4], zv[4];
+        for (size_t j = 0; j < 4; j++) {
+            __mmask16 mk = T <= 16 * j ? 0 : T - 16 * j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (T - 16 * j)) - 1);
+            sv[j] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, sg + 16 * j));
+            zv[j] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, zg + 16 * j));
         }
-        for (size_t t = 0; t < T; t++) {
-            const char *r = rows[t] + off;
-            __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                              _mm512_setzero_si512()};
-            for (size_t j = 0; j < full + (rem ? 64 : 0); j += 64) {
-                __mmask64 m = j < full ? ~0ULL : mk;
-                __m512i kv = _mm512_maskz_loadu_epi8(m, r + j);
-                __m512i lo = _mm512_and_si512(kv, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(kv, 4), lo4);
-                for (size_t k = 0; k < nm; k++) {
-                    acc[k] = _mm512_dpbusd_epi32(acc[k], lo, _mm512_maskz_loadu_epi8(m, qe[k] + j));
-                    acc[k] = _mm512_dpbusd_epi32(acc[k], hi, _mm512_maskz_loadu_epi8(m, qo[k] + j));
+        const size_t hoff = off + (u4 ? gi * G / 2 : gi * G);
+        for (size_t m0 = 0; m0 < M; m0 += 4) {
+            const size_t nm = M - m0 < 4 ? M - m0 : 4;
+            int finite = 1;
+            for (size_t k = 0; k < nm; k++) {
+                const float *pr = p + (m0 + k) * ldp;
+                __m512 cz = _mm512_setzero_ps();
+                for (size_t j = 0; j < 4 && 16 * j < T; j++) {
+                    __mmask16 mk = T - 16 * j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (T - 16 * j)) - 1);
+                    __m512 x = _mm512_maskz_loadu_ps(mk, pr + 16 * j);
+                    _mm512_store_ps(wf[k] + 16 * j, _mm512_mul_ps(x, sv[j]));
+                    cz = _mm512_fmadd_ps(x, zv[j], cz);
                 }
+                c[k] = _mm512_reduce_add_ps(cz);
+                sw[k] = quant_w(wf[k], T, w[k]);
+                finite &= sw[k] == sw[k];
             }
-            for (size_t k = 0; k < nm; k++)
-                out[(m0 + k) * ldo + t] = (float)_mm512_reduce_add_epi32(acc[k]) * sq[k] * scale;
+            float *a = acc + m0 * lda + gi * G;
+            if (!finite) {
+                if (u4) z_pv_n(nm, wf[0], FKV__VNNI_MAX_T, T, rows, hoff, G, a, lda);
+                else z_pv_b(nm, wf[0], FKV__VNNI_MAX_T, T, rows, hoff, G, a, lda);
+                for (size_t k = 0; k < nm; k++)
+                    for (size_t j = 0; j < G; j++) a[k * lda + j] += c[k];
+                continue;
+            }
+#define PVQ_CASE(BLK)                                                                                     \
+    switch (nm) {                                                                                         \
+    case 4: BLK(4, w, sw, c, T, rows, hoff, 0, a, lda); break;                                           \
+    case 3: BLK(3, w, sw, c, T, rows, hoff, 0, a, lda); break;                                           \
+    case 2: BLK(2, w, sw, c, T, rows, hoff, 0, a, lda); break;                                           \
+    default: BLK(1, w, sw, c, T, rows, hoff, 0, a, lda); break;                                          \
+    }
+            if (u4) PVQ_CASE(vpv_n_blk) else PVQ_CASE(vpv_b_blk)
+#undef PVQ_CASE
         }
     }
+    return 1;
 }
 
 static fkv__simd_ops avx512_simd, vnni_simd;
@@ -361,11 +793,15 @@ static void avx512_build(void)
     avx512_simd.pv[FKV__FMT_F32] = z_pv_f, avx512_simd.pv[FKV__FMT_F16] = z_pv_h;
     avx512_simd.pv[FKV__FMT_U8] = z_pv_b, avx512_simd.pv[FKV__FMT_U4] = z_pv_n;
     avx512_simd.qk8 = z_qk8, avx512_simd.pv8 = z_pv8;
+    avx512_simd.expsum = z_expsum;
     avx512_simd_ptr = &avx512_simd;
-    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq")) {
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vbmi")) {
         vnni_simd = avx512_simd;
         vnni_simd.name = "avx512-vnni";
         vnni_simd.qk[FKV__FMT_U8] = v_qk_b, vnni_simd.qk[FKV__FMT_U4] = v_qk_n;
+        vnni_simd.pv[FKV__FMT_U8] = v_pv_b, vnni_simd.pv[FKV__FMT_U4] = v_pv_n;
+        vnni_simd.qkq = v_qkq, vnni_simd.pvq = v_pvq;
         vnni_simd_ptr = &vnni_simd;
     }
 }
@@ -377,7 +813,7 @@ const fkv__simd_ops *fkv__simd_avx512_ops(void)
     return avx512_simd_ptr;
 }
 
-/* The AVX-512 table with the VNNI key kernels (built once). */
+/* The AVX-512 table with the VNNI kernels (built once). */
 const fkv__simd_ops *fkv__simd_vnni_ops(void)
 {
     pthread_once(&avx512_once, avx512_build);

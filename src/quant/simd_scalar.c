@@ -161,5 +161,5 @@ static float s_expsum(float *x, size_t n, float mx)
 const fkv__simd_ops fkv__simd_scalar = {
     "scalar", s_h2f, s_f2h, s_quant_v, s_quant_s, s_deq8_v, s_deq8_s, s_deq4_v, s_deq4_s,
     {s_qk_f, s_qk_h, s_qk_b, s_qk_n}, {s_pv_f, s_pv_h, s_pv_b, s_pv_n}, s_scale_q, s_add_rows, s_expsum,
-    s_qk8, s_pv8,
+    s_qk8, s_pv8, NULL, NULL,
 };
