@@ -1,5 +1,8 @@
-/* AVX-512F path of the fp8 E4M3 conversions (simd.h), by target attributes
- * (no -march flag).  Each step mirrors the scalar reference of fp8.h, so the
+/* AVX-512 paths of simd.h, by target attributes (no -march flag): the fp8
+ * E4M3 conversions, the 16-wide FMA attention kernels, and the VNNI integer
+ * kernels for int8/int4 runs (sections below).
+ *
+ * fp8 conversions.  Each step mirrors the scalar reference of fp8.h, so the
  * results are the same bits: the same product x * inv, the same clamp, the
  * same integer rounding of the mantissa, vcvtps2dq (round to nearest even,
  * the default mode that nearbyintf also uses) for subnormal codes; decoding
@@ -301,9 +304,20 @@ TGTK static void z_pv8(size_t M, const float *p, size_t ldp, size_t T, const cha
  * probability that is not finite) go to the FMA kernels. */
 #define FKV__VNNI_MAX_D 256
 #define FKV__VNNI_MAX_T 64
-#define TGTV __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c")))
-#define TGTV_INLINE \
-    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c"), always_inline)) static inline
+/* clang's sanitizer builds (the fuzz targets, which do not reach these
+ * kernels) leave them uninstrumented: instrumented, their inlined bodies
+ * took clang minutes to compile.  The ASan+UBSan test suite (gcc) checks
+ * them instrumented. */
+#if defined(__clang__)
+#define FKV__VNNI_NOSAN __attribute__((no_sanitize("address", "undefined")))
+#else
+#define FKV__VNNI_NOSAN
+#endif
+#define TGTV                                                                                              \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c"))) FKV__VNNI_NOSAN
+#define TGTV_INLINE                                                                                       \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c"), always_inline)) \
+    FKV__VNNI_NOSAN static inline
 
 /* q[0..d) as sq * (hi + lo / 256) (above); returns sq: 0 for a zero row,
  * NaN for a row with inf or nan, whose scores are then NaN as the FMA
@@ -401,32 +415,41 @@ TGTV_INLINE void kdot(const vq *c, const char *r, __m512i *s)
     for (int k = 0; k < c->nr; k++) s[k] = _mm512_add_epi32(_mm512_slli_epi32(ah[k], 8), al[k]);
 }
 
-TGTV_INLINE void kquad(const vq *c, const char *const *r, __m512i *out)
-{
-    __m512i a[2], b[2], w[2];
-    kdot(c, r[0], a), kdot(c, r[1], b);
-    for (int k = 0; k < c->nr; k++) w[k] = tr_a(a[k], b[k]);
-    kdot(c, r[2], a), kdot(c, r[3], b);
-    for (int k = 0; k < c->nr; k++) out[k] = tr_b(w[k], tr_a(a[k], b[k]));
-}
-
 /* scores of the query rows (their codes in c) against rows [0, T): row k
- * into out + k * ldo, times f[k], plus bias[k] */
+ * into out + k * ldo, times f[k], plus bias[k].  The tree's levels are
+ * kept by index (a loop of pairs, not sixteen inlined dot products): the
+ * same operations, a fraction of the code for the compiler to unroll. */
 TGTV_INLINE void kscores(const vq *c, size_t T, const char *const *rows, size_t off, const float *f, const float *bias,
                          float *out, size_t ldo)
 {
     for (size_t t0 = 0; t0 < T; t0 += 16) {
         const size_t n = T - t0 < 16 ? T - t0 : 16;
-        const char *r[16];
-        for (size_t i = 0; i < 16; i++) r[i] = i < n ? rows[t0 + i] + off : NULL;
-        __m512i qa[2], qb[2], x[2];
-        kquad(c, r, qa), kquad(c, r + 4, qb);
-        for (int k = 0; k < c->nr; k++) x[k] = tr_c(qa[k], qb[k]);
-        kquad(c, r + 8, qa), kquad(c, r + 12, qb);
-        for (int k = 0; k < c->nr; k++) {
-            __m512i s = tr_d(x[k], tr_c(qa[k], qb[k]));
-            _mm512_mask_storeu_ps(out + k * ldo + t0, (__mmask16)((1u << n) - 1),
-                                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(f[k]), _mm512_set1_ps(bias[k])));
+        __m512i lv[3][2]; /* the partial waiting at each level: pairs, fours, eights */
+        for (int l = 0; l < 3; l++) lv[l][0] = lv[l][1] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 1") for (size_t i = 0; i < 16; i += 2)
+        {
+            __m512i a[2], b[2], w[2];
+            kdot(c, i < n ? rows[t0 + i] + off : NULL, a);
+            kdot(c, i + 1 < n ? rows[t0 + i + 1] + off : NULL, b);
+            for (int k = 0; k < c->nr; k++) w[k] = tr_a(a[k], b[k]);
+            if (!(i & 2)) { /* first pair of a four */
+                for (int k = 0; k < c->nr; k++) lv[0][k] = w[k];
+                continue;
+            }
+            for (int k = 0; k < c->nr; k++) w[k] = tr_b(lv[0][k], w[k]); /* a four */
+            if (!(i & 4)) {
+                for (int k = 0; k < c->nr; k++) lv[1][k] = w[k];
+                continue;
+            }
+            for (int k = 0; k < c->nr; k++) w[k] = tr_c(lv[1][k], w[k]); /* an eight */
+            if (!(i & 8)) {
+                for (int k = 0; k < c->nr; k++) lv[2][k] = w[k];
+                continue;
+            }
+            for (int k = 0; k < c->nr; k++)
+                _mm512_mask_storeu_ps(out + k * ldo + t0, (__mmask16)((1u << n) - 1),
+                                      _mm512_fmadd_ps(_mm512_cvtepi32_ps(tr_d(lv[2][k], w[k])), _mm512_set1_ps(f[k]),
+                                                      _mm512_set1_ps(bias[k])));
         }
     }
 }
@@ -449,14 +472,20 @@ TGTV_INLINE float fold_keys(const float *q, size_t d, const uint16_t *km, float 
     return _mm512_reduce_add_ps(cz) * scale;
 }
 
-/* int8 keys, NB 64-byte blocks a row; query rows two at a time */
-TGTV_INLINE void vqk_b_rows(int NB, size_t M, const float *q, size_t T, const char *const *rows, size_t off,
-                            size_t d, const uint16_t *km, float scale, float *out, size_t ldo)
+/* int8 (U4 0) or int4 (U4 1) keys, NB 64-byte blocks a row (d or d / 2
+ * bytes); query rows two at a time */
+TGTV_INLINE void vqk_rows(int NB, int U4, size_t M, const float *q, size_t T, const char *const *rows, size_t off,
+                          size_t d, const uint16_t *km, float scale, float *out, size_t ldo)
 {
-    _Alignas(64) int8_t hi[FKV__VNNI_MAX_D], lo[FKV__VNNI_MAX_D];
     _Alignas(64) float qs[FKV__VNNI_MAX_D];
+    /* zero past d: the channels the masked key loads leave out */
+    _Alignas(64) int8_t hi[FKV__VNNI_MAX_D] = {0}, lo[FKV__VNNI_MAX_D] = {0};
+    _Alignas(64) uint8_t evb[64], odb[64];
+    for (int i = 0; i < 64; i++) evb[i] = (uint8_t)(2 * i), odb[i] = (uint8_t)(2 * i + 1);
+    const __m512i ev = _mm512_load_si512(evb), od = _mm512_load_si512(odb);
+    const size_t rb = U4 ? d / 2 : d;
     vq c;
-    c.nb = NB, c.u4 = 0, c.mk = d % 64 ? ~0ULL >> (64 - d % 64) : ~0ULL;
+    c.nb = NB, c.u4 = U4, c.mk = rb % 64 ? ~0ULL >> (64 - rb % 64) : ~0ULL;
     for (size_t m = 0; m < M; m += 2) {
         float f[2], bias[2];
         c.nr = M - m >= 2 ? 2 : 1;
@@ -466,9 +495,15 @@ TGTV_INLINE void vqk_b_rows(int NB, size_t M, const float *q, size_t T, const ch
             f[k] = quant_hilo(km ? qs : qr, d, hi, lo) / 256.0f * scale;
             _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++)
             {
-                __mmask64 mk = b == NB - 1 ? c.mk : ~0ULL;
-                c.h[k][b] = _mm512_maskz_loadu_epi8(mk, hi + 64 * b);
-                c.l[k][b] = _mm512_maskz_loadu_epi8(mk, lo + 64 * b);
+                if (U4) { /* even and odd channels apart: bytes 2i and 2i + 1 of each 128 */
+                    const __m512i h0 = _mm512_load_si512(hi + 128 * b), h1 = _mm512_load_si512(hi + 128 * b + 64);
+                    const __m512i l0 = _mm512_load_si512(lo + 128 * b), l1 = _mm512_load_si512(lo + 128 * b + 64);
+                    c.h[k][b] = _mm512_permutex2var_epi8(h0, ev, h1), c.oh[k][b] = _mm512_permutex2var_epi8(h0, od, h1);
+                    c.l[k][b] = _mm512_permutex2var_epi8(l0, ev, l1), c.ol[k][b] = _mm512_permutex2var_epi8(l0, od, l1);
+                } else {
+                    c.h[k][b] = _mm512_load_si512(hi + 64 * b);
+                    c.l[k][b] = _mm512_load_si512(lo + 64 * b);
+                }
             }
         }
         if (c.nr == 2) { /* a constant nr in each copy, for the compiler */
@@ -485,50 +520,11 @@ TGTV static void v_qk_b(size_t M, const float *q, size_t T, const char *const *r
                         float scale, float *out, size_t ldo)
 {
     switch (d > FKV__VNNI_MAX_D || d % 16 ? 0 : (d + 63) / 64) {
-    case 1: vqk_b_rows(1, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
-    case 2: vqk_b_rows(2, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
-    case 3: vqk_b_rows(3, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
-    case 4: vqk_b_rows(4, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 1: vqk_rows(1, 0, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 2: vqk_rows(2, 0, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 3: vqk_rows(3, 0, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 4: vqk_rows(4, 0, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
     default: z_qk_b(M, q, T, rows, off, d, scale, out, ldo);
-    }
-}
-
-/* int4 keys: NB 64-byte blocks a row of d / 2 bytes; query rows two at a
- * time */
-TGTV_INLINE void vqk_n_rows(int NB, size_t M, const float *q, size_t T, const char *const *rows, size_t off,
-                            size_t d, const uint16_t *km, float scale, float *out, size_t ldo)
-{
-    _Alignas(64) float qs[FKV__VNNI_MAX_D];
-    /* zero past d: the channels the masked key loads leave out */
-    _Alignas(64) int8_t hi[FKV__VNNI_MAX_D] = {0}, lo[FKV__VNNI_MAX_D] = {0};
-    _Alignas(64) uint8_t evb[64], odb[64];
-    for (int i = 0; i < 64; i++) evb[i] = (uint8_t)(2 * i), odb[i] = (uint8_t)(2 * i + 1);
-    const __m512i ev = _mm512_load_si512(evb), od = _mm512_load_si512(odb);
-    vq c;
-    c.nb = NB, c.u4 = 1, c.mk = d / 2 % 64 ? ~0ULL >> (64 - d / 2 % 64) : ~0ULL;
-    for (size_t m = 0; m < M; m += 2) {
-        float f[2], bias[2];
-        c.nr = M - m >= 2 ? 2 : 1;
-        for (int k = 0; k < c.nr; k++) {
-            const float *qr = q + (m + (size_t)k) * d;
-            bias[k] = km ? fold_keys(qr, d, km, scale, qs) : 0.0f;
-            f[k] = quant_hilo(km ? qs : qr, d, hi, lo) / 256.0f * scale;
-            /* even and odd channels apart: bytes 2i and 2i + 1 of each 128 */
-            _Pragma("GCC unroll 2") for (int b = 0; b < NB; b++)
-            {
-                const __m512i h0 = _mm512_load_si512(hi + 128 * b), h1 = _mm512_load_si512(hi + 128 * b + 64);
-                const __m512i l0 = _mm512_load_si512(lo + 128 * b), l1 = _mm512_load_si512(lo + 128 * b + 64);
-                c.h[k][b] = _mm512_permutex2var_epi8(h0, ev, h1), c.oh[k][b] = _mm512_permutex2var_epi8(h0, od, h1);
-                c.l[k][b] = _mm512_permutex2var_epi8(l0, ev, l1), c.ol[k][b] = _mm512_permutex2var_epi8(l0, od, l1);
-            }
-        }
-        if (c.nr == 2) { /* a constant nr in each copy, for the compiler */
-            c.nr = 2;
-            kscores(&c, T, rows, off, f, bias, out + m * ldo, ldo);
-        } else {
-            c.nr = 1;
-            kscores(&c, T, rows, off, f, bias, out + m * ldo, ldo);
-        }
     }
 }
 
@@ -536,8 +532,8 @@ TGTV static void v_qk_n(size_t M, const float *q, size_t T, const char *const *r
                         float scale, float *out, size_t ldo)
 {
     switch (d > FKV__VNNI_MAX_D || d % 2 ? 0 : (d / 2 + 63) / 64) {
-    case 1: vqk_n_rows(1, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
-    case 2: vqk_n_rows(2, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 1: vqk_rows(1, 1, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
+    case 2: vqk_rows(2, 1, M, q, T, rows, off, d, NULL, scale, out, ldo); break;
     default: z_qk_n(M, q, T, rows, off, d, scale, out, ldo);
     }
 }
@@ -549,14 +545,14 @@ TGTV static int v_qkq(int fmt, size_t M, const float *q, size_t T, const char *c
 {
     if (d > FKV__VNNI_MAX_D || d % 16) return 0;
     if (fmt == FKV__FMT_U8) switch ((d + 63) / 64) {
-        case 1: vqk_b_rows(1, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
-        case 2: vqk_b_rows(2, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
-        case 3: vqk_b_rows(3, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
-        default: vqk_b_rows(4, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        case 1: vqk_rows(1, 0, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        case 2: vqk_rows(2, 0, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        case 3: vqk_rows(3, 0, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        default: vqk_rows(4, 0, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
         }
     if (fmt == FKV__FMT_U4) switch ((d / 2 + 63) / 64) {
-        case 1: vqk_n_rows(1, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
-        default: vqk_n_rows(2, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        case 1: vqk_rows(1, 1, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
+        default: vqk_rows(2, 1, M, q, T, rows, off, d, km, scale, out, ldo); return 1;
         }
     return 0;
 }
@@ -690,27 +686,21 @@ TGTV_INLINE void vpv_n_blk(int NM, int16_t (*w)[FKV__VNNI_MAX_T], const float *s
             }                                                                                             \
     }
 
-/* int8 values: acc[m][j] += sum_t p[m][t] code_t[j], two tokens' codes of
- * channel c being lane c's int16 pair */
-TGTV static void v_pv_b(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
-                        size_t n, float *acc, size_t lda)
-{
-    if (n % 64 || T > FKV__VNNI_MAX_T) {
-        z_pv_b(M, p, ldp, T, rows, off, n, acc, lda);
-        return;
+/* the table's entries: int8 values (64 channels a step, two tokens' codes
+ * of channel c being lane c's int16 pair) and int4 values (32 a step);
+ * acc[m][j] += sum_t p[m][t] code_t[j] */
+#define VPV_ENTRY(SUF, STEP)                                                                              \
+    TGTV static void v_pv_##SUF(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows,  \
+                                size_t off, size_t n, float *acc, size_t lda)                             \
+    {                                                                                                     \
+        if (n % STEP || T > FKV__VNNI_MAX_T) {                                                            \
+            z_pv_##SUF(M, p, ldp, T, rows, off, n, acc, lda);                                             \
+            return;                                                                                       \
+        }                                                                                                 \
+        VPV_BODY(vpv_##SUF##_blk, STEP, z_pv_##SUF)                                                       \
     }
-    VPV_BODY(vpv_b_blk, 64, z_pv_b)
-}
-
-TGTV static void v_pv_n(size_t M, const float *p, size_t ldp, size_t T, const char *const *rows, size_t off,
-                        size_t n, float *acc, size_t lda)
-{
-    if (n % 32 || T > FKV__VNNI_MAX_T) {
-        z_pv_n(M, p, ldp, T, rows, off, n, acc, lda);
-        return;
-    }
-    VPV_BODY(vpv_n_blk, 32, z_pv_n)
-}
+VPV_ENTRY(b, 64)
+VPV_ENTRY(n, 32)
 
 /* Values stored as code * s_t + z_t per (token, group of G channels), the
  * table's pvq: for each group and block of four rows, w = p * s_t and
