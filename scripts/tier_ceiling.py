@@ -24,6 +24,13 @@ back up and leaves the host (exclusive).  Orders of the host tier:
                first, then the others by recency
   lru-2        LRU-K with K = 2 (O'Neil, O'Neil and Weikum, SIGMOD 1993):
                the oldest second-last access first; seen once = oldest
+  hyperbolic   hyperbolic caching (Blankstein, Sen and Freedman, USENIX ATC
+               2017): the least accesses per unit of time since first seen
+               leaves first, among 64 blocks sampled (fixed seed)
+  next-gap     the block whose next access, predicted as its last plus its
+               last gap between accesses, is furthest leaves first (seen
+               once: never predicted; overdue: as far ahead as it is late),
+               among 64 sampled
 
 and one row that no online order can match: `dead-oracle`, LRU in both
 levels except that a block that is never requested again leaves first
@@ -32,11 +39,12 @@ simulator's (`fairkv bench --min-bound`), not computed here.
 
   scripts/tier_ceiling.py TRACE DEVICE_TOKENS HOST_X [HOST_X ...]
 
-Standard library only; a run of the shared trace takes about a minute.
+Standard library only; a run of the shared trace takes a few minutes.
 """
 import collections
 import heapq
 import json
+import random
 import sys
 
 BLOCK = 512
@@ -179,12 +187,52 @@ class Lru2:
         return []
 
 
+class Sampled:
+    """Evicts the worst of 64 sampled blocks by rank(k) (the largest)."""
+
+    def __init__(self, cap, rank):
+        self.cap, self.used, self.keys, self.at, self.n = cap, 0, [], {}, {}
+        self.rank, self.rng = rank, random.Random(1)
+
+    def has(self, k):
+        return k in self.at
+
+    def take(self, k):
+        i, last = self.at.pop(k), self.keys.pop()
+        if last != k:
+            self.keys[i] = last
+            self.at[last] = i
+        self.used -= self.n.pop(k)
+
+    def put(self, k, n):
+        self.at[k] = len(self.keys)
+        self.keys.append(k)
+        self.n[k] = n
+        self.used += n
+        while self.used > self.cap:
+            self.take(max((self.keys[self.rng.randrange(len(self.keys))] for _ in range(64)), key=self.rank))
+        return []
+
+
+def hyperbolic(t):
+    return lambda k: -t.seen[k] / (t.t - t.first[k] + 1)
+
+
+def next_gap(t):
+    def rank(k):
+        h = t.hist[k]
+        nxt = h[-1] + (h[-1] - h[-2]) if len(h) > 1 else float("inf")
+        return nxt if nxt >= t.t else t.t + (t.t - h[-1])
+
+    return rank
+
+
 class Tiers:
     """Device LRU over a host of the given order, exclusive.  `first`
     (a key -> bool) makes both levels push those keys out first."""
 
     def __init__(self, dev, host, first=None):
-        self.seen, self.t, self.hist = collections.Counter(), 0, {}
+        self.seen, self.t, self.hist, self.first = collections.Counter(), 0, {}, {}
         self.dev = Lru(dev, first)
         self.host = host(self)
 
@@ -194,6 +242,7 @@ class Tiers:
     def access(self, k, n):
         self.seen[k] += 1
         self.t += 1
+        self.first.setdefault(k, self.t)
         h = self.hist.setdefault(k, [])
         h.append(self.t)
         del h[:-2]
@@ -261,6 +310,8 @@ def main():
             "s3fifo": lambda t: S3Fifo(cap),
             "seen-first": lambda t: Lru(cap, lambda k: t.seen[k] < 2),
             "lru-2": lambda t: Lru2(cap, t.hist),
+            "hyperbolic": lambda t: Sampled(cap, hyperbolic(t)),
+            "next-gap": lambda t: Sampled(cap, next_gap(t)),
         }
         for name, host in orders.items():
             rate = replay(reqs, Tiers(dev, host))
