@@ -27,6 +27,7 @@
 #include "fairkv_attn.h"
 #include "fairkv_quant.h"
 #include "quant/simd.h"
+#include "util/bigmem.h"
 
 int fkv_cli_micro_attn(int argc, char **argv);
 
@@ -82,9 +83,10 @@ static void fill_part(void *ctx, size_t i, unsigned thread)
 static double bandwidth(fkv_attn_pool *pool, size_t bytes, int copy)
 {
     struct bw b = {0};
-    char *src = malloc(bytes), *dst = copy ? malloc(bytes) : NULL;
+    /* the memory the page pool's K/V arrays live in (util/bigmem.h) */
+    char *src = fkv__big_alloc(bytes), *dst = copy ? fkv__big_alloc(bytes) : NULL;
     if (!src || (copy && !dst)) {
-        free(src);
+        fkv__big_free(src, bytes);
         return 0;
     }
     b.src = src, b.dst = dst, b.bytes = bytes, b.parts = fkv_attn_pool_threads(pool);
@@ -97,7 +99,7 @@ static double bandwidth(fkv_attn_pool *pool, size_t bytes, int copy)
         t = now_s() - t;
         best = t < best ? t : best;
     }
-    free(src), free(dst);
+    fkv__big_free(src, bytes), fkv__big_free(dst, bytes);
     return bytes / best / 1e9;
 }
 
@@ -113,6 +115,7 @@ struct setup {
     size_t n_chunks, per_seq;
     fkv_attn_seq *seqs;
     uint64_t bytes_read; /* K/V bytes the kernel reads per call (codes + scales) */
+    size_t kv_bytes;     /* of each of layer.k and layer.v */
 };
 
 static unsigned bits_of(fkv_dtype t)
@@ -144,7 +147,7 @@ static void teardown(struct setup *s)
 {
     for (size_t i = 0; s->meta && i < s->n_chunks; i++) free(s->meta[i]);
     free(s->meta), free(s->views), free(s->tab), free(s->pages), free(s->seqs);
-    free(s->layer.k), free(s->layer.v);
+    fkv__big_free(s->layer.k, s->kv_bytes), fkv__big_free(s->layer.v, s->kv_bytes);
     memset(s, 0, sizeof *s);
 }
 
@@ -165,7 +168,9 @@ static int build(struct setup *s, uint32_t ctx, size_t batch, fkv_dtype dt, int 
     s->n_chunks = batch * s->per_seq;
     g->n_pages = (uint32_t)(s->n_chunks * cpages);
     size_t bytes = (size_t)g->n_pages * fkv_kv_page_bytes(g);
-    s->layer.k = malloc(bytes), s->layer.v = malloc(bytes);
+    /* the pool's K/V memory (util/bigmem.h) */
+    s->kv_bytes = bytes;
+    s->layer.k = fkv__big_alloc(bytes), s->layer.v = fkv__big_alloc(bytes);
     s->views = calloc(s->n_chunks, sizeof *s->views);
     s->tab = calloc(s->n_chunks, sizeof *s->tab);
     s->pages = malloc(g->n_pages * sizeof *s->pages);

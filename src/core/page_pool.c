@@ -5,47 +5,12 @@
  * module's reservation step.  Storage is phantom
  * (bytes only) or cpu: per layer, K and V arrays of
  * [n_pages][page_tokens][n_kv_heads][head_dim] elements. */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/mman.h>
-#define FKV_POOL_MMAP 1
-#endif
 
 #include "core/internal.h"
 #include "fairkv_quant.h"
-
-/* One layer's K or V array: zero bytes that cost nothing until written.
- * An anonymous mapping is page-aligned and reads as zeros, and the kernel
- * gives it memory page by page on first write, so a large budget
- * (--kv-budget 8GiB) starts at once and only the pages requests fill
- * become resident.  (The earlier aligned_alloc + memset wrote the whole
- * budget at start: seconds per GiB.)  Elsewhere: calloc, which is lazy
- * for large sizes too, but only 16-byte aligned by contract, so 64 is
- * asked through aligned_alloc and zeroed. */
-static void *kv_alloc(size_t bytes)
-{
-#ifdef FKV_POOL_MMAP
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-#else
-    void *p = aligned_alloc(64, bytes);
-    if (p) memset(p, 0, bytes);
-    return p;
-#endif
-}
-
-static void kv_free(void *p, size_t bytes)
-{
-    if (!p) return;
-#ifdef FKV_POOL_MMAP
-    munmap(p, bytes);
-#else
-    (void)bytes;
-    free(p);
-#endif
-}
+#include "util/bigmem.h"
 
 static size_t kv_bytes(const fkv_cache *c)
 {
@@ -79,8 +44,12 @@ fkv_status fkv__pool_init(fkv_cache *c)
         if (!c->k || !c->v) return FKV_ENOMEM;
         size_t rounded = kv_bytes(c);
         for (uint32_t l = 0; l < L; l++) {
-            c->k[l] = kv_alloc(rounded);
-            c->v[l] = kv_alloc(rounded);
+            /* zeros that cost nothing until written, so a large budget
+             * (--kv-budget 8GiB) starts at once and only the pages requests
+             * fill become resident; in 2 MiB pages where the system allows
+             * (util/bigmem.h) */
+            c->k[l] = fkv__big_alloc(rounded);
+            c->v[l] = fkv__big_alloc(rounded);
             if (!c->k[l] || !c->v[l]) return FKV_ENOMEM;
         }
     }
@@ -91,8 +60,8 @@ void fkv__pool_fini(fkv_cache *c)
 {
     if (c->k || c->v) {
         for (uint32_t l = 0; l < c->cfg.n_layers; l++) {
-            if (c->k) kv_free(c->k[l], kv_bytes(c));
-            if (c->v) kv_free(c->v[l], kv_bytes(c));
+            if (c->k) fkv__big_free(c->k[l], kv_bytes(c));
+            if (c->v) fkv__big_free(c->v[l], kv_bytes(c));
         }
     }
     free(c->k);
