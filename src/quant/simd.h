@@ -112,4 +112,16 @@ const fkv__fp8_ops *fkv__fp8_avx512_ops(void);
  * (non-x86).  Callable only where fkv__simd() is not the scalar path. */
 const fkv__fp8_ops *fkv__fp8_avx2_ops(void);
 
+/* exp(x) for x <= 0 in the vector paths (exp8 of simd_avx2.c, exp16 of
+ * simd_avx512.c, the same steps at two widths): inputs clamped at
+ * FKV__EXP_MIN, Cody-Waite reduction x = n ln2 + r (ln2 = HI + LO),
+ * |r| <= ln2/2, then Horner over FKV__EXP_P and p r^2 + r + 1: the degree-7
+ * polynomial of the Cephes expf (relative error about 1e-7, below fp32
+ * attention's own rounding). */
+#define FKV__EXP_MIN (-87.0f)
+#define FKV__EXP_LOG2E 1.44269504088896341f
+#define FKV__EXP_LN2_HI 0.693359375f
+#define FKV__EXP_LN2_LO (-2.12194440e-4f)
+#define FKV__EXP_P {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}
+
 #endif

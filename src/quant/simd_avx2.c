@@ -296,22 +296,17 @@ TGT static void a_pv8(size_t M, const float *p, size_t ldp, size_t T, const char
     else a_pvx_e(M, p, ldp, T, rows, off, n, _mm256_set1_ps(256.0f * s), acc, lda);
 }
 
-/* exp(x) for x <= 0: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, and
- * the degree-7 Taylor/minimax polynomial of the Cephes expf (relative error
- * about 1e-7, below fp32 attention's own rounding). */
+/* exp(x) for x <= 0, 8 lanes (simd.h, FKV__EXP_*) */
 TGT_INLINE __m256 exp8(__m256 x)
 {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    static const float P[] = FKV__EXP_P;
+    x = _mm256_max_ps(x, _mm256_set1_ps(FKV__EXP_MIN));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(FKV__EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(FKV__EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(FKV__EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(P[0]);
+    for (int k = 1; k < 6; k++) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P[k]));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
