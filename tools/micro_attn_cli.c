@@ -115,8 +115,10 @@ struct setup {
     size_t n_chunks, per_seq;
     fkv_attn_seq *seqs;
     uint64_t bytes_read; /* K/V bytes the kernel reads per call (codes + scales) */
-    size_t kv_bytes;     /* of each of layer.k and layer.v */
 };
+
+/* bytes of each of layer.k and layer.v */
+static size_t kv_bytes(const struct setup *s) { return (size_t)s->g.n_pages * fkv_kv_page_bytes(&s->g); }
 
 static unsigned bits_of(fkv_dtype t)
 {
@@ -147,7 +149,7 @@ static void teardown(struct setup *s)
 {
     for (size_t i = 0; s->meta && i < s->n_chunks; i++) free(s->meta[i]);
     free(s->meta), free(s->views), free(s->tab), free(s->pages), free(s->seqs);
-    fkv__big_free(s->layer.k, s->kv_bytes), fkv__big_free(s->layer.v, s->kv_bytes);
+    fkv__big_free(s->layer.k, kv_bytes(s)), fkv__big_free(s->layer.v, kv_bytes(s));
     memset(s, 0, sizeof *s);
 }
 
@@ -167,9 +169,8 @@ static int build(struct setup *s, uint32_t ctx, size_t batch, fkv_dtype dt, int 
     s->per_seq = ctx / chunk;
     s->n_chunks = batch * s->per_seq;
     g->n_pages = (uint32_t)(s->n_chunks * cpages);
-    size_t bytes = (size_t)g->n_pages * fkv_kv_page_bytes(g);
+    size_t bytes = kv_bytes(s);
     /* the pool's K/V memory (util/bigmem.h) */
-    s->kv_bytes = bytes;
     s->layer.k = fkv__big_alloc(bytes), s->layer.v = fkv__big_alloc(bytes);
     s->views = calloc(s->n_chunks, sizeof *s->views);
     s->tab = calloc(s->n_chunks, sizeof *s->tab);
