@@ -85,7 +85,7 @@ static void run_item(void *arg, size_t i, unsigned thread)
         const fkv_chunk_view *ch = s->chunks[ci];
         if (s->mass) memset(csum, 0, NH * sizeof *csum);
         for (uint32_t t0 = 0; t0 < ch->n_tokens;) {
-            uint32_t T = fkv__run_len(c->x.g, ch, t0);
+            uint32_t T = fkv__run_len(c->x.g, ch, t0, 0);
             uint32_t nci = ci, nt0 = t0 + T;
             int pf = next_run(s, it->c1, &nci, &nt0);
             for (size_t g = 0; g < H; g++) {

@@ -49,8 +49,10 @@ static inline size_t fkv__tscratch_floats(size_t M, size_t D)
 }
 void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D);
 
-/* Tokens of the run of chunk c that starts at t0. */
-uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0);
+/* Tokens of the run of chunk c that starts at t0; group != 0: a quantized
+ * run takes its whole key group (FKV_QK_GROUP tokens) even where that is
+ * more than RUN_BYTES (prefill), else decode's shorter runs. */
+uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0, int group);
 
 /* One run of chunk c (tokens [t0, t0+T), kv head h) folded into the online
  * softmax state of M query rows q[M][D]: running max m[M], sum l[M],

@@ -49,7 +49,7 @@ static void run_block(void *arg, size_t i, unsigned thread)
         for (uint32_t t0 = 0; t0 < ch->n_tokens;) {
             uint64_t pos0 = (uint64_t)ch->start + t0;
             if (pos0 > last) break;
-            uint32_t T = fkv__run_len(c->x.g, ch, t0);
+            uint32_t T = fkv__run_len(c->x.g, ch, t0, 1);
             for (uint32_t a = 0; a < nq; a++) {
                 uint64_t qp = (uint64_t)c->q_pos0 + i0 + a;
                 uint32_t v = qp < pos0 ? 0u : (qp - pos0 + 1 < T ? (uint32_t)(qp - pos0 + 1) : T);

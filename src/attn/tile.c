@@ -34,11 +34,16 @@ void fkv__tscratch_init(fkv__tscratch *s, float *mem, size_t M, size_t D)
     s->rc = NULL;
 }
 
-uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0)
+uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0, int group)
 {
     /* at most ~RUN_BYTES of each of K and V per run: the run being read and
      * the next one being prefetched must both stay in L2 */
     uint64_t cap = RUN_BYTES / fkv__row_bytes(g, c->dtype);
+    /* a quantized run codes every query row against its key group's channel
+     * scales: prefill's many rows make that coding cost more than a longer
+     * run's bytes (int8 prefill up to 16% faster, decode 3-8% slower if it
+     * did the same: docs/EVALUATION.md section 2) */
+    if (group && (c->dtype == FKV_INT8 || c->dtype == FKV_INT4) && cap < FKV_QK_GROUP) cap = FKV_QK_GROUP;
     uint32_t n = cap >= FKV__TMAX ? FKV__TMAX : cap < 8 ? 8u : (uint32_t)(cap & ~(uint64_t)7);
     if ((c->dtype == FKV_INT8 || c->dtype == FKV_INT4) && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n)
         n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
@@ -55,7 +60,7 @@ void fkv__prefetch_run(const fkv__kvctx *x, const fkv_chunk_view *c, uint32_t t0
                        uint32_t n_parts)
 {
     const fkv_kv_geom *g = x->g;
-    uint32_t T = fkv__run_len(g, c, t0), tpp = fkv_quant_tokens_per_page(g, c->dtype);
+    uint32_t T = fkv__run_len(g, c, t0, 0), tpp = fkv_quant_tokens_per_page(g, c->dtype);
     uint64_t rb = fkv__row_bytes(g, c->dtype), b0 = rb * part / n_parts, b1 = rb * (part + 1) / n_parts;
     for (uint32_t t = t0; t < t0 + T; t++) {
         uint64_t off = row_off(x, c, tpp, rb, t);
