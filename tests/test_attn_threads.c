@@ -1,8 +1,12 @@
 /* The kernels under threads (also run under ThreadSanitizer by make test):
  * a pool reused across many calls, and two pools used at once from two
- * threads over the same K/V memory, agree with the single-threaded result. */
+ * threads over the same K/V memory, agree with the single-threaded result;
+ * the pool's waits (spin, then sleep) lose no run. */
+#define _DEFAULT_SOURCE /* setenv, usleep */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "attn_fixture.h"
 
@@ -45,8 +49,44 @@ static void count(void *ctx, size_t i, unsigned thread)
     ((unsigned char *)ctx)[i]++;
 }
 
+/* as count, with some items slow enough that the caller, done with its
+ * share, sleeps on the workers */
+static void slow_count(void *ctx, size_t i, unsigned thread)
+{
+    count(ctx, i, thread);
+    if (i % 97 == 0) usleep(300);
+}
+
+/* The pool's waits: spinning before sleeping (the default), sleeping at once
+ * (FAIRKV_POOL_SPIN_US=0) and a spin shorter than the gaps between runs;
+ * runs back to back, runs further apart than the spin (the workers asleep),
+ * runs whose items keep the caller waiting past its spin.  Every index is
+ * visited once per run; a lost wake-up hangs the test past its timeout. */
+static void pool_waits(void)
+{
+    static const char *spins[] = {NULL, "0", "20"};
+    for (int s = 0; s < 3; s++) {
+        if (spins[s]) setenv("FAIRKV_POOL_SPIN_US", spins[s], 1);
+        else unsetenv("FAIRKV_POOL_SPIN_US");
+        fkv_attn_pool *p;
+        REQUIRE(fkv_attn_pool_create(3, &p) == FKV_OK);
+        unsigned char hits[500];
+        int bad = 0;
+        for (int it = 0; it < 120; it++) {
+            memset(hits, 0, sizeof hits);
+            fkv_attn_pool_run(p, sizeof hits, it % 3 == 2 ? slow_count : count, hits);
+            for (size_t i = 0; i < sizeof hits; i++) bad += hits[i] != 1;
+            if (it % 4 == 1) usleep(400);
+        }
+        CHECKF(bad == 0, "FAIRKV_POOL_SPIN_US=%s: %d items not run exactly once", spins[s] ? spins[s] : "(unset)", bad);
+        fkv_attn_pool_destroy(p);
+    }
+    unsetenv("FAIRKV_POOL_SPIN_US");
+}
+
 int main(void)
 {
+    pool_waits();
     rng r = {31};
     fkv_kv_geom g = {1, 2, D, 16, FKV_F32, 0, 1024};
     fx_init(&F, g, &r);

@@ -2,22 +2,37 @@
  * (fn, ctx, n) under the lock and bumps a generation counter; workers and
  * the caller then claim item indices from one atomic counter, so uneven
  * items (sequences of different lengths) balance themselves; the caller
- * waits until every worker has left the generation. */
+ * waits until every worker has left the generation.
+ *
+ * Waiting spins first, then blocks: an engine step is dozens of runs a few
+ * microseconds apart (one per matrix product and per attention call), and a
+ * worker put to sleep on the condition variable between them is woken by
+ * the kernel tens of microseconds later each time.  So a worker that has
+ * finished its items watches the generation for a while (FAIRKV_POOL_SPIN_US,
+ * default 200 microseconds) before it sleeps, and the caller watches the
+ * workers' count the same way before it sleeps; between steps, when the
+ * pool idles for longer, everyone sleeps as before.  FAIRKV_POOL_SPIN_US=0
+ * blocks at once (a machine shared with other work). */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attn/thread_pool.h"
+
+#define SPIN_US_DEFAULT 200
 
 struct fkv_attn_pool {
     unsigned n;                     /* threads in all, the caller included */
     pthread_t *th;                  /* [n-1] */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    uint64_t gen;                   /* bumped per run (under mu) */
-    unsigned busy;                  /* workers not yet done with gen */
-    int stop;
+    atomic_uint_fast64_t gen;       /* bumped per run (under mu) */
+    atomic_uint busy;               /* workers not yet done with gen */
+    atomic_int stop;
+    long spin_ns;                   /* how long a waiter spins before it sleeps */
     void (*fn)(void *, size_t, unsigned);
     void *ctx;
     size_t n_items;
@@ -25,6 +40,30 @@ struct fkv_attn_pool {
     void **buf;                     /* [n+1] scratch, see pool.h */
     size_t *cap;
 };
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* FAIRKV_POOL_SPIN_US: 0..100000 microseconds; anything else the default */
+static long spin_ns_setting(void)
+{
+    const char *e = getenv("FAIRKV_POOL_SPIN_US");
+    if (!e || !*e) return SPIN_US_DEFAULT * 1000L;
+    char *end;
+    long us = strtol(e, &end, 10);
+    return *end || us < 0 || us > 100000 ? SPIN_US_DEFAULT * 1000L : us * 1000L;
+}
 
 struct worker_arg {
     fkv_attn_pool *p;
@@ -40,6 +79,20 @@ static void drain(fkv_attn_pool *p, unsigned id)
     }
 }
 
+/* Spins until *w differs from v (or stop is set, when stop is non-NULL)
+ * for at most spin_ns; returns whether it did. */
+static int spin_while_eq(const fkv_attn_pool *p, atomic_uint_fast64_t *w, uint64_t v, const atomic_int *stop)
+{
+    if (p->spin_ns <= 0) return 0;
+    long t0 = now_ns();
+    for (unsigned k = 1;; k++) {
+        if (atomic_load_explicit(w, memory_order_acquire) != v || (stop && atomic_load_explicit(stop, memory_order_relaxed)))
+            return 1;
+        cpu_relax();
+        if (!(k & 63) && now_ns() - t0 > p->spin_ns) return 0;
+    }
+}
+
 static void *worker(void *arg)
 {
     struct worker_arg *wa = arg;
@@ -47,17 +100,25 @@ static void *worker(void *arg)
     unsigned id = wa->id;
     free(wa);
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (p->gen == seen && !p->stop) pthread_cond_wait(&p->cv_work, &p->mu);
-        if (p->stop) break;
-        seen = p->gen;
-        pthread_mutex_unlock(&p->mu);
+        if (!spin_while_eq(p, &p->gen, seen, &p->stop)) {
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load_explicit(&p->gen, memory_order_relaxed) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->cv_work, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        /* acquire: the run's fn, ctx and n_items were written before gen */
+        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
         drain(p, id);
-        pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0) pthread_cond_signal(&p->cv_done);
+        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
+            /* the last one out: wake the caller if it sleeps (it checks
+             * busy under the lock before it waits) */
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -84,6 +145,10 @@ fkv_status fkv_attn_pool_create(unsigned n_threads, fkv_attn_pool **out)
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     atomic_init(&p->next, 0);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->busy, 0);
+    atomic_init(&p->stop, 0);
+    p->spin_ns = spin_ns_setting();
     for (unsigned i = 1; i < n_threads; i++) {
         struct worker_arg *wa = malloc(sizeof *wa);
         if (wa) *wa = (struct worker_arg){p, i};
@@ -102,7 +167,7 @@ void fkv_attn_pool_destroy(fkv_attn_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = 1;
+    atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     for (unsigned i = 1; i < p->n; i++) pthread_join(p->th[i - 1], NULL);
@@ -126,14 +191,22 @@ void fkv_attn_pool_run(fkv_attn_pool *p, size_t n, void (*fn)(void *, size_t, un
     p->ctx = ctx;
     p->n_items = n;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->busy = p->n - 1;
-    p->gen++;
+    atomic_store_explicit(&p->busy, p->n - 1, memory_order_relaxed);
+    /* release: a worker that sees the new generation sees the run */
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     drain(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->busy) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    long t0 = p->spin_ns > 0 ? now_ns() : 0;
+    for (unsigned k = 1; atomic_load_explicit(&p->busy, memory_order_acquire); k++) {
+        if (p->spin_ns <= 0 || (!(k & 63) && now_ns() - t0 > p->spin_ns)) {
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load_explicit(&p->busy, memory_order_acquire)) pthread_cond_wait(&p->cv_done, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        cpu_relax();
+    }
 }
 
 void *fkv__pool_buf(fkv_attn_pool *p, unsigned slot, size_t bytes)
