@@ -11,10 +11,13 @@
  * finished its items watches the generation for a while (FAIRKV_POOL_SPIN_US,
  * default 200 microseconds) before it sleeps, and the caller watches the
  * workers' count the same way before it sleeps; between steps, when the
- * pool idles for longer, everyone sleeps as before.  FAIRKV_POOL_SPIN_US=0
- * blocks at once (a machine shared with other work). */
+ * pool idles for longer, everyone sleeps as before.  A watcher yields the
+ * CPU every 16 looks: a server's HTTP threads share the cores, and a request
+ * they have not read yet misses the next step (measured: docs/EVALUATION.md
+ * section 4, "The pool's waits").  FAIRKV_POOL_SPIN_US=0 blocks at once. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -48,8 +51,13 @@ static long now_ns(void)
     return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-static inline void cpu_relax(void)
+/* the k-th look of a watcher */
+static inline void cpu_relax(unsigned k)
 {
+    if (!(k & 15)) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -88,7 +96,7 @@ static int spin_while_eq(const fkv_attn_pool *p, atomic_uint_fast64_t *w, uint64
     for (unsigned k = 1;; k++) {
         if (atomic_load_explicit(w, memory_order_acquire) != v || (stop && atomic_load_explicit(stop, memory_order_relaxed)))
             return 1;
-        cpu_relax();
+        cpu_relax(k);
         if (!(k & 63) && now_ns() - t0 > p->spin_ns) return 0;
     }
 }
@@ -205,7 +213,7 @@ void fkv_attn_pool_run(fkv_attn_pool *p, size_t n, void (*fn)(void *, size_t, un
             pthread_mutex_unlock(&p->mu);
             break;
         }
-        cpu_relax();
+        cpu_relax(k);
     }
 }
 
