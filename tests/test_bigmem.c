@@ -1,10 +1,13 @@
 /* util/bigmem.h, the memory of the page pool's K/V arrays: zeroed, writable
- * to the last byte, 2 MiB-aligned and marked for huge pages from 2 MiB up
- * (the mark read back from /proc/self/smaps, where there is one), and
- * wholly unmapped by fkv__big_free.  (Recent kernels align large anonymous
+ * to the last byte, 2 MiB-aligned from 2 MiB up, marked for huge pages
+ * there with FAIRKV_KV_HUGEPAGES=1 and not without it (the mark read back
+ * from /proc/self/smaps, where there is one), and wholly unmapped by
+ * fkv__big_free.  (Recent kernels align large anonymous
  * mappings to 2 MiB themselves, so the alignment check can pass without
  * bigmem's own trimming; it is kept for the kernels that do not.) */
+#define _DEFAULT_SOURCE /* setenv */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -49,8 +52,13 @@ int main(void)
     int have_thp = thp != NULL;
     if (thp) fclose(thp);
     else printf("no transparent huge pages in this kernel: the huge-page mark is not checked\n");
-    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        size_t n = sizes[i];
+    for (size_t i = 0; i < 2 * sizeof sizes / sizeof *sizes; i++) {
+        /* first with the advice asked for, then without */
+        const int huge = i < sizeof sizes / sizeof *sizes;
+        if (huge) setenv("FAIRKV_KV_HUGEPAGES", "1", 1);
+        else unsetenv("FAIRKV_KV_HUGEPAGES");
+        CHECK(fkv__big_hugepages() == huge);
+        size_t n = sizes[i % (sizeof sizes / sizeof *sizes)];
         unsigned char *p = fkv__big_alloc(n);
         CHECKF(p != NULL, "%zu bytes", n);
         if (!p) continue;
@@ -60,9 +68,11 @@ int main(void)
         if (n >= 2 * MIB) {
             CHECKF((uintptr_t)p % (2 * MIB) == 0, "%zu bytes at %p: not 2 MiB-aligned", n, (void *)p);
             if (have_smaps && have_thp) {
-                /* "hg": madvise(MADV_HUGEPAGE) on the whole buffer */
-                CHECKF(vm_flags(p, flags, sizeof flags) == 1 && strstr(flags, " hg"), "%zu bytes: first byte's flags %s", n, flags);
-                CHECKF(vm_flags(p + n - 1, flags, sizeof flags) == 1 && strstr(flags, " hg"), "%zu bytes: last byte's flags %s", n, flags);
+                /* "hg": madvise(MADV_HUGEPAGE) on the whole buffer, or nowhere */
+                CHECKF(vm_flags(p, flags, sizeof flags) == 1 && !strstr(flags, " hg") == !huge,
+                       "%zu bytes, huge pages %s: first byte's flags %s", n, huge ? "asked" : "not asked", flags);
+                CHECKF(vm_flags(p + n - 1, flags, sizeof flags) == 1 && !strstr(flags, " hg") == !huge,
+                       "%zu bytes, huge pages %s: last byte's flags %s", n, huge ? "asked" : "not asked", flags);
             }
         }
         /* from 2 MiB up the mapping is of whole 2 MiB pages: its last byte */

@@ -437,8 +437,8 @@ int fkv_cli_micro_attn(int argc, char **argv)
     const double budget = quick ? 0.15 : 0.45;
     double read_gbps = bandwidth(pool, big, 0), memcpy_gbps = bandwidth(pool, big / 2, 1);
     if (!json)
-        printf("threads %ld, vector path %s, fp8 codec %s\nread bandwidth %.2f GB/s, memcpy %.2f GB/s (bytes copied)\n",
-               threads, fkv_simd_path(), fkv_fp8_path(), read_gbps, memcpy_gbps);
+        printf("threads %ld, vector path %s, fp8 codec %s, K/V in %s pages (FAIRKV_KV_HUGEPAGES)\nread bandwidth %.2f GB/s, memcpy %.2f GB/s (bytes copied)\n",
+               threads, fkv_simd_path(), fkv_fp8_path(), fkv__big_hugepages() ? "2 MiB" : "4 KiB", read_gbps, memcpy_gbps);
 
     /* prefill: contexts up to 16k (32k would take seconds per call) */
     size_t n_pctx = 0;
@@ -552,9 +552,9 @@ int fkv_cli_micro_attn(int argc, char **argv)
     double max_vs[5] = {0}; /* by dtype value */
     for (size_t di = 0; di < n_dt; di++) max_vs[dts[di]] = tg[di].vs16;
     if (json) {
-        printf("{\"bench\":\"attn\",\"threads\":%ld,\"simd\":\"%s\",\"fp8_codec\":\"%s\",\"read_gbps\":%.6g,"
-               "\"memcpy_gbps\":%.6g",
-               threads, fkv_simd_path(), fkv_fp8_path(), read_gbps, memcpy_gbps);
+        printf("{\"bench\":\"attn\",\"threads\":%ld,\"simd\":\"%s\",\"fp8_codec\":\"%s\",\"kv_page_kib\":%d,"
+               "\"read_gbps\":%.6g,\"memcpy_gbps\":%.6g",
+               threads, fkv_simd_path(), fkv_fp8_path(), fkv__big_hugepages() ? 2048 : 4, read_gbps, memcpy_gbps);
         for (int prefill = 0; prefill < 2; prefill++) {
             printf(",\"%s\":[", prefill ? "prefill" : "decode");
             int first = 1;

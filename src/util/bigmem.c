@@ -20,6 +20,12 @@ static size_t mapped(size_t bytes)
 }
 #endif
 
+int fkv__big_hugepages(void)
+{
+    const char *e = getenv("FAIRKV_KV_HUGEPAGES");
+    return e && !strcmp(e, "1");
+}
+
 void *fkv__big_alloc(size_t bytes)
 {
     if (!bytes) return NULL;
@@ -37,7 +43,7 @@ void *fkv__big_alloc(size_t bytes)
     if (a > p) munmap(p, (size_t)(a - p));
     if (p + len + BIG_PAGE > a + len) munmap(a + len, (size_t)(p + len + BIG_PAGE - (a + len)));
 #ifdef MADV_HUGEPAGE
-    (void)madvise(a, len, MADV_HUGEPAGE); /* advice: failure only costs speed */
+    if (fkv__big_hugepages()) (void)madvise(a, len, MADV_HUGEPAGE); /* advice: failure only costs speed */
 #endif
     return a;
 #else
