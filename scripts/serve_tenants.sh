@@ -12,7 +12,9 @@
 #
 # Defaults: build, 3 rounds, 30 s, the tiny preset (--ctx 4096), and two
 # settings: "" (serve's defaults) and "--step-share drr".  Heavy prompts are
-# 2,000 tokens, light ones 40, as `fairkv load`'s defaults.  Not part of CI.
+# 2,000 tokens, light ones 40, as `fairkv load`'s defaults.  Each measured
+# load follows WARM seconds (default 5) of the same load with other prompts
+# against the same server, not counted.  Not part of CI.
 set -eu
 B=${1:-build}/fairkv
 R=${2:-3}
@@ -33,6 +35,11 @@ run() {
     SP=$!
     for _ in $(seq 200); do grep -q 'http://127.0.0.1:' "$W/serve.log" && break; sleep 0.1; done
     URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$W/serve.log" | head -1)
+    # warm-up: a fresh server's first requests fault in its buffers and
+    # pages (tens of ms); 5 s of the same load with other prompts (another
+    # seed, so no prefix of the measured prompts is cached) and not counted
+    # shellcheck disable=SC2086
+    "$B" load --url "$URL" --workload tenants --duration "${WARM:-5}" --seed 7 --format json $2 > /dev/null
     # shellcheck disable=SC2086
     "$B" load --url "$URL" --workload tenants --duration "$T" --format json $2 > "$W/out.json"
     kill $SP
