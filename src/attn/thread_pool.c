@@ -51,16 +51,17 @@ static long now_ns(void)
     return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* the k-th look of a watcher */
-static inline void cpu_relax(unsigned k)
+/* The k-th look (k from 1) of a watcher that began at t0: a pause, or every
+ * 16 looks a yield of the CPU; 0 once its spin is spent (read every 64
+ * looks) or when there is none, and the watcher should sleep. */
+static int spin_on(const fkv_attn_pool *p, unsigned k, long t0)
 {
-    if (!(k & 15)) {
-        sched_yield();
-        return;
-    }
+    if (p->spin_ns <= 0) return 0;
+    if (!(k & 15)) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+    else __builtin_ia32_pause();
 #endif
+    return (k & 63) || now_ns() - t0 <= p->spin_ns;
 }
 
 /* FAIRKV_POOL_SPIN_US: 0..100000 microseconds; anything else the default */
@@ -87,18 +88,10 @@ static void drain(fkv_attn_pool *p, unsigned id)
     }
 }
 
-/* Spins until *w differs from v (or stop is set, when stop is non-NULL)
- * for at most spin_ns; returns whether it did. */
-static int spin_while_eq(const fkv_attn_pool *p, atomic_uint_fast64_t *w, uint64_t v, const atomic_int *stop)
+/* no new run since the worker's last, and no stop */
+static int idle(fkv_attn_pool *p, uint64_t seen)
 {
-    if (p->spin_ns <= 0) return 0;
-    long t0 = now_ns();
-    for (unsigned k = 1;; k++) {
-        if (atomic_load_explicit(w, memory_order_acquire) != v || (stop && atomic_load_explicit(stop, memory_order_relaxed)))
-            return 1;
-        cpu_relax(k);
-        if (!(k & 63) && now_ns() - t0 > p->spin_ns) return 0;
-    }
+    return atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !atomic_load(&p->stop);
 }
 
 static void *worker(void *arg)
@@ -109,12 +102,14 @@ static void *worker(void *arg)
     free(wa);
     uint64_t seen = 0;
     for (;;) {
-        if (!spin_while_eq(p, &p->gen, seen, &p->stop)) {
-            pthread_mutex_lock(&p->mu);
-            while (atomic_load_explicit(&p->gen, memory_order_relaxed) == seen && !atomic_load(&p->stop))
-                pthread_cond_wait(&p->cv_work, &p->mu);
-            pthread_mutex_unlock(&p->mu);
-        }
+        long t0 = p->spin_ns > 0 ? now_ns() : 0;
+        for (unsigned k = 1; idle(p, seen); k++)
+            if (!spin_on(p, k, t0)) {
+                pthread_mutex_lock(&p->mu);
+                while (idle(p, seen)) pthread_cond_wait(&p->cv_work, &p->mu);
+                pthread_mutex_unlock(&p->mu);
+                break;
+            }
         if (atomic_load(&p->stop)) break;
         /* acquire: the run's fn, ctx and n_items were written before gen */
         seen = atomic_load_explicit(&p->gen, memory_order_acquire);
@@ -206,15 +201,13 @@ void fkv_attn_pool_run(fkv_attn_pool *p, size_t n, void (*fn)(void *, size_t, un
     pthread_mutex_unlock(&p->mu);
     drain(p, 0);
     long t0 = p->spin_ns > 0 ? now_ns() : 0;
-    for (unsigned k = 1; atomic_load_explicit(&p->busy, memory_order_acquire); k++) {
-        if (p->spin_ns <= 0 || (!(k & 63) && now_ns() - t0 > p->spin_ns)) {
+    for (unsigned k = 1; atomic_load_explicit(&p->busy, memory_order_acquire); k++)
+        if (!spin_on(p, k, t0)) {
             pthread_mutex_lock(&p->mu);
             while (atomic_load_explicit(&p->busy, memory_order_acquire)) pthread_cond_wait(&p->cv_done, &p->mu);
             pthread_mutex_unlock(&p->mu);
             break;
         }
-        cpu_relax(k);
-    }
 }
 
 void *fkv__pool_buf(fkv_attn_pool *p, unsigned slot, size_t bytes)

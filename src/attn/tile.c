@@ -38,14 +38,15 @@ uint32_t fkv__run_len(const fkv_kv_geom *g, const fkv_chunk_view *c, uint32_t t0
 {
     /* at most ~RUN_BYTES of each of K and V per run: the run being read and
      * the next one being prefetched must both stay in L2 */
+    const int quant = c->dtype == FKV_INT8 || c->dtype == FKV_INT4;
     uint64_t cap = RUN_BYTES / fkv__row_bytes(g, c->dtype);
     /* a quantized run codes every query row against its key group's channel
      * scales: prefill's many rows make that coding cost more than a longer
      * run's bytes (int8 prefill up to 16% faster, decode 3-8% slower if it
      * did the same: docs/EVALUATION.md section 2) */
-    if (group && (c->dtype == FKV_INT8 || c->dtype == FKV_INT4) && cap < FKV_QK_GROUP) cap = FKV_QK_GROUP;
+    if (group && quant && cap < FKV_QK_GROUP) cap = FKV_QK_GROUP;
     uint32_t n = cap >= FKV__TMAX ? FKV__TMAX : cap < 8 ? 8u : (uint32_t)(cap & ~(uint64_t)7);
-    if ((c->dtype == FKV_INT8 || c->dtype == FKV_INT4) && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n)
+    if (quant && FKV_QK_GROUP - t0 % FKV_QK_GROUP < n)
         n = FKV_QK_GROUP - t0 % FKV_QK_GROUP;
     return c->n_tokens - t0 < n ? c->n_tokens - t0 : n;
 }
