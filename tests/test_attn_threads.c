@@ -50,11 +50,12 @@ static void count(void *ctx, size_t i, unsigned thread)
 }
 
 /* as count, with some items slow enough that the caller, done with its
- * share, sleeps on the workers */
+ * share, sleeps on the workers; they count after the wait, so a caller
+ * that returns early finds them not counted */
 static void slow_count(void *ctx, size_t i, unsigned thread)
 {
-    count(ctx, i, thread);
     if (i % 97 == 0) usleep(300);
+    count(ctx, i, thread);
 }
 
 /* The pool's waits: spinning before sleeping (the default), sleeping at once
